@@ -1,0 +1,189 @@
+//! Which client event a hook run is handling, parsed from the client's stdin JSON.
+//!
+//! Claude Code sends `session_id` and PascalCase `hook_event_name`s; Cursor sends
+//! `conversation_id`, `cursor_version` and camelCase names. This module owns that mapping and
+//! must never act on an event: it only names it and extracts the fields the hooks use.
+
+use crate::input::Mode;
+use serde::Deserialize;
+
+/// The fields of both clients' hook input that memd uses; everything else is ignored.
+#[derive(Debug, Default, Deserialize)]
+struct RawInput {
+    #[serde(default)]
+    hook_event_name: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    #[serde(default)]
+    transcript_path: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    workspace_roots: Option<Vec<String>>,
+    #[serde(default)]
+    cursor_version: Option<String>,
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    stop_hook_active: Option<bool>,
+    #[serde(default)]
+    last_assistant_message: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+/// One parsed hook invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Claude Code `UserPromptSubmit`.
+    ClaudePrompt {
+        session_id: String,
+        prompt: String,
+        cwd: Option<String>,
+    },
+    /// Claude Code `SessionStart` (context before the first prompt).
+    ClaudeSessionStart {
+        session_id: String,
+        cwd: Option<String>,
+    },
+    /// Claude Code `Stop`.
+    ClaudeStop {
+        session_id: String,
+        transcript_path: Option<String>,
+        stop_hook_active: bool,
+        last_assistant_message: Option<String>,
+    },
+    /// Cursor `sessionStart`.
+    CursorSessionStart {
+        conversation_id: String,
+        cwd: Option<String>,
+    },
+    /// Cursor `beforeSubmitPrompt`.
+    CursorPrompt {
+        conversation_id: String,
+        prompt: String,
+        cwd: Option<String>,
+    },
+    /// Cursor `afterAgentResponse`: the assistant's final text.
+    CursorResponse {
+        conversation_id: String,
+        text: String,
+    },
+    /// Cursor `stop`: only the end of the turn, nothing to send.
+    CursorStop,
+    /// An event this hook does not handle, or input from the other client than the mode says.
+    Ignored { reason: String },
+}
+
+/// Why stdin is not a usable hook event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventError {
+    /// Not JSON, or a known field has the wrong type.
+    Malformed(String),
+    /// A field the event needs is missing or empty.
+    Missing(&'static str),
+}
+
+impl EventError {
+    pub fn message(&self) -> String {
+        match self {
+            EventError::Malformed(e) => format!("stdin is not hook JSON: {e}"),
+            EventError::Missing(field) => format!("hook input lacks `{field}`"),
+        }
+    }
+}
+
+/// The event name as sent by the client, for the log (before full parsing succeeds).
+pub fn event_name(raw: &[u8]) -> Option<String> {
+    serde_json::from_slice::<RawInput>(raw)
+        .ok()
+        .and_then(|r| r.hook_event_name)
+}
+
+/// Parses the stdin of a hook invoked in `mode`.
+pub fn parse_event(raw: &[u8], mode: Mode) -> Result<Event, EventError> {
+    // serde_json's messages name positions and expectations, never the input text.
+    let input: RawInput =
+        serde_json::from_slice(raw).map_err(|e| EventError::Malformed(e.to_string()))?;
+    let name = input.hook_event_name.clone().unwrap_or_default();
+    match mode {
+        Mode::Claude if input.cursor_version.is_some() => Ok(Event::Ignored {
+            reason: "Cursor input reached the Claude Code copy of the hook".into(),
+        }),
+        Mode::Claude => claude_event(&name, input),
+        Mode::Cursor => cursor_event(&name, input),
+    }
+}
+
+fn claude_event(name: &str, input: RawInput) -> Result<Event, EventError> {
+    let session_id = || required(input.session_id.clone(), "session_id");
+    match name {
+        "UserPromptSubmit" => Ok(Event::ClaudePrompt {
+            session_id: session_id()?,
+            prompt: input.prompt.unwrap_or_default(),
+            cwd: non_empty(input.cwd),
+        }),
+        "SessionStart" => Ok(Event::ClaudeSessionStart {
+            session_id: session_id()?,
+            cwd: non_empty(input.cwd),
+        }),
+        "Stop" => Ok(Event::ClaudeStop {
+            session_id: session_id()?,
+            transcript_path: non_empty(input.transcript_path),
+            stop_hook_active: input.stop_hook_active.unwrap_or(false),
+            last_assistant_message: input.last_assistant_message,
+        }),
+        other => Ok(Event::Ignored {
+            reason: format!("Claude Code event `{other}` is not handled"),
+        }),
+    }
+}
+
+fn cursor_event(name: &str, input: RawInput) -> Result<Event, EventError> {
+    // sessionStart also carries `session_id` (equal to conversation_id); accept either.
+    let conversation_id = || {
+        required(
+            input.conversation_id.clone().or(input.session_id.clone()),
+            "conversation_id",
+        )
+    };
+    let cwd = || non_empty(input.cwd.clone()).or_else(|| first_root(&input.workspace_roots));
+    match name {
+        "sessionStart" => Ok(Event::CursorSessionStart {
+            conversation_id: conversation_id()?,
+            cwd: cwd(),
+        }),
+        "beforeSubmitPrompt" => Ok(Event::CursorPrompt {
+            conversation_id: conversation_id()?,
+            prompt: input.prompt.clone().unwrap_or_default(),
+            cwd: cwd(),
+        }),
+        "afterAgentResponse" => Ok(Event::CursorResponse {
+            conversation_id: conversation_id()?,
+            text: input.text.clone().unwrap_or_default(),
+        }),
+        "stop" => Ok(Event::CursorStop),
+        other => Ok(Event::Ignored {
+            reason: format!("Cursor event `{other}` is not handled"),
+        }),
+    }
+}
+
+fn required(value: Option<String>, field: &'static str) -> Result<String, EventError> {
+    non_empty(value).ok_or(EventError::Missing(field))
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.trim().is_empty())
+}
+
+fn first_root(roots: &Option<Vec<String>>) -> Option<String> {
+    roots
+        .as_ref()
+        .and_then(|r| r.iter().find(|p| !p.trim().is_empty()).cloned())
+}
+
+#[cfg(test)]
+mod tests;

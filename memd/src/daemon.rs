@@ -1,0 +1,159 @@
+//! `memd serve`: start-up, the running daemon, and an orderly shutdown.
+//!
+//! Owns the process lifecycle: data-dir checks and lock, token, store recovery, model loading
+//! in the background, the HTTP listener, workers, signals, and the final snapshot. Must never
+//! start a second daemon on the same data dir and never exit on SIGTERM before in-flight
+//! requests finished and the store was flushed.
+
+use crate::config::Config;
+use crate::core::Core;
+use crate::embed::{self, Embed};
+use crate::http::{self, Server, guard};
+use crate::shutdown;
+use crate::state::MemState;
+use crate::store::{DirLock, Store};
+use crate::workers;
+use anyhow::{Context, Result, bail};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+pub async fn serve(cfg: Config) -> Result<()> {
+    prepare_data_dir(&cfg.data_dir)?;
+    let _lock = DirLock::acquire(&cfg.data_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let token = guard::load_or_create_token(&cfg.token_path())?;
+    let started = std::time::Instant::now();
+    let store_dir = cfg.data_dir.join("store");
+    let (store, recovery) = tokio::task::spawn_blocking(move || {
+        Store::open(&store_dir, MemState::new(embed::DIMS)?).map_err(|e| anyhow::anyhow!("{e}"))
+    })
+    .await??;
+    eprintln!(
+        "memd: store open in {} ms (snapshot gen {}, {} ops replayed{})",
+        started.elapsed().as_millis(),
+        recovery.snapshot_gen,
+        recovery.ops_replayed,
+        tail_note(&recovery.tail)
+    );
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], cfg.port)))
+        .await
+        .with_context(|| format!("cannot listen on 127.0.0.1:{} (is another program using it? set MEMD_PORT)", cfg.port))?;
+    let port = listener.local_addr()?.port();
+    let mut cfg = cfg;
+    cfg.port = port;
+    let data_dir = cfg.data_dir.clone();
+    let core = Arc::new(Core::new(cfg, store));
+    load_model_in_background(core.clone());
+    let (trigger, stop) = shutdown::channel();
+    let workers = workers::spawn_all(&core, &stop);
+    let mcp = crate::mcp::http_service(core.clone(), stop.clone());
+    let server = Arc::new(Server { core: core.clone(), token, mcp: Some(mcp) });
+    write_daemon_file(&data_dir, port)?;
+    eprintln!("memd: listening on 127.0.0.1:{port}, data in {}", data_dir.display());
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        eprintln!("memd: shutting down");
+        trigger.fire();
+    });
+    http::serve(listener, server, stop).await?;
+    for w in workers {
+        let _ = w.await;
+    }
+    std::fs::remove_file(data_dir.join(proto::paths::DAEMON_FILE)).ok();
+    let core = Arc::try_unwrap(core).map_err(|_| anyhow::anyhow!("core still shared at shutdown"));
+    match core {
+        Ok(core) => tokio::task::spawn_blocking(move || core.store.close())
+            .await?
+            .map_err(|e| anyhow::anyhow!("final snapshot failed: {e}"))?,
+        Err(e) => eprintln!("memd: {e}; the write-ahead log holds everything"),
+    }
+    eprintln!("memd: stopped");
+    Ok(())
+}
+
+fn tail_note(tail: &crate::store::TailState) -> String {
+    match tail {
+        crate::store::TailState::Clean => String::new(),
+        crate::store::TailState::Torn { offset, reason } => format!("; torn WAL tail cut at byte {offset}: {reason}"),
+        crate::store::TailState::Corrupt { offset, reason } => format!("; corrupt WAL tail set aside at byte {offset}: {reason}"),
+    }
+}
+
+/// Creates the data dir 0700, refuses one others can write to.
+pub fn prepare_data_dir(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create data dir {}", dir.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir)?.permissions().mode();
+        if mode & 0o022 != 0 {
+            bail!(
+                "refusing to start: data dir {} is writable by other users (mode {:o}); run `chmod 700 {}`",
+                dir.display(),
+                mode & 0o777,
+                dir.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(dir.join("logs")).ok();
+    Ok(())
+}
+
+fn write_daemon_file(dir: &Path, port: u16) -> Result<()> {
+    let info = proto::paths::DaemonInfo { port, pid: std::process::id(), version: env!("CARGO_PKG_VERSION").into() };
+    let path = dir.join(proto::paths::DAEMON_FILE);
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(&info)?)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+    }
+    std::fs::rename(&tmp, &path)?;
+    Ok(())
+}
+
+fn load_model_in_background(core: Arc<Core>) {
+    std::thread::spawn(move || {
+        let paths = embed::RuntimePaths::resolve();
+        let result = paths.check().and_then(|()| {
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+            embed::OnnxEmbedder::load(&paths, threads)
+                .map(|e| Arc::new(e) as Arc<dyn Embed>)
+                .map_err(|e| format!("model failed to load: {e:#}"))
+        });
+        if let Err(e) = &result {
+            eprintln!("memd: {e}");
+        }
+        core.set_embedder(result);
+    });
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

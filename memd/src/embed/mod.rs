@@ -1,0 +1,28 @@
+//! Sentence embeddings: text in, 384-d unit vectors out.
+//!
+//! Owns the `Embed` trait that the rest of memd depends on, where the embedding runtime lives
+//! on disk (`RuntimePaths`), and the real implementation (`OnnxEmbedder`: all-MiniLM-L6-v2 run
+//! by ONNX Runtime, loaded at run time from a shared library).
+//!
+//! Must never: download anything (install/fetch-runtime.sh provisions the files), panic on a
+//! missing or broken runtime (every load problem is an error naming the fix), or hold the
+//! model lock while tokenising.
+
+mod onnx;
+mod runtime;
+
+pub use onnx::{MAX_TOKENS, OnnxEmbedder};
+pub use runtime::{FETCH_COMMAND, RuntimePaths};
+
+/// Width of every vector produced by memd's embedding model (all-MiniLM-L6-v2).
+pub const DIMS: usize = 384;
+
+/// Turns texts into L2-normalised vectors, so the dot product of two results is their cosine
+/// similarity. Implementations are shared across threads.
+pub trait Embed: Send + Sync {
+    /// Length of every returned vector.
+    fn dims(&self) -> usize;
+
+    /// One vector per input text, in input order. An empty slice gives an empty result.
+    fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>>;
+}

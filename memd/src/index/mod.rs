@@ -1,0 +1,17 @@
+//! memd's search indexes: approximate nearest neighbours over embeddings (`vector`), BM25 over
+//! memory text (`lexical`) and reciprocal rank fusion of their results (`fuse`).
+//!
+//! Owns derived data only: everything here can be rebuilt from the store. Must never own
+//! memory records, decide relevance policy (boosts, floors, outcome priors) or persist the
+//! lexical index.
+
+pub mod fuse;
+pub mod lexical;
+pub mod tokenize;
+pub mod vector;
+mod vector_file;
+
+pub use fuse::reciprocal_rank_fusion;
+pub use lexical::Lexical;
+pub use tokenize::tokenize;
+pub use vector::VectorIndex;

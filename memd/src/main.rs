@@ -1,0 +1,5 @@
+//! The `memd` binary: see `memd --help`.
+
+fn main() -> std::process::ExitCode {
+    memd::cli::main()
+}

@@ -1,0 +1,64 @@
+//! The stored form of a memory.
+//!
+//! Owns the `Record` struct (what the write-ahead log and snapshots carry) and its conversion to
+//! the wire shape `proto::MemoryView`. Must never hold derived data that can be rebuilt (vectors
+//! live in the index, lexical postings in the lexical index).
+
+use proto::{Collection, Metadata, Outcome};
+use serde::{Deserialize, Serialize};
+
+/// How many outcomes `outcome_history` keeps.
+pub const HISTORY_LEN: usize = 10;
+
+/// One scored outcome in a memory's history.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OutcomeEntry {
+    pub outcome: Outcome,
+    /// Unix milliseconds.
+    pub at: i64,
+}
+
+/// A memory as stored. Times are Unix milliseconds (UTC).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Internal key for the indexes. Unique for the life of the store, never reused.
+    pub key: u64,
+    /// Public id, `<collection>_<12 hex>`. Changes on promotion; old ids stay findable.
+    pub id: String,
+    pub collection: Collection,
+    pub content: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// Raw outcome score in [0, 1].
+    pub score: f64,
+    pub uses: u32,
+    pub success_count: f64,
+    pub outcome_history: Vec<OutcomeEntry>,
+    pub last_outcome: Option<Outcome>,
+    pub last_used: Option<i64>,
+    pub tags: Vec<String>,
+    /// memory_bank only.
+    pub importance: Option<f64>,
+    /// memory_bank only.
+    pub confidence: Option<f64>,
+    /// memory_bank soft delete: archived entries are never injected nor returned by default.
+    pub archived: bool,
+    /// Ids this memory had before promotions/demotions, oldest first.
+    pub former_ids: Vec<String>,
+    pub metadata: Metadata,
+}
+
+impl Record {
+    /// Outcomes as `[YY~N]` (last five, oldest first); `""` when never scored.
+    pub fn outcome_symbols(&self) -> String {
+        if self.outcome_history.is_empty() {
+            return String::new();
+        }
+        let start = self.outcome_history.len().saturating_sub(5);
+        let s: String = self.outcome_history[start..]
+            .iter()
+            .map(|e| e.outcome.symbol())
+            .collect();
+        format!("[{s}]")
+    }
+}

@@ -1,0 +1,512 @@
+//! memd's state machine: every memory, the derived indexes, sessions and knowledge graphs.
+//!
+//! Owns the in-memory state that the store's write-ahead log rebuilds: records by key, id and
+//! content-hash lookups, per-conversation hook state, knowledge graphs, lifecycle counters. The
+//! vector and lexical indexes are derived and updated in `apply`. Must never do I/O in `apply`
+//! beyond the derived in-memory indexes, and never read the clock (ops carry their times).
+
+pub mod ops;
+pub mod session;
+
+use crate::index::{Lexical, VectorIndex};
+use crate::learn;
+use crate::record::Record;
+use crate::store::Machine;
+use anyhow::Result;
+use ops::{Op, Output, ScoreBatch, ScoreResult};
+use proto::Collection;
+use serde::{Deserialize, Serialize};
+use session::Sessions;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How many sidecar attempts are kept for `memd status`.
+const SIDECAR_ATTEMPTS_KEPT: usize = 50;
+
+pub struct MemState {
+    records: HashMap<u64, Record>,
+    /// Current and former ids → key.
+    ids: HashMap<String, u64>,
+    /// (collection, content hash) → key, for exact-duplicate detection.
+    hashes: HashMap<(Collection, u64), u64>,
+    next_key: u64,
+    pub sessions: Sessions,
+    pub graph: learn::Graphs,
+    /// Lifecycle transitions and other counters since the store was created.
+    pub counters: BTreeMap<String, u64>,
+    pub sidecar_attempts: VecDeque<(i64, proto::SidecarAttempt)>,
+    vectors: Arc<VectorIndex>,
+    lexical: Lexical,
+    /// Keys stored but not embedded yet.
+    pending: BTreeSet<u64>,
+    /// Where the vector index came from at open: `loaded`, `rebuilt` or `empty`.
+    pub index_origin: String,
+}
+
+/// The serialised part of the state (a snapshot).
+#[derive(Serialize, Deserialize, Default)]
+struct Persisted {
+    records: Vec<Record>,
+    next_key: u64,
+    sessions: Sessions,
+    graph: learn::Graphs,
+    counters: BTreeMap<String, u64>,
+    sidecar_attempts: Vec<(i64, proto::SidecarAttempt)>,
+}
+
+impl MemState {
+    pub fn new(dims: usize) -> Result<MemState> {
+        Ok(MemState {
+            records: HashMap::new(),
+            ids: HashMap::new(),
+            hashes: HashMap::new(),
+            next_key: 1,
+            sessions: Sessions::default(),
+            graph: learn::Graphs::default(),
+            counters: BTreeMap::new(),
+            sidecar_attempts: VecDeque::new(),
+            vectors: Arc::new(VectorIndex::new(dims)?),
+            lexical: Lexical::new(),
+            pending: BTreeSet::new(),
+            index_origin: "empty".into(),
+        })
+    }
+
+    pub fn vectors(&self) -> &VectorIndex {
+        &self.vectors
+    }
+
+    pub fn lexical(&self) -> &Lexical {
+        &self.lexical
+    }
+
+    pub fn by_key(&self, key: u64) -> Option<&Record> {
+        self.records.get(&key)
+    }
+
+    /// Finds a memory by its current id or any id it had before a promotion.
+    pub fn by_id(&self, id: &str) -> Option<&Record> {
+        self.ids.get(id).and_then(|k| self.records.get(k))
+    }
+
+    pub fn records(&self) -> impl Iterator<Item = &Record> {
+        self.records.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    pub fn count(&self, c: Collection) -> usize {
+        self.records.values().filter(|r| r.collection == c).count()
+    }
+
+    /// Up to `n` keys that still need an embedding.
+    pub fn pending_keys(&self, n: usize) -> Vec<u64> {
+        self.pending.iter().take(n).copied().collect()
+    }
+
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The id an identical content already has in `collection`, if any.
+    pub fn duplicate_of(&self, collection: Collection, content: &str) -> Option<&str> {
+        self.hashes
+            .get(&(collection, content_hash(content)))
+            .and_then(|k| self.records.get(k))
+            .map(|r| r.id.as_str())
+    }
+
+    fn bump(&mut self, counter: &str) {
+        *self.counters.entry(counter.to_string()).or_default() += 1;
+    }
+
+    fn index_record(&mut self, key: u64) {
+        let Some(r) = self.records.get(&key) else {
+            return;
+        };
+        self.lexical.insert(key, &r.content);
+        self.hashes
+            .insert((r.collection, content_hash(&r.content)), key);
+        if r.collection == Collection::MemoryBank && !r.archived {
+            self.graph.content.index(&r.id, &r.content);
+        }
+        if !self.vectors.contains(key) {
+            self.pending.insert(key);
+        }
+    }
+
+    fn unindex_record(&mut self, key: u64) {
+        let Some(r) = self.records.get(&key) else {
+            return;
+        };
+        let hk = (r.collection, content_hash(&r.content));
+        if self.hashes.get(&hk) == Some(&key) {
+            self.hashes.remove(&hk);
+        }
+        self.graph.content.remove_id(&r.id);
+        self.lexical.remove(key);
+    }
+
+    fn apply_insert(&mut self, rec: &Record) -> Output {
+        if let Some(id) = self.duplicate_of(rec.collection, &rec.content) {
+            return Output::Duplicate { id: id.to_string() };
+        }
+        if self.ids.contains_key(&rec.id) {
+            return Output::Rejected(format!("id {} already exists", rec.id));
+        }
+        let key = self.next_key;
+        self.next_key += 1;
+        let mut rec = rec.clone();
+        rec.key = key;
+        self.ids.insert(rec.id.clone(), key);
+        let id = rec.id.clone();
+        self.records.insert(key, rec);
+        self.index_record(key);
+        Output::Inserted { id, key }
+    }
+
+    fn apply_update(
+        &mut self,
+        id: &str,
+        content: &Option<String>,
+        tags: &Option<Vec<String>>,
+        importance: Option<f64>,
+        confidence: Option<f64>,
+        at: i64,
+    ) -> Output {
+        let Some(&key) = self.ids.get(id) else {
+            return Output::NotFound { id: id.into() };
+        };
+        self.unindex_record(key);
+        let content_changed = {
+            let Some(r) = self.records.get_mut(&key) else {
+                return Output::NotFound { id: id.into() };
+            };
+            let changed = content.as_ref().is_some_and(|c| *c != r.content);
+            if let Some(c) = content {
+                r.content = c.clone();
+            }
+            if let Some(t) = tags {
+                r.tags = t.clone();
+            }
+            r.importance = importance.or(r.importance);
+            r.confidence = confidence.or(r.confidence);
+            r.updated_at = at;
+            changed
+        };
+        if content_changed {
+            self.vectors.remove(key).ok();
+        }
+        self.index_record(key);
+        let id = self.records.get(&key).map(|r| r.id.clone()).unwrap_or_default();
+        Output::Updated { id }
+    }
+
+    fn apply_archive(&mut self, id: &str, at: i64) -> Output {
+        let Some(&key) = self.ids.get(id) else {
+            return Output::NotFound { id: id.into() };
+        };
+        let Some(r) = self.records.get_mut(&key) else {
+            return Output::NotFound { id: id.into() };
+        };
+        if r.collection != Collection::MemoryBank {
+            return Output::Rejected(format!("{id} is not a memory_bank entry"));
+        }
+        r.archived = true;
+        r.updated_at = at;
+        let id = r.id.clone();
+        self.graph.content.remove_id(&id);
+        Output::Updated { id }
+    }
+
+    fn apply_delete(&mut self, id: &str, reason: &str) -> Output {
+        let Some(&key) = self.ids.get(id) else {
+            return Output::NotFound { id: id.into() };
+        };
+        self.unindex_record(key);
+        self.vectors.remove(key).ok();
+        self.pending.remove(&key);
+        let Some(r) = self.records.remove(&key) else {
+            return Output::NotFound { id: id.into() };
+        };
+        self.ids.remove(&r.id);
+        for old in &r.former_ids {
+            self.ids.remove(old);
+        }
+        self.bump(&format!("deleted_{reason}"));
+        Output::Deleted { id: r.id }
+    }
+
+    fn apply_move(&mut self, id: &str, to: Collection, new_id: &str, at: i64) -> Output {
+        let Some(&key) = self.ids.get(id) else {
+            return Output::NotFound { id: id.into() };
+        };
+        if self.ids.contains_key(new_id) {
+            return Output::Rejected(format!("id {new_id} already exists"));
+        }
+        let Some(old) = self.records.get(&key).cloned() else {
+            return Output::NotFound { id: id.into() };
+        };
+        let from = old.collection;
+        let moved = match learn::lifecycle::promote(&old, to, new_id.to_string(), at) {
+            Ok(m) => m,
+            Err(e) => return Output::Rejected(e.to_string()),
+        };
+        self.unindex_record(key);
+        self.ids.insert(new_id.to_string(), key);
+        self.records.insert(key, moved);
+        self.index_record(key);
+        let kind = if rank(to) > rank(from) { "promoted" } else { "demoted" };
+        self.bump(&format!("{kind}_{}_to_{}", from.as_str(), to.as_str()));
+        Output::Moved {
+            from: old.id,
+            to: new_id.to_string(),
+        }
+    }
+
+    fn apply_scores(&mut self, b: &ScoreBatch) -> Output {
+        if let Some((conv, doc)) = &b.exchange
+            && !self.sessions.mark_scored(conv, doc)
+        {
+            return Output::AlreadyScored;
+        }
+        let mut result = ScoreResult::default();
+        // Collection-level learning counts once per (exchange, collection), so one exchange
+        // that surfaced three memories of a collection is one piece of evidence, not three.
+        let mut seen_collections = Vec::new();
+        for (id, outcome) in &b.scores {
+            let Some(&key) = self.ids.get(id) else {
+                result.skipped.push(id.clone());
+                continue;
+            };
+            let Some(rec) = self.records.get_mut(&key) else {
+                result.skipped.push(id.clone());
+                continue;
+            };
+            let collection = rec.collection;
+            let applied = if collection == Collection::MemoryBank {
+                learn::scoring::track_use(rec, *outcome, b.at).is_ok()
+            } else {
+                learn::scoring::apply_outcome(rec, *outcome, b.at, b.time_weighting).is_ok()
+            };
+            // Collection-level learning happens for every collection, books included.
+            if !seen_collections.contains(&collection) {
+                seen_collections.push(collection);
+                self.graph.routing.record(&b.concepts, collection, *outcome);
+                self.graph
+                    .actions
+                    .record(&b.context_type, &b.action, collection, *outcome);
+            }
+            if applied {
+                result.scored.push(id.clone());
+            } else {
+                result.skipped.push(id.clone());
+            }
+        }
+        self.bump("outcomes_recorded");
+        Output::Scored(result)
+    }
+
+    fn apply_vector(&mut self, key: u64, vector: &[f32]) -> Output {
+        if !self.records.contains_key(&key) {
+            return Output::Done; // deleted before its embedding landed
+        }
+        match self.vectors.upsert(key, vector) {
+            Ok(()) => {
+                self.pending.remove(&key);
+                Output::Done
+            }
+            Err(e) => Output::Rejected(format!("vector index: {e}")),
+        }
+    }
+
+    fn apply_sidecar(&mut self, at: i64, attempts: &[proto::SidecarAttempt]) -> Output {
+        for a in attempts {
+            self.sidecar_attempts.push_back((at, a.clone()));
+        }
+        while self.sidecar_attempts.len() > SIDECAR_ATTEMPTS_KEPT {
+            self.sidecar_attempts.pop_front();
+        }
+        Output::Done
+    }
+
+    fn rebuild_derived(&mut self) {
+        self.ids.clear();
+        self.hashes.clear();
+        self.lexical = Lexical::new();
+        self.pending.clear();
+        let keys: Vec<u64> = self.records.keys().copied().collect();
+        for key in keys {
+            if let Some(r) = self.records.get(&key) {
+                let (id, former) = (r.id.clone(), r.former_ids.clone());
+                self.ids.insert(id, key);
+                for old in former {
+                    self.ids.insert(old, key);
+                }
+            }
+            self.index_record(key);
+        }
+    }
+}
+
+fn rank(c: Collection) -> u8 {
+    match c {
+        Collection::Working => 0,
+        Collection::History => 1,
+        Collection::Patterns => 2,
+        _ => 3,
+    }
+}
+
+/// Counter key for sidecar runs on the UTC day of `at` (for the daily cap).
+pub fn sidecar_day_counter(at: i64) -> String {
+    format!("sidecar_runs_day_{}", at / crate::clock::DAY_MS)
+}
+
+/// Hash of the whitespace-normalised content (exact-duplicate detection).
+pub fn content_hash(content: &str) -> u64 {
+    let mut h = Sha256::new();
+    for (i, word) in content.split_whitespace().enumerate() {
+        if i > 0 {
+            h.update(b" ");
+        }
+        h.update(word.as_bytes());
+    }
+    let d = h.finalize();
+    u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+/// A fresh public id: `<collection>_<12 hex>`.
+pub fn new_id(c: Collection) -> String {
+    let n: u64 = rand::random::<u64>() & 0xffff_ffff_ffff;
+    format!("{}_{n:012x}", c.as_str())
+}
+
+fn vectors_file(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("vectors.{generation:08}.usearch"))
+}
+
+/// Vector index files in `dir`, newest generation first.
+fn vector_files(dir: &Path) -> Vec<(u64, PathBuf)> {
+    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let g = name.strip_prefix("vectors.")?.strip_suffix(".usearch")?;
+            Some((g.parse().ok()?, e.path()))
+        })
+        .collect();
+    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found
+}
+
+impl Machine for MemState {
+    type Op = Op;
+    type Output = Output;
+
+    fn apply(&mut self, op: &Op) -> Output {
+        match op {
+            Op::Insert(rec) => self.apply_insert(rec),
+            Op::Update {
+                id,
+                content,
+                tags,
+                importance,
+                confidence,
+                at,
+            } => self.apply_update(id, content, tags, *importance, *confidence, *at),
+            Op::Archive { id, at } => self.apply_archive(id, *at),
+            Op::Delete { id, reason } => self.apply_delete(id, reason),
+            Op::ScoreExchange(b) => self.apply_scores(b),
+            Op::Move {
+                id,
+                to,
+                new_id,
+                at,
+            } => self.apply_move(id, *to, new_id, *at),
+            Op::Vector { key, vector } => self.apply_vector(*key, vector),
+            Op::Session(s) => {
+                if let session::SessionOp::SidecarLease { at, .. } = s {
+                    self.bump(&sidecar_day_counter(*at));
+                }
+                self.sessions.apply(s);
+                Output::Done
+            }
+            Op::SidecarAttempts { at, attempts } => self.apply_sidecar(*at, attempts),
+        }
+    }
+
+    fn encode(&self) -> Result<Vec<u8>> {
+        let mut records: Vec<Record> = self.records.values().cloned().collect();
+        records.sort_by_key(|r| r.key);
+        let p = Persisted {
+            records,
+            next_key: self.next_key,
+            sessions: self.sessions.clone(),
+            graph: self.graph.clone(),
+            counters: self.counters.clone(),
+            sidecar_attempts: self.sidecar_attempts.iter().cloned().collect(),
+        };
+        Ok(rmp_serde::to_vec_named(&p)?)
+    }
+
+    fn decode(&mut self, bytes: &[u8]) -> Result<()> {
+        let p: Persisted = rmp_serde::from_slice(bytes)?;
+        self.records = p.records.into_iter().map(|r| (r.key, r)).collect();
+        self.next_key = p.next_key.max(1);
+        self.sessions = p.sessions;
+        self.graph = p.graph;
+        self.counters = p.counters;
+        self.sidecar_attempts = p.sidecar_attempts.into_iter().collect();
+        self.rebuild_derived();
+        Ok(())
+    }
+
+    fn save_side_files(&self, dir: &Path, generation: u64) -> Result<()> {
+        self.vectors.save(&vectors_file(dir, generation))?;
+        for (g, path) in vector_files(dir) {
+            if g < generation {
+                std::fs::remove_file(path).ok();
+            }
+        }
+        Ok(())
+    }
+
+    fn load_side_files(&mut self, dir: &Path, generation: u64) -> Result<()> {
+        // Any index at least as new as the snapshot works: replaying the WAL on top of it is
+        // idempotent (upserts and removals). Anything missing is re-embedded in the background.
+        let dims = self.vectors.dims();
+        for (g, path) in vector_files(dir) {
+            if g < generation {
+                break;
+            }
+            match VectorIndex::load(&path, dims) {
+                Ok(ix) => {
+                    self.vectors = Arc::new(ix);
+                    self.index_origin = "loaded".into();
+                    break;
+                }
+                Err(e) => eprintln!("memd: vector index {} unusable: {e}", path.display()),
+            }
+        }
+        if self.index_origin != "loaded" && !self.records.is_empty() {
+            self.index_origin = "rebuilt".into();
+        }
+        let keys: Vec<u64> = self.records.keys().copied().collect();
+        self.pending = keys
+            .into_iter()
+            .filter(|k| !self.vectors.contains(*k))
+            .collect();
+        Ok(())
+    }
+}

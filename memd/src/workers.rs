@@ -1,0 +1,149 @@
+//! Background work (System 2): embedding, lifecycle, snapshots, session expiry.
+//!
+//! Owns every task that runs after a hook has answered: embedding stored memories (retrying
+//! until it works, so a memory is never lost because the model failed), promotion / demotion /
+//! deletion / age cleanup, periodic snapshots and forgetting idle conversations. Must never run
+//! on a request's path and never hold the store's lock while embedding.
+
+use crate::clock::{self, HOUR_MS};
+use crate::core::Core;
+use crate::learn;
+use crate::shutdown::Shutdown;
+use crate::state::new_id;
+use crate::state::ops::Op;
+use crate::state::session::SessionOp;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Memories embedded per store commit.
+const EMBED_BATCH: usize = 16;
+/// After an embedding failure, wait this long before retrying.
+const EMBED_RETRY: Duration = Duration::from_secs(5);
+const LIFECYCLE_EVERY: Duration = Duration::from_secs(30);
+const SNAPSHOT_CHECK_EVERY: Duration = Duration::from_secs(30);
+/// Snapshot once this many ops piled up in the write-ahead log.
+const SNAPSHOT_AFTER_OPS: u64 = 20_000;
+
+pub fn spawn_all(core: &Arc<Core>, shutdown: &Shutdown) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(embed_loop(core.clone(), shutdown.clone())),
+        tokio::spawn(lifecycle_loop(core.clone(), shutdown.clone())),
+        tokio::spawn(snapshot_loop(core.clone(), shutdown.clone())),
+    ]
+}
+
+async fn embed_loop(core: Arc<Core>, shutdown: Shutdown) {
+    loop {
+        if shutdown.is_set() {
+            return;
+        }
+        match embed_some(&core).await {
+            Ok(0) => {
+                tokio::select! {
+                    _ = core.embed_wake.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    _ = shutdown.wait() => return,
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("memd: embedding failed, will retry: {e}");
+                tokio::select! {
+                    _ = tokio::time::sleep(EMBED_RETRY) => {}
+                    _ = shutdown.wait() => return,
+                }
+            }
+        }
+    }
+}
+
+/// Embeds one batch of pending memories; returns how many were embedded.
+pub async fn embed_some(core: &Arc<Core>) -> anyhow::Result<usize> {
+    let Some(embedder) = core.embedder() else { return Ok(0) };
+    let batch: Vec<(u64, String)> = core.store.read(|s| {
+        s.pending_keys(EMBED_BATCH)
+            .into_iter()
+            .filter_map(|k| Some((k, s.by_key(k)?.content.clone())))
+            .collect()
+    });
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    let vectors = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<(u64, Vec<f32>)>> {
+        // One text per call: on 2 cores padding makes batches slower, and a query embedding
+        // waiting for the model never waits behind more than one memory.
+        batch
+            .into_iter()
+            .map(|(k, text)| Ok((k, embedder.embed(&[text.as_str()])?.pop().unwrap_or_default())))
+            .collect()
+    })
+    .await??;
+    let n = vectors.len();
+    let ops = vectors.into_iter().map(|(key, vector)| Op::Vector { key, vector }).collect();
+    core.commit(ops).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(n)
+}
+
+async fn lifecycle_loop(core: Arc<Core>, shutdown: Shutdown) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(LIFECYCLE_EVERY) => {}
+            _ = core.scored.notified() => {}
+            _ = shutdown.wait() => return,
+        }
+        if let Err(e) = run_lifecycle(&core).await {
+            eprintln!("memd: lifecycle pass failed: {e}");
+        }
+    }
+}
+
+/// One lifecycle pass: promotions, demotions, deletions, age cleanup, idle sessions.
+pub async fn run_lifecycle(core: &Arc<Core>) -> anyhow::Result<usize> {
+    let now = clock::now_ms();
+    let mut ops: Vec<Op> = core.store.read(|s| {
+        s.records()
+            .filter_map(|r| {
+                // Promotion first: a memory that earned its place is not cleaned up for age.
+                let Some(t) = learn::lifecycle::next_transition(r, now) else {
+                    return learn::lifecycle::expired(r, now)
+                        .then(|| Op::Delete { id: r.id.clone(), reason: "expired".into() });
+                };
+                match t {
+                    learn::lifecycle::Transition::Promote { to } | learn::lifecycle::Transition::Demote { to } => {
+                        Some(Op::Move { id: r.id.clone(), to, new_id: new_id(to), at: now })
+                    }
+                    learn::lifecycle::Transition::Delete { .. } => {
+                        Some(Op::Delete { id: r.id.clone(), reason: "low_score".into() })
+                    }
+                }
+            })
+            .collect()
+    });
+    let ttl = core.cfg.context.session_ttl_hours as i64 * HOUR_MS;
+    let stale = core.store.read(|s| s.sessions.conversations.values().any(|c| c.last_seen < now - ttl));
+    if stale {
+        ops.push(Op::Session(SessionOp::Expire { before: now - ttl }));
+    }
+    let n = ops.len();
+    if n > 0 {
+        core.commit(ops).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(n)
+}
+
+async fn snapshot_loop(core: Arc<Core>, shutdown: Shutdown) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(SNAPSHOT_CHECK_EVERY) => {}
+            _ = shutdown.wait() => return,
+        }
+        if core.store.ops_since_snapshot() >= SNAPSHOT_AFTER_OPS {
+            let c = core.clone();
+            match tokio::task::spawn_blocking(move || c.store.snapshot()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => eprintln!("memd: snapshot failed (the WAL keeps everything): {e}"),
+                Err(e) => eprintln!("memd: snapshot task failed: {e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,549 @@
+//! `memd init` / `memd uninstall` against realistic client configs, run as the real binary in
+//! an isolated home: user entries survive, memd's are added once, dry runs write nothing,
+//! malformed files stop everything, uninstall gives the user's documents back.
+
+mod cli_support;
+
+use cli_support::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cli");
+
+struct Files {
+    settings: PathBuf,
+    claude_json: PathBuf,
+    cursor_hooks: PathBuf,
+    cursor_mcp: PathBuf,
+}
+
+fn files(user: &User) -> Files {
+    let home = user.home();
+    Files {
+        settings: home.join(".claude/settings.json"),
+        claude_json: home.join(".claude.json"),
+        cursor_hooks: home.join(".cursor/hooks.json"),
+        cursor_mcp: home.join(".cursor/mcp.json"),
+    }
+}
+
+/// A user with both clients installed and every config file present.
+fn user_with_configs() -> (User, Files) {
+    let user = User::new();
+    let f = files(&user);
+    std::fs::create_dir_all(f.settings.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(f.cursor_hooks.parent().unwrap()).unwrap();
+    for (name, path) in [
+        ("settings.json", &f.settings),
+        ("claude.json", &f.claude_json),
+        ("cursor-hooks.json", &f.cursor_hooks),
+        ("cursor-mcp.json", &f.cursor_mcp),
+    ] {
+        std::fs::copy(Path::new(FIXTURES).join(name), path).unwrap();
+    }
+    set_mode(&f.claude_json, 0o600);
+    (user, f)
+}
+
+fn fixture(name: &str) -> Value {
+    read_json(&Path::new(FIXTURES).join(name))
+}
+
+fn all_bytes(f: &Files) -> Vec<Option<Vec<u8>>> {
+    [&f.settings, &f.claude_json, &f.cursor_hooks, &f.cursor_mcp]
+        .iter()
+        .map(|p| std::fs::read(p).ok())
+        .collect()
+}
+
+fn init(user: &User, bin: &Path, extra: &[&str]) -> String {
+    let bin = bin.to_string_lossy().to_string();
+    let mut args = vec!["init", "--yes", "--bin-dir", bin.as_str()];
+    args.extend_from_slice(extra);
+    user.ok(&args)
+}
+
+fn commands(groups: &Value) -> Vec<String> {
+    groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["hooks"].as_array().cloned().unwrap_or_default())
+        .filter_map(|h| h["command"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn init_merges_into_existing_configs_and_keeps_every_user_entry() {
+    let (user, f) = user_with_configs();
+    let bin = user.fake_bin_dir();
+    let out = init(&user, &bin, &["--claude-code", "--cursor"]);
+    let token = user.token();
+    assert_eq!(
+        token.len(),
+        64,
+        "init creates the token before the first start"
+    );
+    assert_eq!(mode(&user.data_dir().join("token")), 0o600);
+    assert!(!out.contains(&token), "the token is never printed");
+
+    // Claude settings: user hooks first and unchanged, ours appended with absolute paths.
+    let s = read_json(&f.settings);
+    let orig = fixture("settings.json");
+    for key in [
+        "$schema",
+        "model",
+        "env",
+        "statusLine",
+        "includeCoAuthoredBy",
+        "cleanupPeriodDays",
+    ] {
+        assert_eq!(s[key], orig[key], "{key}");
+    }
+    assert_eq!(s["hooks"]["PostToolUse"], orig["hooks"]["PostToolUse"]);
+    let ups = s["hooks"]["UserPromptSubmit"].as_array().unwrap();
+    assert_eq!(ups[0], orig["hooks"]["UserPromptSubmit"][0]);
+    let prompt = bin.join("hook-prompt").display().to_string();
+    let stop = bin.join("hook-stop").display().to_string();
+    assert_eq!(
+        ups[1],
+        json!({"hooks": [{"type": "command", "command": prompt, "timeout": 10}]})
+    );
+    assert_eq!(
+        commands(&s["hooks"]["Stop"]),
+        vec!["notify-send 'Claude is done'".to_string(), stop.clone()]
+    );
+    assert_eq!(s["hooks"]["Stop"][1]["hooks"][0]["timeout"], 30);
+    let allow: Vec<&str> = s["permissions"]["allow"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(&allow[..2], ["Bash(git status:*)", "Bash(cargo test:*)"]);
+    assert!(
+        allow.contains(&"mcp__memd__search_memory")
+            && allow.contains(&"mcp__memd__record_response")
+    );
+    assert_eq!(allow.len(), 2 + 8);
+    assert_eq!(s["permissions"]["deny"], orig["permissions"]["deny"]);
+    assert_eq!(s["permissions"]["defaultMode"], "acceptEdits");
+    // Key order of the user's file is kept.
+    let text = std::fs::read_to_string(&f.settings).unwrap();
+    assert!(text.find("\"$schema\"").unwrap() < text.find("\"model\"").unwrap());
+    assert!(text.find("\"hooks\"").unwrap() < text.find("\"statusLine\"").unwrap());
+    assert!(
+        text.contains("\n    \"model\""),
+        "the file's 4-space indentation is kept"
+    );
+
+    // ~/.claude.json: other servers, projects and counters untouched; mode kept.
+    let c = read_json(&f.claude_json);
+    let corig = fixture("claude.json");
+    for key in [
+        "numStartups",
+        "projects",
+        "tipsHistory",
+        "userID",
+        "hasCompletedOnboarding",
+    ] {
+        assert_eq!(c[key], corig[key], "{key}");
+    }
+    assert_eq!(c["mcpServers"]["github"], corig["mcpServers"]["github"]);
+    assert_eq!(c["mcpServers"]["sentry"], corig["mcpServers"]["sentry"]);
+    assert_eq!(
+        c["mcpServers"]["memd"],
+        json!({"type": "http", "url": "http://127.0.0.1:47111/mcp", "headers": {"Authorization": format!("Bearer {token}")}})
+    );
+    assert_eq!(mode(&f.claude_json), 0o600);
+
+    // Cursor.
+    let h = read_json(&f.cursor_hooks);
+    let horig = fixture("cursor-hooks.json");
+    assert_eq!(h["version"], 1);
+    assert_eq!(
+        h["hooks"]["beforeShellExecution"],
+        horig["hooks"]["beforeShellExecution"]
+    );
+    assert_eq!(h["hooks"]["afterFileEdit"], horig["hooks"]["afterFileEdit"]);
+    assert_eq!(h["hooks"]["stop"][0], horig["hooks"]["stop"][0]);
+    assert_eq!(h["hooks"]["stop"][1]["command"], format!("{stop} --cursor"));
+    for event in ["sessionStart", "beforeSubmitPrompt"] {
+        assert_eq!(
+            h["hooks"][event][0]["command"],
+            format!("{prompt} --cursor"),
+            "{event}"
+        );
+    }
+    assert_eq!(
+        h["hooks"]["afterAgentResponse"][0]["command"],
+        format!("{stop} --cursor")
+    );
+    let m = read_json(&f.cursor_mcp);
+    let morig = fixture("cursor-mcp.json");
+    assert_eq!(m["mcpServers"]["postgres"], morig["mcpServers"]["postgres"]);
+    assert_eq!(m["mcpServers"]["linear"], morig["mcpServers"]["linear"]);
+    assert_eq!(m["mcpServers"]["memd"]["url"], "http://127.0.0.1:47111/mcp");
+    assert!(m["mcpServers"]["memd"].get("type").is_none());
+
+    // One backup per changed file, holding the original bytes.
+    for (path, name) in [
+        (&f.settings, "settings.json"),
+        (&f.claude_json, "claude.json"),
+        (&f.cursor_hooks, "cursor-hooks.json"),
+    ] {
+        let b = backups(path.parent().unwrap());
+        let mine: Vec<_> = b
+            .iter()
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&*path.file_name().unwrap().to_string_lossy())
+            })
+            .collect();
+        assert_eq!(mine.len(), 1, "{b:?}");
+        assert_eq!(
+            std::fs::read(mine[0]).unwrap(),
+            std::fs::read(Path::new(FIXTURES).join(name)).unwrap()
+        );
+    }
+    assert_eq!(
+        mode(
+            &backups(&user.home())
+                .into_iter()
+                .find(|p| p.to_string_lossy().contains(".claude.json"))
+                .unwrap()
+        ),
+        0o600
+    );
+}
+
+#[test]
+fn second_run_changes_nothing_and_says_so() {
+    let (user, f) = user_with_configs();
+    let bin = user.fake_bin_dir();
+    init(&user, &bin, &["--claude-code", "--cursor"]);
+    let before = all_bytes(&f);
+    let backups_before = (
+        backups(&user.home().join(".claude")).len(),
+        backups(&user.home()).len(),
+    );
+    let out = init(&user, &bin, &["--claude-code", "--cursor"]);
+    assert!(out.contains("Nothing to change"), "{out}");
+    assert_eq!(all_bytes(&f), before);
+    assert_eq!(
+        (
+            backups(&user.home().join(".claude")).len(),
+            backups(&user.home()).len()
+        ),
+        backups_before
+    );
+}
+
+#[test]
+fn dry_run_prints_a_diff_and_writes_nothing() {
+    let (user, f) = user_with_configs();
+    // An existing token must not appear in the diff.
+    std::fs::create_dir_all(user.data_dir()).unwrap();
+    set_mode(&user.data_dir(), 0o700);
+    let token = "ab".repeat(32);
+    std::fs::write(user.data_dir().join("token"), &token).unwrap();
+    set_mode(&user.data_dir().join("token"), 0o600);
+    let bin = user.fake_bin_dir();
+    let before = all_bytes(&f);
+    let out = init(&user, &bin, &["--claude-code", "--cursor", "--dry-run"]);
+    assert_eq!(all_bytes(&f), before);
+    assert!(backups(&user.home().join(".claude")).is_empty());
+    assert!(
+        out.contains(&format!("--- {}", f.settings.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("+++ {}", f.claude_json.display())),
+        "{out}"
+    );
+    let added = format!("\"command\": \"{}\"", bin.join("hook-prompt").display());
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with('+') && l.contains(&added)),
+        "{out}"
+    );
+    assert!(out.contains("Bearer <token>"), "{out}");
+    assert!(!out.contains(&token), "token leaked into the diff");
+    assert!(!user.config_dir().join("config.toml").exists());
+}
+
+#[test]
+fn dry_run_on_a_fresh_user_creates_no_token() {
+    let user = User::new();
+    let bin = user.fake_bin_dir();
+    let out = init(&user, &bin, &["--claude-code", "--dry-run"]);
+    assert!(out.contains("--- /dev/null"), "{out}");
+    assert!(!user.data_dir().join("token").exists());
+    assert!(!user.home().join(".claude.json").exists());
+}
+
+#[test]
+fn missing_files_are_created_and_only_detected_clients_configured() {
+    let user = User::new();
+    std::fs::create_dir_all(user.home().join(".claude")).unwrap();
+    let bin = user.fake_bin_dir();
+    let out = init(&user, &bin, &[]);
+    assert!(out.contains("Claude Code:"), "{out}");
+    let f = files(&user);
+    let s = read_json(&f.settings);
+    assert_eq!(
+        commands(&s["hooks"]["UserPromptSubmit"]),
+        vec![bin.join("hook-prompt").display().to_string()]
+    );
+    assert_eq!(
+        mode(&f.claude_json),
+        0o600,
+        "a new ~/.claude.json holds the token: private"
+    );
+    assert!(
+        !f.cursor_hooks.exists() && !f.cursor_mcp.exists(),
+        "Cursor is not installed"
+    );
+
+    // `claude` on PATH also counts as Claude Code being installed.
+    let other = User::new();
+    let claude = other.path_dir.join("claude");
+    std::fs::write(&claude, "#!/bin/sh\n").unwrap();
+    set_mode(&claude, 0o755);
+    let out = init(&other, &other.fake_bin_dir(), &[]);
+    assert!(out.contains("`claude` is on PATH"), "{out}");
+    assert!(files(&other).settings.exists());
+
+    let nobody = User::new();
+    let out = init(&nobody, &nobody.fake_bin_dir(), &[]);
+    assert!(out.contains("no supported client found"), "{out}");
+    assert!(!files(&nobody).settings.exists());
+}
+
+#[test]
+fn malformed_json_names_file_and_position_and_nothing_is_written() {
+    let (user, f) = user_with_configs();
+    std::fs::copy(Path::new(FIXTURES).join("malformed.json"), &f.settings).unwrap();
+    let before = all_bytes(&f);
+    let bin = user.fake_bin_dir().display().to_string();
+    let out = user.memd(&[
+        "init",
+        "--yes",
+        "--claude-code",
+        "--cursor",
+        "--bin-dir",
+        &bin,
+    ]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains(&f.settings.display().to_string()), "{err}");
+    assert!(err.contains("line 5"), "{err}");
+    assert_eq!(
+        all_bytes(&f),
+        before,
+        "no file was touched, not even the valid ones"
+    );
+    assert!(backups(&user.home()).is_empty() && backups(&user.home().join(".claude")).is_empty());
+}
+
+#[test]
+fn unexpected_shapes_are_refused_with_the_key_named() {
+    let (user, f) = user_with_configs();
+    std::fs::write(
+        &f.cursor_hooks,
+        "{\"version\": 1, \"hooks\": [\"not an object\"]}",
+    )
+    .unwrap();
+    let bin = user.fake_bin_dir().display().to_string();
+    let out = user.memd(&["init", "--yes", "--cursor", "--bin-dir", &bin]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("hooks.json") && err.contains("hooks should be an object"),
+        "{err}"
+    );
+}
+
+#[test]
+fn uninstall_gives_back_the_users_documents() {
+    let (user, f) = user_with_configs();
+    let bin = user.fake_bin_dir();
+    init(&user, &bin, &["--claude-code", "--cursor"]);
+
+    let installed = all_bytes(&f);
+    let out = user.ok(&["uninstall", "--dry-run"]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with('-') && l.contains("hook-prompt")),
+        "{out}"
+    );
+    assert_eq!(all_bytes(&f), installed, "dry run wrote nothing");
+
+    let out = user.ok(&["uninstall"]);
+    assert!(out.contains("Memories kept"), "{out}");
+    assert_eq!(read_json(&f.settings), fixture("settings.json"));
+    assert_eq!(read_json(&f.claude_json), fixture("claude.json"));
+    assert_eq!(read_json(&f.cursor_hooks), fixture("cursor-hooks.json"));
+    assert_eq!(read_json(&f.cursor_mcp), fixture("cursor-mcp.json"));
+    assert!(
+        user.data_dir().join("token").exists(),
+        "data kept without --purge"
+    );
+    let out = user.ok(&["uninstall"]);
+    assert!(out.contains("No memd entries"), "{out}");
+}
+
+#[test]
+fn uninstall_removes_files_init_created_and_purge_deletes_data() {
+    let user = User::new();
+    let bin = user.fake_bin_dir();
+    init(&user, &bin, &["--claude-code", "--cursor"]);
+    let f = files(&user);
+    assert!(f.cursor_hooks.exists() && f.claude_json.exists());
+    user.ok(&["uninstall", "--purge", "--yes"]);
+    for p in [&f.settings, &f.claude_json, &f.cursor_hooks, &f.cursor_mcp] {
+        assert!(!p.exists(), "{} should be gone", p.display());
+    }
+    assert!(!user.data_dir().exists(), "purged");
+}
+
+#[test]
+fn purge_refuses_a_directory_that_is_not_memds() {
+    let user = User::new();
+    std::fs::create_dir_all(user.data_dir().join("photos")).unwrap();
+    let out = user.memd(&["uninstall", "--purge", "--yes"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("does not look like a memd data dir"));
+    assert!(user.data_dir().join("photos").exists());
+}
+
+#[test]
+fn remote_sidecar_is_written_with_a_key_file_path_only() {
+    let user = User::new();
+    let bin = user.fake_bin_dir().display().to_string();
+    let key = user.root.path().join("key");
+    std::fs::write(&key, "sk-test-secret-value").unwrap();
+    set_mode(&key, 0o644);
+    let key_arg = key.display().to_string();
+    let args = [
+        "init",
+        "--claude-code",
+        "--bin-dir",
+        &bin,
+        "--sidecar",
+        "remote",
+        "--sidecar-url",
+        "https://llm.example/v1/",
+        "--sidecar-models",
+        "small-a, small-b",
+        "--sidecar-key-file",
+        &key_arg,
+    ];
+    let out = user.memd(&args);
+    assert!(
+        !out.status.success(),
+        "a world-readable key file is refused"
+    );
+    assert!(
+        text(&out.stderr).contains("chmod 600"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        !files(&user).settings.exists(),
+        "refused before anything was written"
+    );
+
+    set_mode(&key, 0o600);
+    user.ok(&args);
+    let cfg = std::fs::read_to_string(user.config_dir().join("config.toml")).unwrap();
+    let table: toml::Table = toml::from_str(&cfg).unwrap();
+    let s = &table["sidecar"];
+    assert_eq!(s["remote"].as_bool(), Some(true));
+    assert_eq!(s["url"].as_str(), Some("https://llm.example/v1"));
+    assert_eq!(s["models"].as_array().unwrap().len(), 2);
+    assert_eq!(s["key_file"].as_str(), Some(key_arg.as_str()));
+    assert!(!cfg.contains("sk-test-secret-value"));
+    // The daemon's own config loader accepts what init wrote (status loads it before anything).
+    let out = user.memd_env(&["status", "--json"], &[("MEMD_PORT", "1")]);
+    let v: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out.stderr)));
+    assert_eq!(v["running"], false);
+}
+
+#[test]
+fn every_command_has_help() {
+    let user = User::new();
+    let top = user.ok(&["--help"]);
+    let cmds = [
+        "serve",
+        "init",
+        "uninstall",
+        "status",
+        "stats",
+        "doctor",
+        "search",
+        "ingest",
+        "books",
+        "remove",
+        "export",
+        "import",
+        "service",
+    ];
+    for c in cmds {
+        assert!(top.contains(c), "{c} missing from --help");
+        user.ok(&[c, "--help"]);
+    }
+    for c in ["install", "uninstall", "status"] {
+        user.ok(&["service", c, "--help"]);
+    }
+}
+
+#[test]
+fn service_dry_run_prints_the_unit() {
+    let user = User::new();
+    let out = user.ok(&["service", "install", "--dry-run"]);
+    if cfg!(target_os = "linux") {
+        assert!(out.contains("memd.service"), "{out}");
+        assert!(out.contains("Restart=on-failure"), "{out}");
+        let exe = std::fs::canonicalize(MEMD).unwrap();
+        assert!(
+            out.contains(&format!("ExecStart={} serve", exe.display())),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!(
+                "Environment=\"MEMD_DATA_DIR={}\"",
+                user.data_dir().display()
+            )),
+            "{out}"
+        );
+    }
+    assert!(
+        !user.home().join(".config/systemd").exists()
+            && !user.root.path().join("xdg-config/systemd").exists()
+    );
+}
+
+#[test]
+fn status_and_doctor_say_clearly_when_the_daemon_is_down() {
+    let user = User::new();
+    let out = user.memd_env(&["status"], &[("MEMD_PORT", "1")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("memd is not running"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = user.memd_env(&["status", "--json"], &[("MEMD_PORT", "1")]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["running"], false);
+
+    let out = user.memd_env(&["doctor"], &[("MEMD_PORT", "1")]);
+    assert_eq!(out.status.code(), Some(1));
+    let s = text(&out.stdout);
+    assert!(s.contains("[FAIL] daemon"), "{s}");
+    assert!(s.contains("fix: `memd serve`"), "{s}");
+}

@@ -1,0 +1,243 @@
+//! Search, memory bank, books, health and stats: the general memory API.
+
+use crate::memory::MemoryView;
+use crate::value::{Metadata, Value};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Every 4xx/5xx answer carries this body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+    /// The request field the error is about, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// Limits shared by the daemon's validation and the tool descriptions.
+pub mod limits {
+    pub const QUERY_MAX_CHARS: usize = 2000;
+    pub const ID_MAX_CHARS: usize = 200;
+    pub const DAYS_BACK: (i64, i64) = (1, 365);
+    pub const SEARCH_LIMIT: (i64, i64) = (1, 100);
+    pub const MEMORY_BANK_MAX_CHARS: usize = 600;
+    pub const TAKEAWAY_MAX_CHARS: usize = 600;
+    pub const SUMMARY_MAX_CHARS: usize = 600;
+    pub const TAGS_MAX: usize = 16;
+    pub const TAG_MAX_CHARS: usize = 64;
+    /// Hook exchange texts: larger texts are kept, cut at this many characters.
+    pub const EXCHANGE_MAX_CHARS: usize = 50_000;
+    pub const INGEST_MAX_BYTES: usize = 10 * 1024 * 1024;
+    /// Every JSON endpoint except ingest.
+    pub const BODY_MAX_BYTES: usize = 1024 * 1024;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SortBy {
+    #[default]
+    Relevance,
+    Recency,
+    Score,
+}
+
+/// `POST /api/search`. At least one of `query`, `days_back`, `id` is required; `id` wins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SearchRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days_back: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collections: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+    /// Equality on metadata keys; `{"created_at": {"$gte": "2026-01-01T00:00:00Z"}}` style
+    /// range operators (`$gte`, `$lte`, `$gt`, `$lt`) on strings and numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_filters: Option<BTreeMap<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort_by: Option<SortBy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_archived: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SearchResponse {
+    pub results: Vec<MemoryView>,
+    pub count: usize,
+}
+
+/// `POST /api/memory-bank/add`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct MemoryBankAdd {
+    pub content: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// `POST /api/memory-bank/update`. Unset fields keep their value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct MemoryBankUpdate {
+    #[serde(alias = "doc_id")]
+    pub id: String,
+    #[serde(default, alias = "new_content", skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+}
+
+/// `POST /api/memory-bank/archive`: by id, or by the closest active entry to `content`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct MemoryBankArchive {
+    #[serde(default, alias = "doc_id", skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// Answer of every memory-bank mutation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct MemoryBankResponse {
+    pub success: bool,
+    pub doc_id: String,
+    /// True when the add matched an existing entry and nothing new was stored.
+    #[serde(default)]
+    pub duplicate: bool,
+}
+
+/// `POST /api/ingest`: a book (reference document) as text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct IngestRequest {
+    pub title: String,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct IngestResponse {
+    pub success: bool,
+    pub title: String,
+    pub chunks: usize,
+    /// Chunks that were already stored (re-ingesting the same text stores nothing twice).
+    pub already_present: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct BookInfo {
+    pub title: String,
+    pub chunks: usize,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct BooksResponse {
+    pub books: Vec<BookInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RemoveBookRequest {
+    pub title: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RemoveBookResponse {
+    pub success: bool,
+    pub removed_chunks: usize,
+}
+
+/// `GET /api/health`: answered without authentication, reveals no content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct HealthResponse {
+    pub status: String,
+    pub version: String,
+    pub model_loaded: bool,
+    /// Why the model is not loaded, with the command that fixes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_error: Option<String>,
+    pub counts: BTreeMap<String, usize>,
+    pub pid: u32,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct CollectionStats {
+    pub count: usize,
+    pub mean_score: f64,
+    pub scored: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct IndexStats {
+    /// Vectors in the index.
+    pub vectors: usize,
+    /// Memories stored but not yet embedded (queue + retries).
+    pub pending_embeddings: usize,
+    pub lexical_docs: usize,
+    /// `loaded` (from disk), `rebuilt`, or `empty`.
+    pub state: String,
+}
+
+/// `GET /api/stats`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StatsResponse {
+    pub version: String,
+    pub collections: BTreeMap<String, CollectionStats>,
+    pub disk_bytes: u64,
+    pub index: IndexStats,
+    /// Lifecycle transitions since the store was created.
+    pub lifecycle: BTreeMap<String, u64>,
+    /// Knowledge-graph sizes (routing concepts, action keys, content entities).
+    pub knowledge_graph: BTreeMap<String, usize>,
+    /// Last hook calls seen by the daemon, newest first.
+    #[serde(default)]
+    pub recent_hooks: Vec<HookCall>,
+    #[serde(default)]
+    pub sidecar: SidecarStatus,
+}
+
+/// One hook request as the daemon timed it (no content).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct HookCall {
+    pub at: String,
+    pub endpoint: String,
+    pub micros: u64,
+    pub status: u16,
+}
+
+/// Sidecar bookkeeping shown by `memd status` (issue 4 fills it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SidecarStatus {
+    pub remote_enabled: bool,
+    pub calls_today: u32,
+    pub daily_cap: u32,
+    #[serde(default)]
+    pub attempts: Vec<crate::hooks::SidecarAttempt>,
+    /// Targets or models refused for a while, with the reason and until when.
+    #[serde(default)]
+    pub cooling: Vec<CoolingEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct CoolingEntry {
+    pub key: String,
+    pub until: String,
+    pub reason: String,
+}

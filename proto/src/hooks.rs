@@ -1,0 +1,211 @@
+//! The hook API: what `hook-prompt` and `hook-stop` send, and the outcome endpoints.
+
+use crate::memory::MemoryView;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Which client a hook call came from. Decides output shape and context delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Client {
+    #[default]
+    ClaudeCode,
+    Cursor,
+    Mcp,
+    Other,
+}
+
+/// `POST /api/hooks/get-context`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct GetContextRequest {
+    pub query: String,
+    pub conversation_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<Client>,
+    /// Cursor `sessionStart`: a new conversation, no user prompt yet; context only.
+    #[serde(default)]
+    pub session_start: bool,
+}
+
+/// One memory the scoring prompt asks about: id plus a short hint (never the full text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ScoringMemory {
+    pub id: String,
+    pub content_hint: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct GetContextResponse {
+    /// Everything the hook should hand to the model (scoring prompt + KNOWN CONTEXT), or "".
+    pub formatted_injection: String,
+    pub relevant_memories: Vec<MemoryView>,
+    pub scoring_required: bool,
+    /// The `<memd-score-required>` block alone ("" when not required).
+    pub scoring_prompt: String,
+    pub scoring_memories: Vec<ScoringMemory>,
+}
+
+/// `POST /api/hooks/stop`: one finished exchange.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StopRequest {
+    pub conversation_id: String,
+    /// May be empty: memd then uses the prompt it saw in get-context for this conversation.
+    #[serde(default)]
+    pub user_message: String,
+    pub assistant_response: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<Client>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StopResponse {
+    pub stored: bool,
+    pub doc_id: String,
+    pub scoring_complete: bool,
+    /// Never true by default: memd does not stand between the user and the agent.
+    pub should_block: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_message: Option<String>,
+    pub needs_sidecar: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sidecar_data: Option<SidecarData>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ExchangeText {
+    pub user: String,
+    pub assistant: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SidecarMemory {
+    pub id: String,
+    pub content: String,
+}
+
+/// Everything `hook-stop` needs to score the previous exchange itself (seed 000).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SidecarData {
+    pub conversation_id: String,
+    /// The exchange being scored (the one before the current turn).
+    pub exchange: ExchangeText,
+    pub memories: Vec<SidecarMemory>,
+    /// The user's follow-up: the signal the outcome is judged from.
+    pub current_user_message: String,
+    /// Ordered chain of endpoints to try.
+    pub targets: Vec<SidecarTarget>,
+    /// Per-model and whole-chain budgets, milliseconds (0: the hook's defaults, 6 s / 15 s).
+    #[serde(default)]
+    pub per_model_ms: u64,
+    #[serde(default)]
+    pub total_ms: u64,
+    /// Models to skip (circuit-broken), as `target/model` keys.
+    #[serde(default)]
+    pub skip: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    /// Configured by the user (config file or `MEMD_SIDECAR_URL`).
+    #[default]
+    User,
+    /// A local server on loopback (Ollama, LM Studio).
+    Local,
+    /// OpenCode Zen (remote, opt-in only).
+    Zen,
+}
+
+/// One OpenAI-compatible `/chat/completions` endpoint with the models to try on it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SidecarTarget {
+    pub name: String,
+    pub kind: TargetKind,
+    /// Base URL, e.g. `http://127.0.0.1:11434/v1`; the hook appends `/chat/completions`.
+    pub base_url: String,
+    pub models: Vec<String>,
+    /// Sent as `Authorization: Bearer`; travels only over loopback from memd to the hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Ask `GET /models` first (Zen: ids ending in `-free`, plus `big-pickle`).
+    #[serde(default)]
+    pub discover_models: bool,
+}
+
+/// `POST /api/record-outcome`: scores the last completed exchange of a conversation, once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RecordOutcomeRequest {
+    #[serde(default)]
+    pub conversation_id: String,
+    /// `worked` | `failed` | `partial` | `unknown`.
+    #[serde(alias = "exchange_outcome")]
+    pub outcome: String,
+    /// Per-memory outcomes, `{id: outcome}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_scores: Option<BTreeMap<String, String>>,
+    /// `Some(ids)`: score exactly these; `Some([])`: none; `None`: every memory injected last turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub related: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange_summary: Option<String>,
+    /// `agent` (score_response) or `sidecar` (hook-stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RecordOutcomeResponse {
+    pub success: bool,
+    pub outcome: String,
+    pub documents_scored: usize,
+    /// Ids that were named but do not exist (or are not scorable), reported, not errors.
+    #[serde(default)]
+    pub unknown_ids: Vec<String>,
+    /// The exchange had already been scored: nothing changed.
+    #[serde(default)]
+    pub already_scored: bool,
+    #[serde(default)]
+    pub summary_stored: bool,
+}
+
+/// `POST /api/record-response`: a key takeaway stored in working memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RecordResponseRequest {
+    pub key_takeaway: String,
+    /// `worked` (0.7), `failed` (0.2), `partial` (0.55); absent → 0.5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_score: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RecordResponseResponse {
+    pub success: bool,
+    pub doc_id: String,
+}
+
+/// One sidecar attempt as `hook-stop` reports it (never the exchange text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SidecarAttempt {
+    #[serde(default)]
+    pub at: String,
+    pub target: String,
+    pub model: String,
+    /// HTTP status, or 0 for a transport failure / timeout.
+    pub status: u16,
+    pub latency_ms: u64,
+    /// `ok:<outcome>`, `timeout`, `refused:FreeTierError`, `unparseable`, `invalid_outcome`, ...
+    pub result: String,
+}
+
+/// `POST /api/sidecar/report`: what a sidecar run did, so memd can circuit-break and show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SidecarReport {
+    pub conversation_id: String,
+    pub attempts: Vec<SidecarAttempt>,
+    /// True once the chain produced a score (already posted to record-outcome).
+    pub scored: bool,
+}

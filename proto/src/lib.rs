@@ -1,0 +1,23 @@
+//! The memd wire contract.
+//!
+//! Every JSON body that crosses a process boundary (hook → daemon, CLI → daemon, MCP tool →
+//! daemon core, daemon → hook) is a type in this crate. The hooks and the daemon both depend on
+//! it, so a field renamed here is renamed everywhere at once.
+//!
+//! This crate owns types and the few path/port conventions both sides must agree on. It must
+//! never grow behaviour that needs a dependency beyond `serde` (the hooks link it statically and
+//! must stay small).
+//!
+//! Field names follow the original system's wire format (`formatted_injection`,
+//! `scoring_required`, `memory_scores`, ...), so a client written for it can talk to memd.
+
+pub mod api;
+pub mod hooks;
+pub mod memory;
+pub mod paths;
+pub mod value;
+
+pub use api::*;
+pub use hooks::*;
+pub use memory::*;
+pub use value::{Metadata, Value};

@@ -1,0 +1,114 @@
+//! Durability against a real daemon process: SIGKILL under load, SIGTERM, the data-dir lock.
+
+use proto::*;
+use rand::Rng;
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tests::Daemon;
+
+/// Writes from `clients` threads until the daemon dies; returns every acknowledged (id, text).
+fn write_until_killed(d: &mut Daemon, clients: usize, kill_after: usize) -> Vec<(String, String)> {
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (port, token) = (d.port, d.token.clone());
+    let handles: Vec<_> = (0..clients)
+        .map(|c| {
+            let (acked, stop, token) = (acked.clone(), stop.clone(), token.clone());
+            std::thread::spawn(move || {
+                let agent: ureq::Agent = ureq::Agent::config_builder()
+                    .http_status_as_error(false)
+                    .timeout_global(Some(std::time::Duration::from_secs(10)))
+                    .build()
+                    .into();
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let text = format!("client {c} write {i}: note {}", rand::random::<u64>());
+                    let r = agent
+                        .post(&format!("http://127.0.0.1:{port}/api/record-response"))
+                        .header("authorization", &format!("Bearer {token}"))
+                        .send_json(json!({"key_takeaway": text}));
+                    match r {
+                        Ok(mut resp) if resp.status().as_u16() == 200 => {
+                            let body: RecordResponseResponse = resp.body_mut().read_json().expect("json");
+                            acked.lock().unwrap().push((body.doc_id, text));
+                        }
+                        _ => return, // the daemon is gone
+                    }
+                }
+            })
+        })
+        .collect();
+    loop {
+        if acked.lock().unwrap().len() >= kill_after {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    d.kill9();
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    Arc::try_unwrap(acked).unwrap().into_inner().unwrap()
+}
+
+fn assert_all_present(d: &Daemon, acked: &[(String, String)]) {
+    for (id, text) in acked {
+        let r: SearchResponse = d.post("/api/search", &json!({"id": id}));
+        assert_eq!(r.count, 1, "acknowledged write {id} lost");
+        assert_eq!(&r.results[0].content, text);
+    }
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill_at_random_moments() {
+    let rounds: usize = std::env::var("MEMD_CRASH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
+    let mut d = Daemon::start();
+    let mut all = Vec::new();
+    let mut rng = rand::rng();
+    for round in 0..rounds {
+        let kill_after = rng.random_range(5..120);
+        let acked = write_until_killed(&mut d, 4, kill_after);
+        assert!(acked.len() >= kill_after);
+        all.extend(acked);
+        d.spawn(&[]);
+        assert_all_present(&d, &all);
+        let h: HealthResponse = d.get("/api/health");
+        assert_eq!(h.counts["working"], all.len(), "round {round}: exactly the acknowledged writes, no duplicates");
+    }
+    eprintln!("survived {rounds} SIGKILL rounds with {} acknowledged writes", all.len());
+}
+
+#[test]
+fn sigterm_finishes_cleanly_and_restart_keeps_everything() {
+    let mut d = Daemon::start();
+    let acked: Vec<RecordResponseResponse> = (0..20)
+        .map(|i| d.post("/api/record-response", &json!({"key_takeaway": format!("takeaway {i}")})))
+        .collect();
+    assert!(d.terminate(), "clean exit on SIGTERM");
+    assert!(d.log_text().contains("stopped"), "{}", d.log_text());
+    d.spawn(&[]);
+    for a in &acked {
+        let r: SearchResponse = d.post("/api/search", &json!({"id": a.doc_id}));
+        assert_eq!(r.count, 1);
+    }
+}
+
+#[test]
+fn a_second_daemon_on_the_same_data_dir_refuses_to_start() {
+    let d = Daemon::start();
+    let out = std::process::Command::new(tests::bin("memd"))
+        .arg("serve")
+        .env("MEMD_PORT", "0")
+        .envs(d.env())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already"), "{err}");
+    // the first one is unaffected
+    assert_eq!(d.get_raw("/api/health", false).0, 200);
+}
