@@ -19,7 +19,7 @@ impl ApiError {
     pub fn bad(field: &str, message: impl Into<String>) -> ApiError {
         ApiError {
             status: 400,
-            message: message.into(),
+            message: naming(field, message.into()),
             field: Some(field.to_string()),
         }
     }
@@ -37,7 +37,7 @@ impl ApiError {
     pub fn unprocessable(field: &str, message: impl Into<String>) -> ApiError {
         ApiError {
             status: 422,
-            message: message.into(),
+            message: naming(field, message.into()),
             field: Some(field.to_string()),
         }
     }
@@ -79,6 +79,15 @@ impl ApiError {
             error: self.message.clone(),
             field: self.field.clone(),
         }
+    }
+}
+
+/// Every field error names its field, so a client (or a model) knows what to fix.
+fn naming(field: &str, message: String) -> String {
+    if message.contains(field) {
+        message
+    } else {
+        format!("{field}: {message}")
     }
 }
 

@@ -24,6 +24,19 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// The model + ONNX Runtime cache of the real user (tests give memd a fresh HOME, so the
+/// runtime dir is passed explicitly; `install/fetch-runtime.sh` fills it).
+pub fn runtime_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("MEMD_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"));
+    cache.join("memd/runtime")
+}
+
 /// A running daemon with its own data dir.
 pub struct Daemon {
     pub dir: tempfile::TempDir,
@@ -49,6 +62,7 @@ impl Daemon {
     /// Env every memd-related process of this test gets.
     pub fn env(&self) -> Vec<(String, String)> {
         vec![
+            ("MEMD_RUNTIME_DIR".into(), runtime_dir().display().to_string()),
             ("MEMD_DATA_DIR".into(), self.data_dir().display().to_string()),
             ("MEMD_CONFIG_DIR".into(), self.data_dir().join("config").display().to_string()),
             ("HOME".into(), self.data_dir().join("home").display().to_string()),

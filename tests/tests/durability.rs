@@ -76,8 +76,11 @@ fn acknowledged_writes_survive_sigkill_at_random_moments() {
         all.extend(acked);
         d.spawn(&[]);
         assert_all_present(&d, &all);
+        // Writes in flight at the kill may have landed without their answer: at most one per
+        // client per round beyond the acknowledged ones, never fewer.
         let h: HealthResponse = d.get("/api/health");
-        assert_eq!(h.counts["working"], all.len(), "round {round}: exactly the acknowledged writes, no duplicates");
+        let stored = h.counts["working"];
+        assert!(stored >= all.len() && stored <= all.len() + 4 * (round + 1), "round {round}: {stored} stored, {} acknowledged", all.len());
     }
     eprintln!("survived {rounds} SIGKILL rounds with {} acknowledged writes", all.len());
 }

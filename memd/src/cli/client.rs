@@ -31,6 +31,8 @@ pub enum ClientError {
     Api { status: u16, message: String },
     /// The answer was not what this version of memd expects.
     BadAnswer(String),
+    /// Writing the answer out failed (e.g. a closed pipe).
+    Output(std::io::Error),
 }
 
 impl std::fmt::Display for ClientError {
@@ -47,6 +49,7 @@ impl std::fmt::Display for ClientError {
             ),
             ClientError::Api { status, message } => write!(f, "memd answered {status}: {message}"),
             ClientError::BadAnswer(m) => write!(f, "unexpected answer from memd: {m}"),
+            ClientError::Output(e) => write!(f, "cannot write the output: {e}"),
         }
     }
 }
@@ -180,8 +183,19 @@ impl Client {
                 self.error_from(status, resp.body_mut().read_to_string().unwrap_or_default())
             );
         }
-        std::io::copy(&mut resp.body_mut().as_reader(), out)
-            .map_err(|e| ClientError::BadAnswer(e.to_string()))
+        let mut reader = resp.body_mut().as_reader();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total = 0u64;
+        loop {
+            let n = match std::io::Read::read(&mut reader, &mut buf) {
+                Ok(0) => return Ok(total),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(ClientError::BadAnswer(e.to_string())),
+            };
+            out.write_all(&buf[..n]).map_err(ClientError::Output)?;
+            total += n as u64;
+        }
     }
 
     fn decode<T: DeserializeOwned>(

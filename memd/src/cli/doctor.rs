@@ -139,9 +139,15 @@ fn print(r: &Report, json: bool) -> Result<()> {
             Level::Warn => "[warn]",
             Level::Fail => "[FAIL]",
         };
-        println!("{tag} {:<14} {}", c.name, c.detail);
-        if let (Some(fix), false) = (&c.fix, c.level == Level::Ok) {
-            println!("       {:<14} fix: {fix}", "");
+        // Continuation lines of multi-line details line up under the first.
+        println!(
+            "{tag} {:<14} {}",
+            c.name,
+            c.detail.replace('\n', &format!("\n{:22}", ""))
+        );
+        let explained = c.detail.contains("fix:");
+        if let (Some(fix), false, false) = (&c.fix, c.level == Level::Ok, explained) {
+            println!("{:22}fix: {fix}", "");
         }
     }
     match r.failed() {
@@ -249,9 +255,10 @@ fn check_daemon(r: &mut Report, cfg: &Config) -> u16 {
         Ok(resp) => r.ok(
             "search",
             format!(
-                "round trip {:.1} ms ({} result)",
+                "round trip {:.1} ms ({} result{})",
                 started.elapsed().as_secs_f64() * 1000.0,
-                resp.count
+                resp.count,
+                if resp.count == 1 { "" } else { "s" }
             ),
         ),
         Err(e @ ClientError::Unauthorized { .. }) => r.fail(

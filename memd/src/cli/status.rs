@@ -79,7 +79,10 @@ fn print_health(cfg: &Config, h: &HealthResponse) {
     );
     match (&h.model_error, h.model_loaded) {
         (_, true) => println!("model:     loaded"),
-        (Some(why), false) => println!("model:     not loaded: {why}"),
+        (Some(why), false) => println!(
+            "model:     not loaded: {}",
+            why.replace('\n', "\n           ")
+        ),
         (None, false) => println!("model:     not loaded"),
     }
     let counts: Vec<String> = h.counts.iter().map(|(c, n)| format!("{c} {n}")).collect();

@@ -10,7 +10,7 @@ mod routes;
 use crate::core::Core;
 use crate::error::ApiError;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -100,14 +100,39 @@ pub async fn read_json<T: DeserializeOwned>(limit: usize, req: Request<Incoming>
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
+        drain(req.into_body()).await;
         return Err(ApiError::too_large(limit));
     }
-    let body = Limited::new(req.into_body(), limit)
-        .collect()
-        .await
-        .map_err(|_| ApiError::too_large(limit))?
-        .to_bytes();
-    decode_json(&body)
+    let mut body = req.into_body();
+    let mut buf = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Err(ApiError::bad_request("request body could not be read"));
+        };
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limit {
+                drain(body).await;
+                return Err(ApiError::too_large(limit));
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    decode_json(&buf)
+}
+
+/// Reads and discards what the client is still sending (up to a bound), so it can read our 413
+/// instead of failing on a reset connection. Nothing is kept in memory.
+async fn drain(mut body: Incoming) {
+    const DRAIN_MAX: usize = 64 * 1024 * 1024;
+    let mut seen = 0usize;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Ok(data) = frame.into_data() {
+            seen += data.len();
+            if seen > DRAIN_MAX {
+                return;
+            }
+        }
+    }
 }
 
 pub fn decode_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
