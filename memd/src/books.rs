@@ -41,10 +41,13 @@ impl Core {
         for c in chunks {
             let mut rec = Core::new_record(Collection::Books, c.text, now);
             rec.metadata.insert("title".into(), Value::from(title));
-            rec.metadata.insert("chunk_index".into(), Value::Number(c.index as f64));
-            rec.metadata.insert("chunk_count".into(), Value::Number(total as f64));
+            rec.metadata
+                .insert("chunk_index".into(), Value::Number(c.index as f64));
+            rec.metadata
+                .insert("chunk_count".into(), Value::Number(total as f64));
             if let Some(src) = &req.source {
-                rec.metadata.insert("source".into(), Value::from(src.as_str()));
+                rec.metadata
+                    .insert("source".into(), Value::from(src.as_str()));
             }
             ops.push(Op::Insert(Box::new(rec)));
         }
@@ -61,27 +64,47 @@ impl Core {
                 }
             }
         }
-        Ok(IngestResponse { success: true, title: title.to_string(), chunks: total, already_present })
+        Ok(IngestResponse {
+            success: true,
+            title: title.to_string(),
+            chunks: total,
+            already_present,
+        })
     }
 
     pub fn books(&self) -> Result<BooksResponse, ApiError> {
         let mut by_title: BTreeMap<String, BookInfo> = BTreeMap::new();
         self.store.read(|s| {
             for r in s.records().filter(|r| r.collection == Collection::Books) {
-                let title = r.metadata.get("title").and_then(Value::as_str).unwrap_or("(untitled)");
-                let e = by_title.entry(title.to_string()).or_insert_with(|| BookInfo {
-                    title: title.to_string(),
-                    chunks: 0,
-                    created_at: clock::rfc3339(r.created_at),
-                    source: r.metadata.get("source").and_then(Value::as_str).map(str::to_string),
-                });
+                let title = r
+                    .metadata
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(untitled)");
+                let e = by_title
+                    .entry(title.to_string())
+                    .or_insert_with(|| BookInfo {
+                        title: title.to_string(),
+                        chunks: 0,
+                        created_at: clock::rfc3339(r.created_at),
+                        source: r
+                            .metadata
+                            .get("source")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    });
                 e.chunks += 1;
             }
         });
-        Ok(BooksResponse { books: by_title.into_values().collect() })
+        Ok(BooksResponse {
+            books: by_title.into_values().collect(),
+        })
     }
 
-    pub async fn remove_book(&self, req: &RemoveBookRequest) -> Result<RemoveBookResponse, ApiError> {
+    pub async fn remove_book(
+        &self,
+        req: &RemoveBookRequest,
+    ) -> Result<RemoveBookResponse, ApiError> {
         let title = req.title.trim();
         let ids: Vec<String> = self.store.read(|s| {
             s.records()
@@ -91,15 +114,26 @@ impl Core {
                 .collect()
         });
         if ids.is_empty() {
-            return Err(ApiError::not_found(format!("no book titled {title:?} (see `memd books`)")));
+            return Err(ApiError::not_found(format!(
+                "no book titled {title:?} (see `memd books`)"
+            )));
         }
-        let ops = ids.into_iter().map(|id| Op::Delete { id, reason: "book_removed".into() }).collect();
+        let ops = ids
+            .into_iter()
+            .map(|id| Op::Delete {
+                id,
+                reason: "book_removed".into(),
+            })
+            .collect();
         let removed = self
             .commit(ops)
             .await?
             .iter()
             .filter(|o| matches!(o, Output::Deleted { .. }))
             .count();
-        Ok(RemoveBookResponse { success: true, removed_chunks: removed })
+        Ok(RemoveBookResponse {
+            success: true,
+            removed_chunks: removed,
+        })
     }
 }

@@ -181,13 +181,22 @@ impl Config {
             bail!("context.max_memories must be 1-50 (got {})", c.max_memories);
         }
         if !(50..=4000).contains(&c.token_budget) {
-            bail!("context.token_budget must be 50-4000 (got {})", c.token_budget);
+            bail!(
+                "context.token_budget must be 50-4000 (got {})",
+                c.token_budget
+            );
         }
         if !(0.0..=1.0).contains(&c.relevance_floor) {
-            bail!("context.relevance_floor must be 0-1 (got {})", c.relevance_floor);
+            bail!(
+                "context.relevance_floor must be 0-1 (got {})",
+                c.relevance_floor
+            );
         }
         if !(0.0..=1.0).contains(&self.learning.prior_weight) {
-            bail!("learning.prior_weight must be 0-1 (got {})", self.learning.prior_weight);
+            bail!(
+                "learning.prior_weight must be 0-1 (got {})",
+                self.learning.prior_weight
+            );
         }
         let s = &self.sidecar;
         if s.per_model_ms == 0 || s.total_ms < s.per_model_ms || s.total_ms > 60_000 {
@@ -207,8 +216,8 @@ impl Config {
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("invalid config in {}", path.display()))
 }
 
@@ -238,7 +247,9 @@ mod tests {
 
     #[test]
     fn defaults_validate() {
-        Config::for_dir(Path::new("/nonexistent"), 1).validate().unwrap();
+        Config::for_dir(Path::new("/nonexistent"), 1)
+            .validate()
+            .unwrap();
     }
 
     #[test]

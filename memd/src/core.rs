@@ -8,8 +8,8 @@
 use crate::config::Config;
 use crate::embed::Embed;
 use crate::error::{ApiError, check_len, check_range_f64};
-use crate::redact;
 use crate::record::Record;
+use crate::redact;
 use crate::search::{self, Query, Ranking};
 use crate::state::ops::{Op, Output};
 use crate::state::{MemState, new_id};
@@ -69,11 +69,17 @@ impl Core {
     }
 
     pub fn embedder(&self) -> Option<Arc<dyn Embed>> {
-        self.embedder.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.embedder
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn model_error(&self) -> Option<String> {
-        self.model_error.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.model_error
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn ranking(&self) -> Ranking {
@@ -108,7 +114,10 @@ impl Core {
 
     pub async fn commit(&self, ops: Vec<Op>) -> Result<Vec<Output>, ApiError> {
         let out = self.store.commit_async(ops).await?;
-        if out.iter().any(|o| matches!(o, Output::Inserted { .. } | Output::Updated { .. })) {
+        if out
+            .iter()
+            .any(|o| matches!(o, Output::Inserted { .. } | Output::Updated { .. }))
+        {
             self.embed_wake.notify_one();
         }
         Ok(out)
@@ -132,14 +141,24 @@ impl Core {
                 .read(|s| s.by_id(id).map(|r| search::view(r, now, None)))
                 .into_iter()
                 .collect();
-            return Ok(SearchResponse { count: results.len(), results });
+            return Ok(SearchResponse {
+                count: results.len(),
+                results,
+            });
         }
         let results = match &q.text {
             Some(text) => {
                 let qvec = self.embed_query(text).await;
                 let ranking = self.ranking();
                 self.store.read(|s| {
-                    let mut hits = search::rank(s, &q, text, qvec.as_deref().map(|v| &v[..]), &ranking, q.limit);
+                    let mut hits = search::rank(
+                        s,
+                        &q,
+                        text,
+                        qvec.as_deref().map(|v| &v[..]),
+                        &ranking,
+                        q.limit,
+                    );
                     search::sort_hits(s, &mut hits, q.sort_by);
                     hits.iter()
                         .take(q.limit)
@@ -154,7 +173,10 @@ impl Core {
                     .collect()
             }),
         };
-        Ok(SearchResponse { count: results.len(), results })
+        Ok(SearchResponse {
+            count: results.len(),
+            results,
+        })
     }
 
     // ---- writes ----
@@ -189,11 +211,16 @@ impl Core {
             Output::Inserted { id, .. } => Ok((id, false)),
             Output::Duplicate { id } => Ok((id, true)),
             Output::Rejected(m) => Err(ApiError::internal(m)),
-            other => Err(ApiError::internal(format!("unexpected store answer {other:?}"))),
+            other => Err(ApiError::internal(format!(
+                "unexpected store answer {other:?}"
+            ))),
         }
     }
 
-    pub async fn memory_bank_add(self: &Arc<Self>, req: &MemoryBankAdd) -> Result<MemoryBankResponse, ApiError> {
+    pub async fn memory_bank_add(
+        self: &Arc<Self>,
+        req: &MemoryBankAdd,
+    ) -> Result<MemoryBankResponse, ApiError> {
         let content = req.content.trim();
         if content.is_empty() {
             return Err(ApiError::bad("content", "content must not be empty"));
@@ -206,7 +233,11 @@ impl Core {
         check_range_f64("confidence", confidence, 0.0, 1.0)?;
         let content = redact::scrub(content).text;
         if let Some(existing) = self.near_duplicate_in_bank(&content).await {
-            return Ok(MemoryBankResponse { success: true, doc_id: existing, duplicate: true });
+            return Ok(MemoryBankResponse {
+                success: true,
+                doc_id: existing,
+                duplicate: true,
+            });
         }
         let now = clock::now_ms();
         let mut rec = Core::new_record(Collection::MemoryBank, content, now);
@@ -216,7 +247,11 @@ impl Core {
         rec.confidence = Some(confidence);
         rec.metadata = req.metadata.clone().unwrap_or_default();
         let (doc_id, duplicate) = self.insert(rec).await?;
-        Ok(MemoryBankResponse { success: true, doc_id, duplicate })
+        Ok(MemoryBankResponse {
+            success: true,
+            doc_id,
+            duplicate,
+        })
     }
 
     /// An active memory-bank entry saying the same thing (cosine ≥ BANK_DUPLICATE_COSINE).
@@ -232,7 +267,10 @@ impl Core {
         })
     }
 
-    pub async fn memory_bank_update(&self, req: &MemoryBankUpdate) -> Result<MemoryBankResponse, ApiError> {
+    pub async fn memory_bank_update(
+        &self,
+        req: &MemoryBankUpdate,
+    ) -> Result<MemoryBankResponse, ApiError> {
         let id = req.id.trim();
         check_len("id", id, limits::ID_MAX_CHARS)?;
         let is_bank = self
@@ -241,12 +279,19 @@ impl Core {
         match is_bank {
             None => return Err(ApiError::not_found(format!("no memory with id {id}"))),
             Some(false) => {
-                return Err(ApiError::bad("id", format!("{id} is not a memory_bank entry; only memory_bank entries can be edited")));
+                return Err(ApiError::bad(
+                    "id",
+                    format!(
+                        "{id} is not a memory_bank entry; only memory_bank entries can be edited"
+                    ),
+                ));
             }
             Some(true) => {}
         }
         let content = match &req.content {
-            Some(c) if c.trim().is_empty() => return Err(ApiError::bad("content", "content must not be empty")),
+            Some(c) if c.trim().is_empty() => {
+                return Err(ApiError::bad("content", "content must not be empty"));
+            }
             Some(c) => {
                 check_len("content", c.trim(), limits::MEMORY_BANK_MAX_CHARS)?;
                 Some(redact::scrub(c.trim()).text)
@@ -254,7 +299,10 @@ impl Core {
             None => None,
         };
         let tags = req.tags.as_ref().map(|t| validate_tags(t)).transpose()?;
-        for (field, v) in [("importance", req.importance), ("confidence", req.confidence)] {
+        for (field, v) in [
+            ("importance", req.importance),
+            ("confidence", req.confidence),
+        ] {
             if let Some(v) = v {
                 check_range_f64(field, v, 0.0, 1.0)?;
             }
@@ -268,26 +316,49 @@ impl Core {
             at: clock::now_ms(),
         };
         match self.commit_one(op).await? {
-            Output::Updated { id } => Ok(MemoryBankResponse { success: true, doc_id: id, duplicate: false }),
+            Output::Updated { id } => Ok(MemoryBankResponse {
+                success: true,
+                doc_id: id,
+                duplicate: false,
+            }),
             Output::NotFound { id } => Err(ApiError::not_found(format!("no memory with id {id}"))),
-            other => Err(ApiError::internal(format!("unexpected store answer {other:?}"))),
+            other => Err(ApiError::internal(format!(
+                "unexpected store answer {other:?}"
+            ))),
         }
     }
 
-    pub async fn memory_bank_archive(self: &Arc<Self>, req: &MemoryBankArchive) -> Result<MemoryBankResponse, ApiError> {
+    pub async fn memory_bank_archive(
+        self: &Arc<Self>,
+        req: &MemoryBankArchive,
+    ) -> Result<MemoryBankResponse, ApiError> {
         let id = match (&req.id, &req.content) {
             (Some(id), _) if !id.trim().is_empty() => id.trim().to_string(),
             (_, Some(content)) if !content.trim().is_empty() => self
                 .closest_bank_entry(content.trim())
                 .await
-                .ok_or_else(|| ApiError::not_found("no active memory_bank entry matches that content"))?,
+                .ok_or_else(|| {
+                    ApiError::not_found("no active memory_bank entry matches that content")
+                })?,
             _ => return Err(ApiError::bad_request("Provide id or content")),
         };
-        match self.commit_one(Op::Archive { id: id.clone(), at: clock::now_ms() }).await? {
-            Output::Updated { id } => Ok(MemoryBankResponse { success: true, doc_id: id, duplicate: false }),
+        match self
+            .commit_one(Op::Archive {
+                id: id.clone(),
+                at: clock::now_ms(),
+            })
+            .await?
+        {
+            Output::Updated { id } => Ok(MemoryBankResponse {
+                success: true,
+                doc_id: id,
+                duplicate: false,
+            }),
             Output::NotFound { id } => Err(ApiError::not_found(format!("no memory with id {id}"))),
             Output::Rejected(m) => Err(ApiError::bad("id", m)),
-            other => Err(ApiError::internal(format!("unexpected store answer {other:?}"))),
+            other => Err(ApiError::internal(format!(
+                "unexpected store answer {other:?}"
+            ))),
         }
     }
 
@@ -309,27 +380,41 @@ impl Core {
         })
     }
 
-    pub async fn record_response(&self, req: &RecordResponseRequest) -> Result<RecordResponseResponse, ApiError> {
+    pub async fn record_response(
+        &self,
+        req: &RecordResponseRequest,
+    ) -> Result<RecordResponseResponse, ApiError> {
         let text = req.key_takeaway.trim();
         if text.is_empty() {
-            return Err(ApiError::bad("key_takeaway", "key_takeaway must not be empty"));
+            return Err(ApiError::bad(
+                "key_takeaway",
+                "key_takeaway must not be empty",
+            ));
         }
         check_len("key_takeaway", text, limits::TAKEAWAY_MAX_CHARS)?;
         let initial = match req.initial_score.as_deref() {
             None | Some("") => None,
             Some(s) => Some(Outcome::parse(s).ok_or_else(|| {
-                ApiError::bad("initial_score", format!("initial_score must be worked, failed or partial (got {s:?})"))
+                ApiError::bad(
+                    "initial_score",
+                    format!("initial_score must be worked, failed or partial (got {s:?})"),
+                )
             })?),
         };
         let now = clock::now_ms();
         let mut rec = Core::new_record(Collection::Working, redact::scrub(text).text, now);
         rec.score = learn::scoring::initial_score(initial);
-        rec.metadata.insert("memory_type".into(), Value::from("key_takeaway"));
+        rec.metadata
+            .insert("memory_type".into(), Value::from("key_takeaway"));
         if let Some(c) = &req.conversation_id {
-            rec.metadata.insert("conversation_id".into(), Value::from(c.as_str()));
+            rec.metadata
+                .insert("conversation_id".into(), Value::from(c.as_str()));
         }
         let (doc_id, _) = self.insert(rec).await?;
-        Ok(RecordResponseResponse { success: true, doc_id })
+        Ok(RecordResponseResponse {
+            success: true,
+            doc_id,
+        })
     }
 
     // ---- status ----
@@ -373,7 +458,9 @@ impl Core {
         let mut stats = self.store.read(|s| {
             let mut collections: BTreeMap<String, CollectionStats> = BTreeMap::new();
             for r in s.records() {
-                let e = collections.entry(r.collection.as_str().to_string()).or_default();
+                let e = collections
+                    .entry(r.collection.as_str().to_string())
+                    .or_default();
                 e.count += 1;
                 e.mean_score += r.score;
                 if r.uses > 0 {
@@ -381,7 +468,11 @@ impl Core {
                 }
             }
             for e in collections.values_mut() {
-                e.mean_score = if e.count > 0 { e.mean_score / e.count as f64 } else { 0.0 };
+                e.mean_score = if e.count > 0 {
+                    e.mean_score / e.count as f64
+                } else {
+                    0.0
+                };
             }
             StatsResponse {
                 version: env!("CARGO_PKG_VERSION").into(),
@@ -415,13 +506,19 @@ impl Core {
 
 fn validate_tags(tags: &[String]) -> Result<Vec<String>, ApiError> {
     if tags.len() > limits::TAGS_MAX {
-        return Err(ApiError::bad("tags", format!("at most {} tags (got {})", limits::TAGS_MAX, tags.len())));
+        return Err(ApiError::bad(
+            "tags",
+            format!("at most {} tags (got {})", limits::TAGS_MAX, tags.len()),
+        ));
     }
     tags.iter()
         .map(|t| {
             let t = t.trim().to_lowercase();
             if t.is_empty() || t.chars().count() > limits::TAG_MAX_CHARS {
-                Err(ApiError::bad("tags", format!("each tag must be 1-{} characters", limits::TAG_MAX_CHARS)))
+                Err(ApiError::bad(
+                    "tags",
+                    format!("each tag must be 1-{} characters", limits::TAG_MAX_CHARS),
+                ))
             } else {
                 Ok(t)
             }

@@ -37,7 +37,12 @@ pub async fn serve(cfg: Config) -> Result<()> {
     );
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], cfg.port)))
         .await
-        .with_context(|| format!("cannot listen on 127.0.0.1:{} (is another program using it? set MEMD_PORT)", cfg.port))?;
+        .with_context(|| {
+            format!(
+                "cannot listen on 127.0.0.1:{} (is another program using it? set MEMD_PORT)",
+                cfg.port
+            )
+        })?;
     let port = listener.local_addr()?.port();
     let mut cfg = cfg;
     cfg.port = port;
@@ -47,9 +52,16 @@ pub async fn serve(cfg: Config) -> Result<()> {
     let (trigger, stop) = shutdown::channel();
     let workers = workers::spawn_all(&core, &stop);
     let mcp = crate::mcp::http_service(core.clone(), stop.clone());
-    let server = Arc::new(Server { core: core.clone(), token, mcp: Some(mcp) });
+    let server = Arc::new(Server {
+        core: core.clone(),
+        token,
+        mcp: Some(mcp),
+    });
     write_daemon_file(&data_dir, port)?;
-    eprintln!("memd: listening on 127.0.0.1:{port}, data in {}", data_dir.display());
+    eprintln!(
+        "memd: listening on 127.0.0.1:{port}, data in {}",
+        data_dir.display()
+    );
     tokio::spawn(async move {
         wait_for_signal().await;
         eprintln!("memd: shutting down");
@@ -74,15 +86,20 @@ pub async fn serve(cfg: Config) -> Result<()> {
 fn tail_note(tail: &crate::store::TailState) -> String {
     match tail {
         crate::store::TailState::Clean => String::new(),
-        crate::store::TailState::Torn { offset, reason } => format!("; torn WAL tail cut at byte {offset}: {reason}"),
-        crate::store::TailState::Corrupt { offset, reason } => format!("; corrupt WAL tail set aside at byte {offset}: {reason}"),
+        crate::store::TailState::Torn { offset, reason } => {
+            format!("; torn WAL tail cut at byte {offset}: {reason}")
+        }
+        crate::store::TailState::Corrupt { offset, reason } => {
+            format!("; corrupt WAL tail set aside at byte {offset}: {reason}")
+        }
     }
 }
 
 /// Creates the data dir 0700, refuses one others can write to.
 pub fn prepare_data_dir(dir: &Path) -> Result<()> {
     if !dir.exists() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create data dir {}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create data dir {}", dir.display()))?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -107,7 +124,11 @@ pub fn prepare_data_dir(dir: &Path) -> Result<()> {
 }
 
 fn write_daemon_file(dir: &Path, port: u16) -> Result<()> {
-    let info = proto::paths::DaemonInfo { port, pid: std::process::id(), version: env!("CARGO_PKG_VERSION").into() };
+    let info = proto::paths::DaemonInfo {
+        port,
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
     let path = dir.join(proto::paths::DAEMON_FILE);
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec(&info)?)?;
@@ -140,7 +161,10 @@ async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
             (Ok(mut term), Ok(mut int)) => {
                 tokio::select! {
                     _ = term.recv() => {}

@@ -125,7 +125,9 @@ pub fn check_len(field: &str, text: &str, max: usize) -> Result<(), ApiError> {
     if n > max {
         return Err(ApiError::unprocessable(
             field,
-            format!("{field} is {n} characters; the limit is {max}. Shorten it (nothing was stored)"),
+            format!(
+                "{field} is {n} characters; the limit is {max}. Shorten it (nothing was stored)"
+            ),
         ));
     }
     Ok(())
@@ -134,7 +136,10 @@ pub fn check_len(field: &str, text: &str, max: usize) -> Result<(), ApiError> {
 /// Checks a number is within an inclusive range.
 pub fn check_range_f64(field: &str, v: f64, lo: f64, hi: f64) -> Result<(), ApiError> {
     if !v.is_finite() || v < lo || v > hi {
-        return Err(ApiError::bad(field, format!("{field} must be between {lo} and {hi} (got {v})")));
+        return Err(ApiError::bad(
+            field,
+            format!("{field} must be between {lo} and {hi} (got {v})"),
+        ));
     }
     Ok(())
 }

@@ -179,7 +179,9 @@ pub fn matches(rec: &Record, q: &Query) -> bool {
     if q.since_ms.is_some_and(|since| rec.created_at < since) {
         return false;
     }
-    q.filters.iter().all(|(k, cond)| field_matches(rec, k, cond))
+    q.filters
+        .iter()
+        .all(|(k, cond)| field_matches(rec, k, cond))
 }
 
 fn field_value(rec: &Record, key: &str) -> Option<Value> {
@@ -199,7 +201,9 @@ fn field_value(rec: &Record, key: &str) -> Option<Value> {
 fn field_matches(rec: &Record, key: &str, cond: &Value) -> bool {
     let actual = field_value(rec, key);
     match cond {
-        Value::Map(ops) => ops.iter().all(|(op, want)| compare(actual.as_ref(), op, want)),
+        Value::Map(ops) => ops
+            .iter()
+            .all(|(op, want)| compare(actual.as_ref(), op, want)),
         want => match (&actual, want) {
             (Some(Value::List(items)), Value::String(_)) => items.contains(want),
             (Some(a), w) => a == w,
@@ -239,10 +243,9 @@ pub fn rank(
     let keep = |key: u64| state.by_key(key).is_some_and(|r| matches(r, q));
     let pool = (want * 4).max(40);
     let vec_hits: Vec<(u64, f32)> = match qvec {
-        Some(v) if ranking.vector_weight > 0.0 => state
-            .vectors()
-            .search(v, pool, &keep)
-            .unwrap_or_default(),
+        Some(v) if ranking.vector_weight > 0.0 => {
+            state.vectors().search(v, pool, &keep).unwrap_or_default()
+        }
         _ => Vec::new(),
     };
     let lex_hits: Vec<(u64, f32)> = if ranking.lexical_weight > 0.0 {
@@ -259,7 +262,10 @@ pub fn rank(
     );
     let best_possible = f64::from((ranking.vector_weight + ranking.lexical_weight) / (RRF_K + 1.0));
     let boosts = if ranking.graph_boosts {
-        state.graph.routing.collection_boosts(&learn::graph::extract_concepts(text))
+        state
+            .graph
+            .routing
+            .collection_boosts(&learn::graph::extract_concepts(text))
     } else {
         Vec::new()
     };
@@ -285,7 +291,11 @@ pub fn rank(
             })
         })
         .collect();
-    hits.sort_by(|a, b| b.rank_score.total_cmp(&a.rank_score).then(a.key.cmp(&b.key)));
+    hits.sort_by(|a, b| {
+        b.rank_score
+            .total_cmp(&a.rank_score)
+            .then(a.key.cmp(&b.key))
+    });
     hits
 }
 
@@ -307,7 +317,11 @@ pub fn browse<'a>(state: &'a MemState, q: &Query) -> Vec<&'a Record> {
 /// Re-orders ranked hits for `sort_by` recency/score (relevance keeps the ranking).
 pub fn sort_hits(state: &MemState, hits: &mut [Hit], sort_by: Option<SortBy>) {
     let created = |h: &Hit| state.by_key(h.key).map_or(0, |r| r.created_at);
-    let learned = |h: &Hit| state.by_key(h.key).map_or(0.0, learn::scoring::learned_score);
+    let learned = |h: &Hit| {
+        state
+            .by_key(h.key)
+            .map_or(0.0, learn::scoring::learned_score)
+    };
     match sort_by {
         Some(SortBy::Recency) => hits.sort_by_key(|h| std::cmp::Reverse(created(h))),
         Some(SortBy::Score) => hits.sort_by(|a, b| learned(b).total_cmp(&learned(a))),
@@ -325,15 +339,29 @@ pub fn view(rec: &Record, now_ms: i64, hit: Option<&Hit>) -> MemoryView {
         created_at: clock::rfc3339(rec.created_at),
         age: clock::age(rec.created_at, now_ms),
         score: round4(rec.score),
-        wilson_score: round4(learn::scoring::wilson_lower(rec.success_count, f64::from(rec.uses))),
+        wilson_score: round4(learn::scoring::wilson_lower(
+            rec.success_count,
+            f64::from(rec.uses),
+        )),
         uses: rec.uses,
         success_count: rec.success_count,
         learned_score: round4(learn::scoring::learned_score(rec)),
-        last_outcome: rec.last_outcome.map(|o| o.as_str().to_string()).unwrap_or_default(),
+        last_outcome: rec
+            .last_outcome
+            .map(|o| o.as_str().to_string())
+            .unwrap_or_default(),
         outcome_history: rec.outcome_symbols(),
         tags: rec.tags.clone(),
-        importance: if bank { rec.importance.or(Some(0.7)) } else { None },
-        confidence: if bank { rec.confidence.or(Some(0.7)) } else { None },
+        importance: if bank {
+            rec.importance.or(Some(0.7))
+        } else {
+            None
+        },
+        confidence: if bank {
+            rec.confidence.or(Some(0.7))
+        } else {
+            None
+        },
         embedding_similarity: hit.and_then(|h| h.similarity).map(|s| round4(f64::from(s))),
         final_rank_score: hit.map(|h| round4(h.rank_score)),
         metadata: rec.metadata.clone(),

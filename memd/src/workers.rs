@@ -59,7 +59,9 @@ async fn embed_loop(core: Arc<Core>, shutdown: Shutdown) {
 
 /// Embeds one batch of pending memories; returns how many were embedded.
 pub async fn embed_some(core: &Arc<Core>) -> anyhow::Result<usize> {
-    let Some(embedder) = core.embedder() else { return Ok(0) };
+    let Some(embedder) = core.embedder() else {
+        return Ok(0);
+    };
     let batch: Vec<(u64, String)> = core.store.read(|s| {
         s.pending_keys(EMBED_BATCH)
             .into_iter()
@@ -74,12 +76,20 @@ pub async fn embed_some(core: &Arc<Core>) -> anyhow::Result<usize> {
         // waiting for the model never waits behind more than one memory.
         batch
             .into_iter()
-            .map(|(k, text)| Ok((k, embedder.embed(&[text.as_str()])?.pop().unwrap_or_default())))
+            .map(|(k, text)| {
+                Ok((
+                    k,
+                    embedder.embed(&[text.as_str()])?.pop().unwrap_or_default(),
+                ))
+            })
             .collect()
     })
     .await??;
     let n = vectors.len();
-    let ops = vectors.into_iter().map(|(key, vector)| Op::Vector { key, vector }).collect();
+    let ops = vectors
+        .into_iter()
+        .map(|(key, vector)| Op::Vector { key, vector })
+        .collect();
     core.commit(ops).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(n)
 }
@@ -105,22 +115,34 @@ pub async fn run_lifecycle(core: &Arc<Core>) -> anyhow::Result<usize> {
             .filter_map(|r| {
                 // Promotion first: a memory that earned its place is not cleaned up for age.
                 let Some(t) = learn::lifecycle::next_transition(r, now) else {
-                    return learn::lifecycle::expired(r, now)
-                        .then(|| Op::Delete { id: r.id.clone(), reason: "expired".into() });
+                    return learn::lifecycle::expired(r, now).then(|| Op::Delete {
+                        id: r.id.clone(),
+                        reason: "expired".into(),
+                    });
                 };
                 match t {
-                    learn::lifecycle::Transition::Promote { to } | learn::lifecycle::Transition::Demote { to } => {
-                        Some(Op::Move { id: r.id.clone(), to, new_id: new_id(to), at: now })
-                    }
-                    learn::lifecycle::Transition::Delete { .. } => {
-                        Some(Op::Delete { id: r.id.clone(), reason: "low_score".into() })
-                    }
+                    learn::lifecycle::Transition::Promote { to }
+                    | learn::lifecycle::Transition::Demote { to } => Some(Op::Move {
+                        id: r.id.clone(),
+                        to,
+                        new_id: new_id(to),
+                        at: now,
+                    }),
+                    learn::lifecycle::Transition::Delete { .. } => Some(Op::Delete {
+                        id: r.id.clone(),
+                        reason: "low_score".into(),
+                    }),
                 }
             })
             .collect()
     });
     let ttl = core.cfg.context.session_ttl_hours as i64 * HOUR_MS;
-    let stale = core.store.read(|s| s.sessions.conversations.values().any(|c| c.last_seen < now - ttl));
+    let stale = core.store.read(|s| {
+        s.sessions
+            .conversations
+            .values()
+            .any(|c| c.last_seen < now - ttl)
+    });
     if stale {
         ops.push(Op::Session(SessionOp::Expire { before: now - ttl }));
     }

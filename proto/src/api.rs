@@ -91,7 +91,11 @@ pub struct MemoryBankAdd {
 pub struct MemoryBankUpdate {
     #[serde(alias = "doc_id")]
     pub id: String,
-    #[serde(default, alias = "new_content", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "new_content",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<String>>,

@@ -40,10 +40,10 @@ impl Collection {
     /// The collection an id belongs to, read from its prefix.
     pub fn of_id(id: &str) -> Option<Collection> {
         // memory_bank must be tried before anything that could be its prefix.
-        Collection::ALL
-            .into_iter()
-            .rev()
-            .find(|c| id.strip_prefix(c.as_str()).is_some_and(|r| r.starts_with('_')))
+        Collection::ALL.into_iter().rev().find(|c| {
+            id.strip_prefix(c.as_str())
+                .is_some_and(|r| r.starts_with('_'))
+        })
     }
 
     /// Outcome scoring applies to these three only (books and memory_bank are never scored).

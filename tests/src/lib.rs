@@ -15,12 +15,19 @@ use std::time::{Duration, Instant};
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/<test>-<hash> → target/<profile>
-    exe.parent().and_then(Path::parent).expect("target dir").to_path_buf()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
 }
 
 pub fn bin(name: &str) -> PathBuf {
     let p = bin_dir().join(name);
-    assert!(p.exists(), "{} not built: run `cargo build --workspace` first", p.display());
+    assert!(
+        p.exists(),
+        "{} not built: run `cargo build --workspace` first",
+        p.display()
+    );
     p
 }
 
@@ -33,7 +40,9 @@ pub fn runtime_dir() -> PathBuf {
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"));
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+        });
     cache.join("memd/runtime")
 }
 
@@ -49,8 +58,17 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `memd serve` on an ephemeral port and waits until it answers.
     pub fn start() -> Daemon {
-        let dir = tempfile::Builder::new().prefix("memd-e2e").tempdir().expect("tempdir");
-        let mut d = Daemon { log: dir.path().join("daemon.stderr"), dir, child: None, port: 0, token: String::new() };
+        let dir = tempfile::Builder::new()
+            .prefix("memd-e2e")
+            .tempdir()
+            .expect("tempdir");
+        let mut d = Daemon {
+            log: dir.path().join("daemon.stderr"),
+            dir,
+            child: None,
+            port: 0,
+            token: String::new(),
+        };
         d.spawn(&[]);
         d
     }
@@ -62,18 +80,38 @@ impl Daemon {
     /// Env every memd-related process of this test gets.
     pub fn env(&self) -> Vec<(String, String)> {
         vec![
-            ("MEMD_RUNTIME_DIR".into(), runtime_dir().display().to_string()),
-            ("MEMD_DATA_DIR".into(), self.data_dir().display().to_string()),
-            ("MEMD_CONFIG_DIR".into(), self.data_dir().join("config").display().to_string()),
-            ("HOME".into(), self.data_dir().join("home").display().to_string()),
+            (
+                "MEMD_RUNTIME_DIR".into(),
+                runtime_dir().display().to_string(),
+            ),
+            (
+                "MEMD_DATA_DIR".into(),
+                self.data_dir().display().to_string(),
+            ),
+            (
+                "MEMD_CONFIG_DIR".into(),
+                self.data_dir().join("config").display().to_string(),
+            ),
+            (
+                "HOME".into(),
+                self.data_dir().join("home").display().to_string(),
+            ),
         ]
     }
 
     pub fn spawn(&mut self, extra_env: &[(&str, &str)]) {
         std::fs::remove_file(self.data_dir().join("daemon.json")).ok();
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log");
         let mut cmd = Command::new(bin("memd"));
-        cmd.arg("serve").env("MEMD_PORT", "0").stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        cmd.arg("serve")
+            .env("MEMD_PORT", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
         for (k, v) in self.env() {
             cmd.env(k, v);
         }
@@ -91,14 +129,20 @@ impl Daemon {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                panic!("memd exited early ({status}); log:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+                panic!(
+                    "memd exited early ({status}); log:\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
             }
             if let Ok(text) = std::fs::read_to_string(&info)
                 && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
                 && let Some(port) = v["port"].as_u64()
             {
                 self.port = port as u16;
-                self.token = std::fs::read_to_string(self.data_dir().join("token")).unwrap_or_default().trim().to_string();
+                self.token = std::fs::read_to_string(self.data_dir().join("token"))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string();
                 if self.get_raw("/api/health", false).0 == 200 {
                     return;
                 }
@@ -129,19 +173,27 @@ impl Daemon {
             req = req.header("authorization", &format!("Bearer {}", self.token));
         }
         match req.call() {
-            Ok(mut r) => (r.status().as_u16(), r.body_mut().read_to_string().unwrap_or_default()),
+            Ok(mut r) => (
+                r.status().as_u16(),
+                r.body_mut().read_to_string().unwrap_or_default(),
+            ),
             Err(_) => (0, String::new()),
         }
     }
 
     /// POST raw bytes with optional auth; (status, body).
     pub fn post_raw(&self, path: &str, body: &[u8], auth: bool) -> (u16, String) {
-        let mut req = Self::agent().post(&self.url(path)).header("content-type", "application/json");
+        let mut req = Self::agent()
+            .post(&self.url(path))
+            .header("content-type", "application/json");
         if auth {
             req = req.header("authorization", &format!("Bearer {}", self.token));
         }
         match req.send(body) {
-            Ok(mut r) => (r.status().as_u16(), r.body_mut().read_to_string().unwrap_or_default()),
+            Ok(mut r) => (
+                r.status().as_u16(),
+                r.body_mut().read_to_string().unwrap_or_default(),
+            ),
             Err(e) => (0, e.to_string()),
         }
     }
@@ -150,13 +202,15 @@ impl Daemon {
     pub fn post<B: Serialize, R: DeserializeOwned>(&self, path: &str, body: &B) -> R {
         let (status, text) = self.post_raw(path, &serde_json::to_vec(body).expect("json"), true);
         assert_eq!(status, 200, "POST {path} → {status}: {text}");
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad answer from {path}: {e}: {text}"))
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("bad answer from {path}: {e}: {text}"))
     }
 
     pub fn get<R: DeserializeOwned>(&self, path: &str) -> R {
         let (status, text) = self.get_raw(path, true);
         assert_eq!(status, 200, "GET {path} → {status}: {text}");
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad answer from {path}: {e}: {text}"))
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("bad answer from {path}: {e}: {text}"))
     }
 
     /// SIGKILL: no flush, no snapshot.
@@ -169,7 +223,9 @@ impl Daemon {
 
     /// SIGTERM and wait for a clean exit; returns the exit status success.
     pub fn terminate(&mut self) -> bool {
-        let Some(mut c) = self.child.take() else { return true };
+        let Some(mut c) = self.child.take() else {
+            return true;
+        };
         unsafe {
             libc::kill(c.id() as i32, libc::SIGTERM);
         }
@@ -193,7 +249,11 @@ impl Daemon {
             if stats.index.pending_embeddings == 0 {
                 return;
             }
-            assert!(start.elapsed() < limit, "{} memories still not embedded", stats.index.pending_embeddings);
+            assert!(
+                start.elapsed() < limit,
+                "{} memories still not embedded",
+                stats.index.pending_embeddings
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -206,11 +266,19 @@ impl Drop for Daemon {
 }
 
 /// Runs a hook binary with `stdin` and env; returns (exit code, stdout, stderr, wall time).
-pub fn run_hook(name: &str, args: &[&str], stdin: &[u8], env: &[(String, String)]) -> (i32, String, String, Duration) {
+pub fn run_hook(
+    name: &str,
+    args: &[&str],
+    stdin: &[u8],
+    env: &[(String, String)],
+) -> (i32, String, String, Duration) {
     use std::io::Write;
     let start = Instant::now();
     let mut cmd = Command::new(bin(name));
-    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     cmd.env_remove("CURSOR_VERSION");
     for (k, v) in env {
         cmd.env(k, v);

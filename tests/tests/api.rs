@@ -6,7 +6,10 @@ use tests::Daemon;
 
 fn search(d: &Daemon, body: serde_json::Value) -> (u16, serde_json::Value) {
     let (status, text) = d.post_raw("/api/search", body.to_string().as_bytes(), true);
-    (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 #[test]
@@ -22,10 +25,16 @@ fn search_validation_names_the_field_and_the_limit() {
         (json!({"query": "x", "limit": 101}), "limit"),
         (json!({"query": "x", "limit": "ten"}), "limit"),
         (json!({"query": "x", "sort_by": "size"}), "sort_by"),
-        (json!({"query": "x", "collections": ["nope"]}), "collections"),
+        (
+            json!({"query": "x", "collections": ["nope"]}),
+            "collections",
+        ),
         (json!({"query": "x".repeat(2001)}), "query"),
         (json!({"id": "x".repeat(201)}), "id"),
-        (json!({"query": "x", "metadata_filters": {"a": {"$regex": "b"}}}), "metadata_filters"),
+        (
+            json!({"query": "x", "metadata_filters": {"a": {"$regex": "b"}}}),
+            "metadata_filters",
+        ),
     ] {
         let (s, b) = search(&d, body.clone());
         assert!(s == 400 || s == 422, "{body} → {s} {b}");
@@ -39,8 +48,21 @@ fn search_validation_names_the_field_and_the_limit() {
 #[test]
 fn malformed_bodies_are_400_never_500() {
     let d = Daemon::start();
-    for path in ["/api/search", "/api/hooks/get-context", "/api/hooks/stop", "/api/record-outcome", "/api/memory-bank/add"] {
-        for body in [&b""[..], b"{", b"[]", b"null", b"{\"query\": 5}", b"\xff\xfe"] {
+    for path in [
+        "/api/search",
+        "/api/hooks/get-context",
+        "/api/hooks/stop",
+        "/api/record-outcome",
+        "/api/memory-bank/add",
+    ] {
+        for body in [
+            &b""[..],
+            b"{",
+            b"[]",
+            b"null",
+            b"{\"query\": 5}",
+            b"\xff\xfe",
+        ] {
             let (s, t) = d.post_raw(path, body, true);
             assert_eq!(s, 400, "{path} {body:?} → {s} {t}");
         }
@@ -50,27 +72,54 @@ fn malformed_bodies_are_400_never_500() {
 #[test]
 fn only_the_user_gets_in() {
     let d = Daemon::start();
-    assert_eq!(d.get_raw("/api/health", false).0, 200, "health needs no token");
+    assert_eq!(
+        d.get_raw("/api/health", false).0,
+        200,
+        "health needs no token"
+    );
     assert_eq!(d.get_raw("/api/stats", false).0, 401);
     let (s, t) = d.post_raw("/api/search", br#"{"days_back": 1}"#, false);
     assert_eq!((s, t.contains("unauthorized")), (401, true));
-    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
     let auth = format!("Bearer {}", d.token);
-    let status = |r: Result<ureq::http::Response<ureq::Body>, ureq::Error>| r.map(|r| r.status().as_u16()).unwrap_or(0);
-    let bad_host = agent.get(&d.url("/api/stats")).header("host", "evil.example").header("authorization", &auth).call();
+    let status = |r: Result<ureq::http::Response<ureq::Body>, ureq::Error>| {
+        r.map(|r| r.status().as_u16()).unwrap_or(0)
+    };
+    let bad_host = agent
+        .get(&d.url("/api/stats"))
+        .header("host", "evil.example")
+        .header("authorization", &auth)
+        .call();
     assert_eq!(status(bad_host), 403);
-    let bad_origin = agent.get(&d.url("/api/stats")).header("origin", "https://evil.example").header("authorization", &auth).call();
+    let bad_origin = agent
+        .get(&d.url("/api/stats"))
+        .header("origin", "https://evil.example")
+        .header("authorization", &auth)
+        .call();
     assert_eq!(status(bad_origin), 403);
-    let ok_origin = agent.get(&d.url("/api/stats")).header("origin", "http://localhost:3000").header("authorization", &auth).call();
+    let ok_origin = agent
+        .get(&d.url("/api/stats"))
+        .header("origin", "http://localhost:3000")
+        .header("authorization", &auth)
+        .call();
     let r = ok_origin.expect("answer");
     assert_eq!(r.status().as_u16(), 200);
-    assert!(r.headers().get("access-control-allow-origin").is_none(), "no CORS headers at all");
+    assert!(
+        r.headers().get("access-control-allow-origin").is_none(),
+        "no CORS headers at all"
+    );
 }
 
 #[test]
 fn oversized_bodies_get_413_and_store_nothing() {
     let d = Daemon::start();
-    let big = format!(r#"{{"content": "{}", "tags": []}}"#, "a".repeat(2 * 1024 * 1024));
+    let big = format!(
+        r#"{{"content": "{}", "tags": []}}"#,
+        "a".repeat(2 * 1024 * 1024)
+    );
     let (s, _) = d.post_raw("/api/memory-bank/add", big.as_bytes(), true);
     assert_eq!(s, 413);
     let long = json!({"content": "b".repeat(601)}).to_string();
@@ -90,7 +139,10 @@ fn memory_bank_lifecycle_and_lookups() {
     );
     assert!(add.doc_id.starts_with("memory_bank_"));
     // Exact duplicate → same id, nothing stored twice.
-    let again: MemoryBankResponse = d.post("/api/memory-bank/add", &json!({"content": "The user's name is Ada and she deploys with Nomad"}));
+    let again: MemoryBankResponse = d.post(
+        "/api/memory-bank/add",
+        &json!({"content": "The user's name is Ada and she deploys with Nomad"}),
+    );
     assert_eq!(again.doc_id, add.doc_id);
     assert!(again.duplicate);
     // id lookup returns the normalized shape.
@@ -108,12 +160,24 @@ fn memory_bank_lifecycle_and_lookups() {
     let r: SearchResponse = d.post("/api/search", &json!({"id": add.doc_id}));
     assert!(r.results[0].content.contains("Kubernetes"));
     let _: MemoryBankResponse = d.post("/api/memory-bank/archive", &json!({"id": add.doc_id}));
-    let r: SearchResponse = d.post("/api/search", &json!({"days_back": 1, "collections": ["memory_bank"]}));
+    let r: SearchResponse = d.post(
+        "/api/search",
+        &json!({"days_back": 1, "collections": ["memory_bank"]}),
+    );
     assert_eq!(r.count, 0);
-    let r: SearchResponse = d.post("/api/search", &json!({"days_back": 1, "collections": ["memory_bank"], "include_archived": true}));
+    let r: SearchResponse = d.post(
+        "/api/search",
+        &json!({"days_back": 1, "collections": ["memory_bank"], "include_archived": true}),
+    );
     assert_eq!(r.count, 1);
     // unknown id: 404 on update, empty on lookup
-    let (s, _) = d.post_raw("/api/memory-bank/update", json!({"id": "memory_bank_000000000000", "content": "x"}).to_string().as_bytes(), true);
+    let (s, _) = d.post_raw(
+        "/api/memory-bank/update",
+        json!({"id": "memory_bank_000000000000", "content": "x"})
+            .to_string()
+            .as_bytes(),
+        true,
+    );
     assert_eq!(s, 404);
     let r: SearchResponse = d.post("/api/search", &json!({"id": "working_ffffffffffff"}));
     assert_eq!(r.count, 0);
@@ -127,16 +191,27 @@ fn semantic_search_finds_by_meaning_and_reports_similarity() {
         "The CI pipeline caches the cargo registry between jobs",
         "Ada prefers tabs over spaces in Go code",
     ] {
-        let _: RecordResponseResponse = d.post("/api/record-response", &json!({"key_takeaway": text}));
+        let _: RecordResponseResponse =
+            d.post("/api/record-response", &json!({"key_takeaway": text}));
     }
     d.wait_embedded(std::time::Duration::from_secs(60));
-    let r: SearchResponse = d.post("/api/search", &json!({"query": "how do I apply schema changes to the db?", "limit": 3}));
+    let r: SearchResponse = d.post(
+        "/api/search",
+        &json!({"query": "how do I apply schema changes to the db?", "limit": 3}),
+    );
     assert_eq!(r.count, 3);
-    assert!(r.results[0].content.contains("migrations"), "{:?}", r.results[0]);
+    assert!(
+        r.results[0].content.contains("migrations"),
+        "{:?}",
+        r.results[0]
+    );
     assert!(r.results[0].embedding_similarity.unwrap() > 0.3);
     assert!(r.results[0].final_rank_score.is_some());
     // days_back alone, sorted by recency: newest first.
-    let r: SearchResponse = d.post("/api/search", &json!({"days_back": 1, "sort_by": "recency"}));
+    let r: SearchResponse = d.post(
+        "/api/search",
+        &json!({"days_back": 1, "sort_by": "recency"}),
+    );
     assert_eq!(r.count, 3);
     assert!(r.results[0].content.contains("tabs"));
     let stats: StatsResponse = d.get("/api/stats");

@@ -32,7 +32,8 @@ fn write_until_killed(d: &mut Daemon, clients: usize, kill_after: usize) -> Vec<
                         .send_json(json!({"key_takeaway": text}));
                     match r {
                         Ok(mut resp) if resp.status().as_u16() == 200 => {
-                            let body: RecordResponseResponse = resp.body_mut().read_json().expect("json");
+                            let body: RecordResponseResponse =
+                                resp.body_mut().read_json().expect("json");
                             acked.lock().unwrap().push((body.doc_id, text));
                         }
                         _ => return, // the daemon is gone
@@ -65,7 +66,10 @@ fn assert_all_present(d: &Daemon, acked: &[(String, String)]) {
 
 #[test]
 fn acknowledged_writes_survive_sigkill_at_random_moments() {
-    let rounds: usize = std::env::var("MEMD_CRASH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
+    let rounds: usize = std::env::var("MEMD_CRASH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5);
     let mut d = Daemon::start();
     let mut all = Vec::new();
     let mut rng = rand::rng();
@@ -80,16 +84,28 @@ fn acknowledged_writes_survive_sigkill_at_random_moments() {
         // client per round beyond the acknowledged ones, never fewer.
         let h: HealthResponse = d.get("/api/health");
         let stored = h.counts["working"];
-        assert!(stored >= all.len() && stored <= all.len() + 4 * (round + 1), "round {round}: {stored} stored, {} acknowledged", all.len());
+        assert!(
+            stored >= all.len() && stored <= all.len() + 4 * (round + 1),
+            "round {round}: {stored} stored, {} acknowledged",
+            all.len()
+        );
     }
-    eprintln!("survived {rounds} SIGKILL rounds with {} acknowledged writes", all.len());
+    eprintln!(
+        "survived {rounds} SIGKILL rounds with {} acknowledged writes",
+        all.len()
+    );
 }
 
 #[test]
 fn sigterm_finishes_cleanly_and_restart_keeps_everything() {
     let mut d = Daemon::start();
     let acked: Vec<RecordResponseResponse> = (0..20)
-        .map(|i| d.post("/api/record-response", &json!({"key_takeaway": format!("takeaway {i}")})))
+        .map(|i| {
+            d.post(
+                "/api/record-response",
+                &json!({"key_takeaway": format!("takeaway {i}")}),
+            )
+        })
         .collect();
     assert!(d.terminate(), "clean exit on SIGTERM");
     assert!(d.log_text().contains("stopped"), "{}", d.log_text());

@@ -27,7 +27,11 @@ fn claude_stop(session: &str, answer: &str, transcript: &Path) -> Vec<u8> {
 /// Appends one user line and one assistant line in Claude Code's transcript format.
 fn append_turn(transcript: &Path, user: &str, assistant: &str) {
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(transcript).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(transcript)
+        .unwrap();
     writeln!(f, "{}", json!({"type": "user", "message": {"role": "user", "content": user}, "uuid": "u", "isSidechain": false})).unwrap();
     writeln!(f, "{}", json!({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": assistant}]}, "uuid": "a"})).unwrap();
 }
@@ -36,9 +40,13 @@ fn context_of(stdout: &str) -> String {
     if stdout.trim().is_empty() {
         return String::new();
     }
-    let v: Value = serde_json::from_str(stdout).unwrap_or_else(|e| panic!("hook printed non-JSON {stdout:?}: {e}"));
+    let v: Value = serde_json::from_str(stdout)
+        .unwrap_or_else(|e| panic!("hook printed non-JSON {stdout:?}: {e}"));
     assert_eq!(v["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit");
-    v["hookSpecificOutput"]["additionalContext"].as_str().unwrap().to_string()
+    v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn seed(d: &Daemon) -> Vec<String> {
@@ -47,7 +55,10 @@ fn seed(d: &Daemon) -> Vec<String> {
         "Run `make migrate` before starting the billing API locally",
     ]
     .iter()
-    .map(|c| d.post::<_, MemoryBankResponse>("/api/memory-bank/add", &json!({"content": c})).doc_id)
+    .map(|c| {
+        d.post::<_, MemoryBankResponse>("/api/memory-bank/add", &json!({"content": c}))
+            .doc_id
+    })
     .collect();
     d.wait_embedded(std::time::Duration::from_secs(60));
     ids
@@ -65,16 +76,29 @@ fn conversation(d: &Daemon, session: &str, turns: usize, score: bool) -> Vec<Str
     let mut contexts = Vec::new();
     for t in 0..turns {
         let prompt = format!("turn {t}: which port does the billing staging database use?");
-        let (code, out, _, _) = run_hook("hook-prompt", &[], &claude_prompt(session, &prompt, &transcript), &env);
+        let (code, out, _, _) = run_hook(
+            "hook-prompt",
+            &[],
+            &claude_prompt(session, &prompt, &transcript),
+            &env,
+        );
         assert_eq!(code, 0);
         let ctx = context_of(&out);
         if score && ctx.contains("<memd-score-required>") {
-            let r: RecordOutcomeResponse = d.post("/api/record-outcome", &json!({"conversation_id": session, "outcome": "worked"}));
+            let r: RecordOutcomeResponse = d.post(
+                "/api/record-outcome",
+                &json!({"conversation_id": session, "outcome": "worked"}),
+            );
             assert!(!r.already_scored);
         }
         let answer = format!("It is 5433 (turn {t}).");
         append_turn(&transcript, &prompt, &answer);
-        let (code, out, _, _) = run_hook("hook-stop", &[], &claude_stop(session, &answer, &transcript), &env);
+        let (code, out, _, _) = run_hook(
+            "hook-stop",
+            &[],
+            &claude_stop(session, &answer, &transcript),
+            &env,
+        );
         assert_eq!((code, out.as_str()), (0, ""));
         contexts.push(ctx);
     }
@@ -86,22 +110,51 @@ fn five_turns_with_score_response_inject_context_and_never_need_the_sidecar() {
     let d = Daemon::start();
     let ids = seed(&d);
     let ctx = conversation(&d, "sess-scored", 5, true);
-    assert!(!ctx[0].contains("<memd-score-required>"), "never on the first message");
-    assert!(ctx[0].contains("KNOWN CONTEXT") && ctx[0].contains(&format!("[id:{}]", ids[0])), "{}", ctx[0]);
+    assert!(
+        !ctx[0].contains("<memd-score-required>"),
+        "never on the first message"
+    );
+    assert!(
+        ctx[0].contains("KNOWN CONTEXT") && ctx[0].contains(&format!("[id:{}]", ids[0])),
+        "{}",
+        ctx[0]
+    );
     assert!(ctx[0].contains("may be outdated or wrong"));
     for (t, c) in ctx.iter().enumerate().skip(1) {
-        assert!(c.contains("<memd-score-required>"), "turn {t} asks for a score");
-        assert!(c.contains(&format!("\"{}\": \"___\"", ids[0])), "turn {t} lists last turn's ids: {c}");
+        assert!(
+            c.contains("<memd-score-required>"),
+            "turn {t} asks for a score"
+        );
+        assert!(
+            c.contains(&format!("\"{}\": \"___\"", ids[0])),
+            "turn {t} lists last turn's ids: {c}"
+        );
         // already shown in full at turn 0: referenced by id only
         assert!(c.contains(&format!("[id:{}] shown earlier", ids[0])), "{c}");
-        assert!(!c.contains("listens on port 5433"), "no repeated memory text");
+        assert!(
+            !c.contains("listens on port 5433"),
+            "no repeated memory text"
+        );
     }
     let s = stats(&d);
     let log = std::fs::read_to_string(d.data_dir().join("logs/hooks.log")).unwrap_or_default();
-    let learned: usize = ["working", "history", "patterns"].iter().map(|c| s.collections.get(*c).map_or(0, |x| x.count)).sum();
-    assert_eq!(learned, 5, "every exchange stored (some promoted after repeated worked scores); hook log:\n{log}");
-    assert_eq!(s.sidecar.calls_today, 0, "the agent scored every turn: no sidecar run");
-    assert!(s.recent_hooks.iter().any(|h| h.endpoint == "/api/hooks/get-context"));
+    let learned: usize = ["working", "history", "patterns"]
+        .iter()
+        .map(|c| s.collections.get(*c).map_or(0, |x| x.count))
+        .sum();
+    assert_eq!(
+        learned, 5,
+        "every exchange stored (some promoted after repeated worked scores); hook log:\n{log}"
+    );
+    assert_eq!(
+        s.sidecar.calls_today, 0,
+        "the agent scored every turn: no sidecar run"
+    );
+    assert!(
+        s.recent_hooks
+            .iter()
+            .any(|h| h.endpoint == "/api/hooks/get-context")
+    );
     // the memory bank entry was used 4 times (turns 1-4 scored turns 0-3)
     let m: SearchResponse = d.post("/api/search", &json!({"id": ids[0]}));
     assert_eq!(m.results[0].uses, 4);
@@ -116,11 +169,24 @@ fn five_turns_without_score_response_ask_for_the_sidecar() {
     // The default chain is local-only and nothing listens on the local ports here: memd handed
     // out sidecar runs (the daily counter moved), no model could be tried, nothing was scored.
     let s = stats(&d);
-    assert!(s.sidecar.calls_today >= 1, "stop answered needs_sidecar when the agent did not score");
-    assert!(s.sidecar.attempts.iter().all(|a| a.target == "ollama" || a.target == "lmstudio"), "{:?}", s.sidecar.attempts);
+    assert!(
+        s.sidecar.calls_today >= 1,
+        "stop answered needs_sidecar when the agent did not score"
+    );
+    assert!(
+        s.sidecar
+            .attempts
+            .iter()
+            .all(|a| a.target == "ollama" || a.target == "lmstudio"),
+        "{:?}",
+        s.sidecar.attempts
+    );
     let log = std::fs::read_to_string(d.data_dir().join("logs/hooks.log")).unwrap_or_default();
     assert!(log.contains("sidecar_unscored"), "{log}");
-    assert_eq!(s.collections["working"].count, 3, "exchanges stored even when every target fails");
+    assert_eq!(
+        s.collections["working"].count, 3,
+        "exchanges stored even when every target fails"
+    );
 }
 
 #[test]
@@ -130,7 +196,12 @@ fn an_interrupted_turn_is_not_scored() {
     let t = d.data_dir().join("t.jsonl");
     let prompt = |p: &str| run_hook("hook-prompt", &[], &claude_prompt("sess-int", p, &t), &env);
     prompt("first question");
-    run_hook("hook-stop", &[], &claude_stop("sess-int", "first answer", &t), &env);
+    run_hook(
+        "hook-stop",
+        &[],
+        &claude_stop("sess-int", "first answer", &t),
+        &env,
+    );
     let (_, out, _, _) = prompt("second question, interrupted");
     assert!(context_of(&out).contains("<memd-score-required>"));
     // no stop: the user interrupted; the next prompt must not ask for a score
@@ -142,13 +213,26 @@ fn an_interrupted_turn_is_not_scored() {
 fn bad_stdin_fails_open() {
     let d = Daemon::start();
     let env = d.env();
-    for stdin in [b"".to_vec(), b"{not json".to_vec(), b"[1,2,3]".to_vec(), vec![b'x'; 10 * 1024 * 1024]] {
+    for stdin in [
+        b"".to_vec(),
+        b"{not json".to_vec(),
+        b"[1,2,3]".to_vec(),
+        vec![b'x'; 10 * 1024 * 1024],
+    ] {
         for hook in ["hook-prompt", "hook-stop"] {
             let (code, out, _, _) = run_hook(hook, &[], &stdin, &env);
-            assert_eq!((code, out.as_str()), (0, ""), "{hook} with {} bytes", stdin.len());
+            assert_eq!(
+                (code, out.as_str()),
+                (0, ""),
+                "{hook} with {} bytes",
+                stdin.len()
+            );
         }
     }
-    assert!(d.data_dir().join("logs/hooks.log").exists(), "failures are logged");
+    assert!(
+        d.data_dir().join("logs/hooks.log").exists(),
+        "failures are logged"
+    );
     let log = std::fs::read_to_string(d.data_dir().join("logs/hooks.log")).unwrap();
     assert!(!log.contains("xxxxxxxx"), "the log never holds input text");
 }
@@ -168,44 +252,116 @@ fn cursor_events_and_the_double_fire_guard() {
         v.to_string().into_bytes()
     };
     env.push(("CURSOR_VERSION".into(), "1.7.2".into()));
-    let (code, out, _, _) = run_hook("hook-prompt", &["--cursor"], &event("beforeSubmitPrompt", json!({"prompt": "what port does billing staging use?"})), &env);
+    let (code, out, _, _) = run_hook(
+        "hook-prompt",
+        &["--cursor"],
+        &event(
+            "beforeSubmitPrompt",
+            json!({"prompt": "what port does billing staging use?"}),
+        ),
+        &env,
+    );
     assert_eq!(code, 0);
-    assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), json!({"continue": true}));
-    let (code, out, _, _) = run_hook("hook-stop", &["--cursor"], &event("afterAgentResponse", json!({"text": "5433"})), &env);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!({"continue": true})
+    );
+    let (code, out, _, _) = run_hook(
+        "hook-stop",
+        &["--cursor"],
+        &event("afterAgentResponse", json!({"text": "5433"})),
+        &env,
+    );
     assert_eq!((code, out.trim()), (0, "{}"));
-    let r: SearchResponse = d.post("/api/search", &json!({"days_back": 1, "collections": ["working"]}));
+    let r: SearchResponse = d.post(
+        "/api/search",
+        &json!({"days_back": 1, "collections": ["working"]}),
+    );
     assert_eq!(r.count, 1);
-    assert!(r.results[0].content.contains("what port does billing staging use?"), "the prompt recorded at beforeSubmitPrompt is the user side");
-    let (_, out, _, _) = run_hook("hook-prompt", &["--cursor"], &event("sessionStart", json!({"session_id": "cur-2", "conversation_id": "cur-2"})), &env);
+    assert!(
+        r.results[0]
+            .content
+            .contains("what port does billing staging use?"),
+        "the prompt recorded at beforeSubmitPrompt is the user side"
+    );
+    let (_, out, _, _) = run_hook(
+        "hook-prompt",
+        &["--cursor"],
+        &event(
+            "sessionStart",
+            json!({"session_id": "cur-2", "conversation_id": "cur-2"}),
+        ),
+        &env,
+    );
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert!(v["additional_context"].as_str().unwrap_or("").contains("5433"), "{out}");
+    assert!(
+        v["additional_context"]
+            .as_str()
+            .unwrap_or("")
+            .contains("5433"),
+        "{out}"
+    );
     // The same binaries invoked from ~/.claude/settings.json while Cursor runs them: no-ops.
     let calls_before = stats(&d).recent_hooks.len();
-    let (code, out, _, _) = run_hook("hook-prompt", &[], &claude_prompt("cur-1", "again", Path::new("/nonexistent")), &env);
+    let (code, out, _, _) = run_hook(
+        "hook-prompt",
+        &[],
+        &claude_prompt("cur-1", "again", Path::new("/nonexistent")),
+        &env,
+    );
     assert_eq!((code, out.as_str()), (0, ""));
-    let (code, out, _, _) = run_hook("hook-stop", &[], &claude_stop("cur-1", "again", Path::new("/nonexistent")), &env);
+    let (code, out, _, _) = run_hook(
+        "hook-stop",
+        &[],
+        &claude_stop("cur-1", "again", Path::new("/nonexistent")),
+        &env,
+    );
     assert_eq!((code, out.as_str()), (0, ""));
-    assert_eq!(stats(&d).recent_hooks.len(), calls_before, "no request reached memd");
+    assert_eq!(
+        stats(&d).recent_hooks.len(),
+        calls_before,
+        "no request reached memd"
+    );
 }
 
 #[test]
 fn hook_starts_the_daemon_when_it_is_not_running() {
     let dir = tempfile::tempdir().unwrap();
     let env = vec![
-        ("MEMD_DATA_DIR".to_string(), dir.path().display().to_string()),
-        ("MEMD_CONFIG_DIR".to_string(), dir.path().join("config").display().to_string()),
+        (
+            "MEMD_DATA_DIR".to_string(),
+            dir.path().display().to_string(),
+        ),
+        (
+            "MEMD_CONFIG_DIR".to_string(),
+            dir.path().join("config").display().to_string(),
+        ),
         ("MEMD_PORT".to_string(), "0".to_string()),
-        ("MEMD_RUNTIME_DIR".to_string(), tests::runtime_dir().display().to_string()),
+        (
+            "MEMD_RUNTIME_DIR".to_string(),
+            tests::runtime_dir().display().to_string(),
+        ),
         ("HOME".to_string(), dir.path().display().to_string()),
     ];
-    let (code, out, _, elapsed) = run_hook("hook-prompt", &[], &claude_prompt("s", "hello", Path::new("/x")), &env);
+    let (code, out, _, elapsed) = run_hook(
+        "hook-prompt",
+        &[],
+        &claude_prompt("s", "hello", Path::new("/x")),
+        &env,
+    );
     assert_eq!((code, out.as_str()), (0, ""), "no context this turn");
-    assert!(elapsed < std::time::Duration::from_secs(2), "did not wait for the daemon: {elapsed:?}");
+    assert!(
+        elapsed < std::time::Duration::from_secs(2),
+        "did not wait for the daemon: {elapsed:?}"
+    );
     // The detached daemon announces itself; stop it.
     let info = dir.path().join("daemon.json");
     let start = std::time::Instant::now();
     while !info.exists() {
-        assert!(start.elapsed() < std::time::Duration::from_secs(60), "daemon never started");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "daemon never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&info).unwrap()).unwrap();
@@ -214,7 +370,39 @@ fn hook_starts_the_daemon_when_it_is_not_running() {
         libc::kill(pid, libc::SIGTERM);
     }
     while info.exists() {
-        assert!(start.elapsed() < std::time::Duration::from_secs(60), "daemon did not stop");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "daemon did not stop"
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+#[test]
+fn cursor_rules_file_is_kept_current_when_enabled() {
+    let d0 = tempfile::tempdir().unwrap();
+    let cfg_dir = d0.path().join("config");
+    std::fs::create_dir_all(&cfg_dir).unwrap();
+    std::fs::write(cfg_dir.join("config.toml"), "[cursor]\nrules_file = true\n").unwrap();
+    let mut d = Daemon::start();
+    // restart with the config dir that enables the rules file
+    d.terminate();
+    d.spawn(&[("MEMD_CONFIG_DIR", cfg_dir.to_str().unwrap())]);
+    seed(&d);
+    let workspace = tempfile::tempdir().unwrap();
+    let mut env = d.env();
+    env.push(("CURSOR_VERSION".into(), "1.7.2".into()));
+    let stdin = json!({"conversation_id": "c", "generation_id": "g", "cursor_version": "1.7.2", "hook_event_name": "beforeSubmitPrompt",
+        "workspace_roots": [workspace.path()], "prompt": "which port does billing staging use?"});
+    let (code, _, _, _) = run_hook("hook-prompt", &["--cursor"], stdin.to_string().as_bytes(), &env);
+    assert_eq!(code, 0);
+    let rules = workspace.path().join(".cursor/rules/memd-context.mdc");
+    let start = std::time::Instant::now();
+    while !rules.exists() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "rules file never written");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let text = std::fs::read_to_string(&rules).unwrap();
+    assert!(text.starts_with("---\ndescription:") && text.contains("alwaysApply: true"), "{text}");
+    assert!(text.contains("5433"), "{text}");
 }

@@ -87,9 +87,7 @@ pub fn scoring_prompt(ids: &[String]) -> String {
     let mut out = String::with_capacity(400 + ids.len() * 40);
     out.push_str(SCORE_OPEN);
     out.push_str("\nBefore you answer, score the previous exchange.\n\n");
-    out.push_str(
-        "Judge it from your previous response and the user's message below. ",
-    );
+    out.push_str("Judge it from your previous response and the user's message below. ");
     if ids.is_empty() {
         out.push_str("No memories were injected last turn, so score the exchange only.\n\n");
         out.push_str("Call score_response(\n    outcome=\"worked|failed|partial|unknown\",\n    memory_scores={}\n)\n");
@@ -103,8 +101,10 @@ KNOWN CONTEXT, next to the same [id:...] tags.\n\n",
             let comma = if i + 1 < ids.len() { "," } else { "" };
             out.push_str(&format!("        \"{id}\": \"___\"{comma}\n"));
         }
-        out.push_str("    }\n)\n\nFor each memory:\n• worked = it helped\n• partial = it helped somewhat\n\
-• unknown = you did not use it\n• failed = it misled you\n\nScore every id listed above.\n");
+        out.push_str(
+            "    }\n)\n\nFor each memory:\n• worked = it helped\n• partial = it helped somewhat\n\
+• unknown = you did not use it\n• failed = it misled you\n\nScore every id listed above.\n",
+        );
     }
     out.push_str(SCORE_CLOSE);
     out
@@ -153,7 +153,10 @@ mod tests {
     #[test]
     fn known_context_carries_ids_scores_and_the_humility_sentence() {
         let m = mem("patterns_0123456789ab", "patterns", 8);
-        let text = known_context(&[Line::Full { m: &m, text: m.content.clone() }]);
+        let text = known_context(&[Line::Full {
+            m: &m,
+            text: m.content.clone(),
+        }]);
         assert!(text.contains("may be outdated or wrong"));
         assert!(text.contains(
             "• The staging database listens on port 5433 [id:patterns_0123456789ab] (2d, patterns, s:0.72, w:0.68, 8 uses, [YY~N])"

@@ -36,26 +36,39 @@ const MIN_LINE_CHARS: usize = 80;
 pub(crate) fn validate_conversation(id: &str) -> Result<&str, ApiError> {
     let id = id.trim();
     if id.is_empty() {
-        return Err(ApiError::bad("conversation_id", "conversation_id must not be empty"));
+        return Err(ApiError::bad(
+            "conversation_id",
+            "conversation_id must not be empty",
+        ));
     }
     check_len("conversation_id", id, limits::ID_MAX_CHARS)?;
     Ok(id)
 }
 
 /// `POST /api/hooks/get-context`.
-pub async fn get_context(core: &Arc<Core>, req: &GetContextRequest) -> Result<GetContextResponse, ApiError> {
+pub async fn get_context(
+    core: &Arc<Core>,
+    req: &GetContextRequest,
+) -> Result<GetContextResponse, ApiError> {
     let conv = validate_conversation(&req.conversation_id)?.to_string();
     check_len("query", &req.query, limits::EXCHANGE_MAX_CHARS)?;
     let prompt = redact::scrub(&req.query).text;
     let query: String = prompt.chars().take(QUERY_CHARS).collect();
     let now = clock::now_ms();
     let plan = if req.session_start {
-        crate::state::session::ScoringPlan { required: false, ids: Vec::new() }
+        crate::state::session::ScoringPlan {
+            required: false,
+            ids: Vec::new(),
+        }
     } else {
         core.store.read(|s| s.sessions.plan(&conv))
     };
 
-    let qvec = if query.trim().is_empty() { None } else { core.embed_query(&query).await };
+    let qvec = if query.trim().is_empty() {
+        None
+    } else {
+        core.embed_query(&query).await
+    };
     let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
     let (memories, lines_text, shown_now) = core.store.read(|s| {
         let picked = if query.trim().is_empty() {
@@ -63,7 +76,11 @@ pub async fn get_context(core: &Arc<Core>, req: &GetContextRequest) -> Result<Ge
         } else {
             relevant_memories(core, s, &query, qvec.as_deref().map(|v| &v[..]))
         };
-        let already = s.sessions.get(&conv).map(|c| c.shown.clone()).unwrap_or_default();
+        let already = s
+            .sessions
+            .get(&conv)
+            .map(|c| c.shown.clone())
+            .unwrap_or_default();
         let views: Vec<MemoryView> = picked
             .iter()
             .filter_map(|(k, h)| Some(search::view(s.by_key(*k)?, now, h.as_ref())))
@@ -74,11 +91,18 @@ pub async fn get_context(core: &Arc<Core>, req: &GetContextRequest) -> Result<Ge
     let lines: Vec<Line<'_>> = lines_text
         .iter()
         .map(|(i, text)| match text {
-            Some(t) => Line::Full { m: &memories[*i], text: t.clone() },
+            Some(t) => Line::Full {
+                m: &memories[*i],
+                text: t.clone(),
+            },
             None => Line::Repeat { m: &memories[*i] },
         })
         .collect();
-    let scoring_prompt = if plan.required { format::scoring_prompt(&plan.ids) } else { String::new() };
+    let scoring_prompt = if plan.required {
+        format::scoring_prompt(&plan.ids)
+    } else {
+        String::new()
+    };
     let context = format::known_context(&lines);
     let formatted_injection = [scoring_prompt.as_str(), context.as_str()]
         .iter()
@@ -87,7 +111,10 @@ pub async fn get_context(core: &Arc<Core>, req: &GetContextRequest) -> Result<Ge
         .collect::<Vec<_>>()
         .join("\n\n");
     let scoring_memories = scoring_hints(core, &plan.ids);
-    let injected: Vec<String> = lines_text.iter().map(|(i, _)| memories[*i].id.clone()).collect();
+    let injected: Vec<String> = lines_text
+        .iter()
+        .map(|(i, _)| memories[*i].id.clone())
+        .collect();
     let op = Op::Session(SessionOp::Prompt {
         conv,
         at: now,
@@ -100,7 +127,13 @@ pub async fn get_context(core: &Arc<Core>, req: &GetContextRequest) -> Result<Ge
         session_start: req.session_start,
     });
     core.commit_one(op).await?;
-    let relevant_memories = memories.into_iter().filter(|m| injected.contains(&m.id)).collect();
+    if core.cfg.cursor.rules_file && req.client == Some(proto::Client::Cursor) && !req.session_start {
+        write_cursor_rules(req.cwd.as_deref(), &context);
+    }
+    let relevant_memories = memories
+        .into_iter()
+        .filter(|m| injected.contains(&m.id))
+        .collect();
     Ok(GetContextResponse {
         formatted_injection,
         relevant_memories,
@@ -110,10 +143,46 @@ pub async fn get_context(core: &Arc<Core>, req: &GetContextRequest) -> Result<Ge
     })
 }
 
+/// Where the opt-in Cursor rules file lives, relative to the workspace root.
+pub const CURSOR_RULES_FILE: &str = ".cursor/rules/memd-context.mdc";
+
+/// Keeps `<workspace>/.cursor/rules/memd-context.mdc` (alwaysApply) in step with the latest
+/// context, in the background: Cursor's `beforeSubmitPrompt` cannot inject context itself.
+/// Only for an existing absolute workspace dir; failures are logged, never surfaced.
+fn write_cursor_rules(cwd: Option<&str>, context: &str) {
+    let Some(root) = cwd.map(std::path::PathBuf::from).filter(|p| p.is_absolute() && p.is_dir()) else {
+        return;
+    };
+    let body = if context.is_empty() { "No stored memory is relevant to the latest prompt." } else { context };
+    let text = format!(
+        "---\ndescription: memd memories relevant to the current conversation (generated; do not edit)\nalwaysApply: true\n---\n{body}\n"
+    );
+    tokio::task::spawn_blocking(move || {
+        let path = root.join(CURSOR_RULES_FILE);
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(path.parent().unwrap_or(&root))?;
+            let tmp = path.with_extension("mdc.tmp");
+            std::fs::write(&tmp, text)?;
+            std::fs::rename(&tmp, &path)
+        };
+        if let Err(e) = write() {
+            eprintln!("memd: cannot update the Cursor rules file: {e}");
+        }
+    });
+}
+
 /// Candidates above the relevance floor, best first, at most `max_memories`.
-fn relevant_memories(core: &Core, s: &MemState, query: &str, qvec: Option<&[f32]>) -> Vec<(u64, Option<Hit>)> {
+fn relevant_memories(
+    core: &Core,
+    s: &MemState,
+    query: &str,
+    qvec: Option<&[f32]>,
+) -> Vec<(u64, Option<Hit>)> {
     let cfg = &core.cfg.context;
-    let q = Query { limit: cfg.max_memories, ..Query::default() };
+    let q = Query {
+        limit: cfg.max_memories,
+        ..Query::default()
+    };
     let floor = cfg.relevance_floor;
     search::rank(s, &q, query, qvec, &core.ranking(), cfg.max_memories)
         .into_iter()

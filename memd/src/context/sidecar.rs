@@ -6,14 +6,17 @@
 //! cooling periods derived from reported attempts. Must never let a remote target through unless
 //! the user opted in, and never put an API key anywhere but the loopback answer to the hook.
 
+use super::format;
 use crate::clock::{self, DAY_MS, MINUTE_MS};
 use crate::config::SidecarConfig;
 use crate::core::Core;
 use crate::error::ApiError;
 use crate::state::ops::Op;
 use crate::state::session::SessionOp;
-use super::format;
-use proto::{CoolingEntry, SidecarData, SidecarMemory, SidecarStatus, SidecarTarget, TargetKind, ExchangeText};
+use proto::{
+    CoolingEntry, ExchangeText, SidecarData, SidecarMemory, SidecarStatus, SidecarTarget,
+    TargetKind,
+};
 
 /// No new sidecar run for a conversation within this long of its previous one (seed 000 Q2).
 const MIN_SPACING_MS: i64 = 10_000;
@@ -23,7 +26,8 @@ const MODEL_COOLING_MS: i64 = 10 * MINUTE_MS;
 const REFUSAL_COOLING_MS: i64 = DAY_MS;
 pub const ZEN_BASE: &str = "https://opencode.ai/zen/v1";
 /// Used when Zen's `/models` cannot be read.
-pub const ZEN_FALLBACK_MODELS: [&str; 3] = ["big-pickle", "deepseek-v4-flash-free", "mimo-v2.5-free"];
+pub const ZEN_FALLBACK_MODELS: [&str; 3] =
+    ["big-pickle", "deepseek-v4-flash-free", "mimo-v2.5-free"];
 
 /// Hands out one sidecar run for `conv` if the rate limits allow it.
 pub async fn claim(core: &Core, conv: &str) -> Result<Option<SidecarData>, ApiError> {
@@ -38,7 +42,11 @@ pub async fn claim(core: &Core, conv: &str) -> Result<Option<SidecarData>, ApiEr
         if c.sidecar_lease_until > now || now - c.last_sidecar_at < MIN_SPACING_MS {
             return None;
         }
-        let runs_today = s.counters.get(&crate::state::sidecar_day_counter(now)).copied().unwrap_or(0);
+        let runs_today = s
+            .counters
+            .get(&crate::state::sidecar_day_counter(now))
+            .copied()
+            .unwrap_or(0);
         if runs_today >= u64::from(cfg.daily_cap) {
             return None;
         }
@@ -47,20 +55,31 @@ pub async fn claim(core: &Core, conv: &str) -> Result<Option<SidecarData>, ApiEr
             .injected
             .iter()
             .filter_map(|id| s.by_id(id))
-            .map(|r| SidecarMemory { id: r.id.clone(), content: r.content.clone() })
+            .map(|r| SidecarMemory {
+                id: r.id.clone(),
+                content: r.content.clone(),
+            })
             .collect();
         Some(SidecarData {
             conversation_id: conv.to_string(),
-            exchange: ExchangeText { user: target.user.clone(), assistant: target.assistant.clone() },
+            exchange: ExchangeText {
+                user: target.user.clone(),
+                assistant: target.assistant.clone(),
+            },
             memories,
             current_user_message: c.current_prompt.clone(),
             targets: targets.clone(),
             per_model_ms: cfg.per_model_ms,
             total_ms: cfg.total_ms,
-            skip: cooling(s.sidecar_attempts.iter(), now).into_iter().map(|c| c.key).collect(),
+            skip: cooling(s.sidecar_attempts.iter(), now)
+                .into_iter()
+                .map(|c| c.key)
+                .collect(),
         })
     });
-    let Some(mut data) = data else { return Ok(None) };
+    let Some(mut data) = data else {
+        return Ok(None);
+    };
     for t in &mut data.targets {
         if t.kind != TargetKind::Local {
             t.api_key = read_key(cfg);
@@ -74,7 +93,6 @@ pub async fn claim(core: &Core, conv: &str) -> Result<Option<SidecarData>, ApiEr
     .await?;
     Ok(Some(data))
 }
-
 
 fn is_loopback_url(url: &str) -> bool {
     let rest = url.split("://").nth(1).unwrap_or("");
@@ -99,7 +117,10 @@ pub fn targets(cfg: &SidecarConfig) -> Vec<SidecarTarget> {
         });
     }
     if cfg.local {
-        for (name, url) in [("ollama", "http://127.0.0.1:11434/v1"), ("lmstudio", "http://127.0.0.1:1234/v1")] {
+        for (name, url) in [
+            ("ollama", "http://127.0.0.1:11434/v1"),
+            ("lmstudio", "http://127.0.0.1:1234/v1"),
+        ] {
             out.push(SidecarTarget {
                 name: name.into(),
                 kind: TargetKind::Local,
@@ -136,29 +157,54 @@ fn read_key(cfg: &SidecarConfig) -> Option<String> {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(path).ok()?.permissions().mode();
         if mode & 0o077 != 0 {
-            eprintln!("memd: ignoring sidecar key file {}: mode {:o} is readable by others (chmod 600 it)", path.display(), mode & 0o777);
+            eprintln!(
+                "memd: ignoring sidecar key file {}: mode {:o} is readable by others (chmod 600 it)",
+                path.display(),
+                mode & 0o777
+            );
             return None;
         }
     }
-    std::fs::read_to_string(path).ok().map(|k| k.trim().to_string()).filter(|k| !k.is_empty())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
 }
 
 /// Models and targets to skip now, from recent attempts.
-pub fn cooling<'a>(attempts: impl Iterator<Item = &'a (i64, proto::SidecarAttempt)>, now: i64) -> Vec<CoolingEntry> {
+pub fn cooling<'a>(
+    attempts: impl Iterator<Item = &'a (i64, proto::SidecarAttempt)>,
+    now: i64,
+) -> Vec<CoolingEntry> {
     let mut out: Vec<CoolingEntry> = Vec::new();
     for (at, a) in attempts {
         let (key, until, reason) = if a.result.starts_with("refused") {
-            (format!("{}/*", a.target), at + REFUSAL_COOLING_MS, a.result.clone())
-        } else if a.result.starts_with("ok") || a.result == "connect_refused" || a.result == "skipped" {
+            (
+                format!("{}/*", a.target),
+                at + REFUSAL_COOLING_MS,
+                a.result.clone(),
+            )
+        } else if a.result.starts_with("ok")
+            || a.result == "connect_refused"
+            || a.result == "skipped"
+        {
             continue;
         } else {
-            (format!("{}/{}", a.target, a.model), at + MODEL_COOLING_MS, a.result.clone())
+            (
+                format!("{}/{}", a.target, a.model),
+                at + MODEL_COOLING_MS,
+                a.result.clone(),
+            )
         };
         if until <= now {
             continue;
         }
         out.retain(|c| c.key != key);
-        out.push(CoolingEntry { key, until: clock::rfc3339(until), reason });
+        out.push(CoolingEntry {
+            key,
+            until: clock::rfc3339(until),
+            reason,
+        });
     }
     out
 }
@@ -166,7 +212,10 @@ pub fn cooling<'a>(attempts: impl Iterator<Item = &'a (i64, proto::SidecarAttemp
 impl Core {
     /// `POST /api/sidecar/report`: remembers what a sidecar run tried (no content), so failing
     /// models cool down across hook runs and `memd status` can show it.
-    pub async fn sidecar_report(&self, req: &proto::SidecarReport) -> Result<serde_json::Value, ApiError> {
+    pub async fn sidecar_report(
+        &self,
+        req: &proto::SidecarReport,
+    ) -> Result<serde_json::Value, ApiError> {
         super::validate_conversation(&req.conversation_id)?;
         if req.attempts.len() > 64 {
             return Err(ApiError::bad("attempts", "at most 64 attempts per report"));
@@ -183,7 +232,11 @@ impl Core {
                 result: format::clip(&a.result, 64),
             })
             .collect();
-        self.commit_one(Op::SidecarAttempts { at: clock::now_ms(), attempts }).await?;
+        self.commit_one(Op::SidecarAttempts {
+            at: clock::now_ms(),
+            attempts,
+        })
+        .await?;
         Ok(serde_json::json!({"success": true}))
     }
 }
@@ -193,14 +246,21 @@ pub fn sidecar_status(core: &Core) -> SidecarStatus {
     let now = clock::now_ms();
     core.store.read(|s| SidecarStatus {
         remote_enabled: core.cfg.sidecar.remote,
-        calls_today: s.counters.get(&crate::state::sidecar_day_counter(now)).copied().unwrap_or(0) as u32,
+        calls_today: s
+            .counters
+            .get(&crate::state::sidecar_day_counter(now))
+            .copied()
+            .unwrap_or(0) as u32,
         daily_cap: core.cfg.sidecar.daily_cap,
         attempts: s
             .sidecar_attempts
             .iter()
             .rev()
             .take(20)
-            .map(|(at, a)| proto::SidecarAttempt { at: clock::rfc3339(*at), ..a.clone() })
+            .map(|(at, a)| proto::SidecarAttempt {
+                at: clock::rfc3339(*at),
+                ..a.clone()
+            })
             .collect(),
         cooling: cooling(s.sidecar_attempts.iter(), now),
     })
@@ -227,7 +287,11 @@ mod tests {
 
     #[test]
     fn loopback_user_endpoint_needs_no_opt_in() {
-        let cfg = SidecarConfig { url: Some("http://127.0.0.1:9999/v1".into()), local: false, ..SidecarConfig::default() };
+        let cfg = SidecarConfig {
+            url: Some("http://127.0.0.1:9999/v1".into()),
+            local: false,
+            ..SidecarConfig::default()
+        };
         assert_eq!(targets(&cfg).len(), 1);
     }
 
@@ -239,7 +303,11 @@ mod tests {
             result: result.into(),
             ..Default::default()
         };
-        let attempts = vec![(0, a("refused:FreeTierError", "big-pickle")), (0, a("http:500", "x")), (0, a("ok:worked", "y"))];
+        let attempts = [
+            (0, a("refused:FreeTierError", "big-pickle")),
+            (0, a("http:500", "x")),
+            (0, a("ok:worked", "y")),
+        ];
         let c = cooling(attempts.iter(), 60_000);
         let keys: Vec<&str> = c.iter().map(|c| c.key.as_str()).collect();
         assert_eq!(keys, vec!["zen/*", "zen/x"]);

@@ -13,7 +13,10 @@ use crate::redact;
 use crate::state::ops::{Op, Output, ScoreBatch};
 use crate::state::session::{EXCHANGE_KEEP_CHARS, Exchange, SessionOp};
 use proto::limits;
-use proto::{Collection, Outcome, RecordOutcomeRequest, RecordOutcomeResponse, StopRequest, StopResponse, Value};
+use proto::{
+    Collection, Outcome, RecordOutcomeRequest, RecordOutcomeResponse, StopRequest, StopResponse,
+    Value,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,8 +30,16 @@ const EXCHANGE_ASSISTANT_CHARS: usize = 2_000;
 /// `POST /api/hooks/stop`.
 pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, ApiError> {
     let conv = validate_conversation(&req.conversation_id)?.to_string();
-    check_len("user_message", &req.user_message, limits::EXCHANGE_MAX_CHARS)?;
-    check_len("assistant_response", &req.assistant_response, limits::EXCHANGE_MAX_CHARS)?;
+    check_len(
+        "user_message",
+        &req.user_message,
+        limits::EXCHANGE_MAX_CHARS,
+    )?;
+    check_len(
+        "assistant_response",
+        &req.assistant_response,
+        limits::EXCHANGE_MAX_CHARS,
+    )?;
     let now = clock::now_ms();
     let user = if req.user_message.trim().is_empty() {
         core.store
@@ -39,7 +50,10 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
     };
     let assistant = redact::scrub(&req.assistant_response).text;
     if user.trim().is_empty() && assistant.trim().is_empty() {
-        return Err(ApiError::bad("assistant_response", "nothing to store: both user_message and assistant_response are empty"));
+        return Err(ApiError::bad(
+            "assistant_response",
+            "nothing to store: both user_message and assistant_response are empty",
+        ));
     }
     let content = format!(
         "User: {}\nAssistant: {}",
@@ -47,8 +61,10 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
         format::clip(assistant.trim(), EXCHANGE_ASSISTANT_CHARS)
     );
     let mut rec = Core::new_record(Collection::Working, content, now);
-    rec.metadata.insert("memory_type".into(), Value::from("exchange"));
-    rec.metadata.insert("conversation_id".into(), Value::from(conv.as_str()));
+    rec.metadata
+        .insert("memory_type".into(), Value::from("exchange"));
+    rec.metadata
+        .insert("conversation_id".into(), Value::from(conv.as_str()));
     let (doc_id, _) = core.insert(rec).await?;
     let required = core.store.read(|s| {
         s.sessions
@@ -102,9 +118,18 @@ async fn wait_for_score(core: &Core, conv: &str) -> bool {
 }
 
 /// `POST /api/record-outcome`: scores the pending exchange of a conversation, once.
-pub async fn record_outcome(core: &Arc<Core>, req: &RecordOutcomeRequest) -> Result<RecordOutcomeResponse, ApiError> {
+pub async fn record_outcome(
+    core: &Arc<Core>,
+    req: &RecordOutcomeRequest,
+) -> Result<RecordOutcomeResponse, ApiError> {
     let outcome = Outcome::parse(&req.outcome).ok_or_else(|| {
-        ApiError::bad("outcome", format!("outcome must be worked, failed, partial or unknown (got {:?})", req.outcome))
+        ApiError::bad(
+            "outcome",
+            format!(
+                "outcome must be worked, failed, partial or unknown (got {:?})",
+                req.outcome
+            ),
+        )
     })?;
     let per_memory = parse_memory_scores(req.memory_scores.as_ref())?;
     if let Some(s) = &req.exchange_summary {
@@ -126,7 +151,11 @@ pub async fn record_outcome(core: &Arc<Core>, req: &RecordOutcomeRequest) -> Res
         (id, o)
     }));
     let unknown_ids: Vec<String> = core.store.read(|s| {
-        scores.iter().filter(|(id, _)| s.by_id(id).is_none()).map(|(id, _)| id.clone()).collect()
+        scores
+            .iter()
+            .filter(|(id, _)| s.by_id(id).is_none())
+            .map(|(id, _)| id.clone())
+            .collect()
     });
     let now = clock::now_ms();
     let mut ops = vec![Op::ScoreExchange(Box::new(ScoreBatch {
@@ -139,12 +168,19 @@ pub async fn record_outcome(core: &Arc<Core>, req: &RecordOutcomeRequest) -> Res
         at: now,
         time_weighting: core.cfg.learning.time_weighting,
     }))];
-    let summary = req.exchange_summary.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let summary = req
+        .exchange_summary
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
     if let Some(s) = summary {
         let mut rec = Core::new_record(Collection::Working, redact::scrub(s).text, now);
-        rec.metadata.insert("memory_type".into(), Value::from("exchange_summary"));
-        rec.metadata.insert("exchange_outcome".into(), Value::from(outcome.as_str()));
-        rec.metadata.insert("conversation_id".into(), Value::from(conv.as_str()));
+        rec.metadata
+            .insert("memory_type".into(), Value::from("exchange_summary"));
+        rec.metadata
+            .insert("exchange_outcome".into(), Value::from(outcome.as_str()));
+        rec.metadata
+            .insert("conversation_id".into(), Value::from(conv.as_str()));
         ops.push(Op::Insert(Box::new(rec)));
     }
     let out = core.commit(ops).await?;
@@ -161,16 +197,30 @@ pub async fn record_outcome(core: &Arc<Core>, req: &RecordOutcomeRequest) -> Res
             resp.already_scored = true;
             return Ok(resp);
         }
-        other => return Err(ApiError::internal(format!("unexpected store answer {other:?}"))),
+        other => {
+            return Err(ApiError::internal(format!(
+                "unexpected store answer {other:?}"
+            )));
+        }
     }
-    resp.summary_stored = matches!(out.get(1), Some(Output::Inserted { .. } | Output::Duplicate { .. }));
+    resp.summary_stored = matches!(
+        out.get(1),
+        Some(Output::Inserted { .. } | Output::Duplicate { .. })
+    );
     Ok(resp)
 }
 
-fn parse_memory_scores(m: Option<&BTreeMap<String, String>>) -> Result<BTreeMap<String, Outcome>, ApiError> {
-    let Some(m) = m else { return Ok(BTreeMap::new()) };
+fn parse_memory_scores(
+    m: Option<&BTreeMap<String, String>>,
+) -> Result<BTreeMap<String, Outcome>, ApiError> {
+    let Some(m) = m else {
+        return Ok(BTreeMap::new());
+    };
     if m.len() > 100 {
-        return Err(ApiError::bad("memory_scores", "at most 100 memory scores per call"));
+        return Err(ApiError::bad(
+            "memory_scores",
+            "at most 100 memory scores per call",
+        ));
     }
     m.iter()
         .map(|(id, o)| {
@@ -192,20 +242,27 @@ fn pending_exchange(core: &Core, conv: &str) -> (Option<String>, Option<Exchange
         } else {
             Some(conv.to_string())
         };
-        let target = conv.as_deref().and_then(|c| s.sessions.get(c)).and_then(|c| {
-            c.target
-                .iter()
-                .chain(c.last.iter())
-                .find(|ex| !ex.scored)
-                .cloned()
-        });
+        let target = conv
+            .as_deref()
+            .and_then(|c| s.sessions.get(c))
+            .and_then(|c| {
+                c.target
+                    .iter()
+                    .chain(c.last.iter())
+                    .find(|ex| !ex.scored)
+                    .cloned()
+            });
         (conv, target)
     })
 }
 
 /// Seed 001: `related` given → exactly those; `related: []` → none; omitted → every memory
 /// injected for that exchange. Ids in `memory_scores` are scored too.
-fn ids_to_score(target: &Exchange, related: Option<&[String]>, per_memory: &BTreeMap<String, Outcome>) -> Vec<String> {
+fn ids_to_score(
+    target: &Exchange,
+    related: Option<&[String]>,
+    per_memory: &BTreeMap<String, Outcome>,
+) -> Vec<String> {
     let mut ids = crate::learn::scoring_targets(&target.injected, related);
     if related.is_none_or(|r| !r.is_empty()) {
         for id in per_memory.keys() {

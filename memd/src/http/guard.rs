@@ -39,7 +39,10 @@ fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// Constant-time comparison of the presented bearer token with ours.
 pub fn token_ok(header: Option<&str>, token: &str) -> bool {
-    let Some(presented) = header.and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer "))) else {
+    let Some(presented) = header.and_then(|h| {
+        h.strip_prefix("Bearer ")
+            .or_else(|| h.strip_prefix("bearer "))
+    }) else {
         return false;
     };
     let (a, b) = (presented.trim().as_bytes(), token.as_bytes());
@@ -59,7 +62,10 @@ pub fn host_ok(host: Option<&str>) -> bool {
 /// `Origin`, when a browser sends one, must be a loopback page too (CSRF defence).
 pub fn origin_ok(origin: Option<&str>) -> bool {
     let Some(origin) = origin else { return true };
-    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
         return false;
     };
     loopback_authority(rest.trim_end_matches('/'))
@@ -70,10 +76,17 @@ fn loopback_authority(authority: &str) -> bool {
         v6.split(']').next().unwrap_or("")
     } else {
         authority.rsplit_once(':').map_or(authority, |(h, port)| {
-            if port.chars().all(|c| c.is_ascii_digit()) { h } else { authority }
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                authority
+            }
         })
     };
-    matches!(host.to_ascii_lowercase().as_str(), "127.0.0.1" | "localhost" | "::1")
+    matches!(
+        host.to_ascii_lowercase().as_str(),
+        "127.0.0.1" | "localhost" | "::1"
+    )
 }
 
 #[cfg(test)]
@@ -91,7 +104,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+            assert_eq!(
+                std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
         }
     }
 
@@ -109,7 +125,12 @@ mod tests {
         for ok in ["127.0.0.1:47111", "localhost", "LOCALHOST:1", "[::1]:47111"] {
             assert!(host_ok(Some(ok)), "{ok}");
         }
-        for bad in ["evil.com", "evil.com:47111", "127.0.0.1.evil.com", "10.0.0.1:47111"] {
+        for bad in [
+            "evil.com",
+            "evil.com:47111",
+            "127.0.0.1.evil.com",
+            "10.0.0.1:47111",
+        ] {
             assert!(!host_ok(Some(bad)), "{bad}");
         }
         assert!(origin_ok(None));

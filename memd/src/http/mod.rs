@@ -9,6 +9,7 @@ mod routes;
 
 use crate::core::Core;
 use crate::error::ApiError;
+use crate::shutdown::Shutdown;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
@@ -19,7 +20,6 @@ use serde::de::DeserializeOwned;
 use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use crate::shutdown::Shutdown;
 
 pub type Body = BoxBody<Bytes, Infallible>;
 
@@ -31,7 +31,11 @@ pub struct Server {
 }
 
 /// Accepts connections until `shutdown` fires, then waits for in-flight requests.
-pub async fn serve(listener: TcpListener, server: Arc<Server>, shutdown: Shutdown) -> anyhow::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    server: Arc<Server>,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -72,11 +76,19 @@ pub async fn serve(listener: TcpListener, server: Arc<Server>, shutdown: Shutdow
 async fn handle(server: &Server, req: Request<Incoming>) -> Response<Body> {
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
     if !guard::host_ok(header("host")) || !guard::origin_ok(header("origin")) {
-        return error_response(&ApiError { status: 403, message: "forbidden: memd only answers loopback clients".into(), field: None });
+        return error_response(&ApiError {
+            status: 403,
+            message: "forbidden: memd only answers loopback clients".into(),
+            field: None,
+        });
     }
     let path = req.uri().path().to_string();
     if path != "/api/health" && !guard::token_ok(header("authorization"), &server.token) {
-        return error_response(&ApiError { status: 401, message: "unauthorized".into(), field: None });
+        return error_response(&ApiError {
+            status: 401,
+            message: "unauthorized".into(),
+            field: None,
+        });
     }
     if path == "/mcp" || path.starts_with("/mcp/") {
         return match &server.mcp {
@@ -87,13 +99,20 @@ async fn handle(server: &Server, req: Request<Incoming>) -> Response<Body> {
     let started = std::time::Instant::now();
     let resp = routes::route(server, req).await;
     if path.starts_with("/api/hooks/") {
-        server.core.note_hook_call(&path, started.elapsed().as_micros() as u64, resp.status().as_u16());
+        server.core.note_hook_call(
+            &path,
+            started.elapsed().as_micros() as u64,
+            resp.status().as_u16(),
+        );
     }
     resp
 }
 
 /// Reads a JSON body of at most `limit` bytes; errors name the offending field.
-pub async fn read_json<T: DeserializeOwned>(limit: usize, req: Request<Incoming>) -> Result<T, ApiError> {
+pub async fn read_json<T: DeserializeOwned>(
+    limit: usize,
+    req: Request<Incoming>,
+) -> Result<T, ApiError> {
     let declared = req
         .headers()
         .get(hyper::header::CONTENT_LENGTH)
@@ -137,7 +156,9 @@ async fn drain(mut body: Incoming) {
 
 pub fn decode_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request("request body is empty; send a JSON object"));
+        return Err(ApiError::bad_request(
+            "request body is empty; send a JSON object",
+        ));
     }
     let mut de = serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {

@@ -23,14 +23,28 @@ pub async fn route(server: &Server, req: Request<Incoming>) -> Response<Body> {
         (&Method::GET, "/api/health") => json_response(200, &core.health()),
         (&Method::GET, "/api/stats") => json_response(200, &core.stats()),
         (&Method::POST, "/api/search") => post!(BODY_MAX_BYTES, |b| core.search(&b)),
-        (&Method::POST, "/api/hooks/get-context") => post!(BODY_MAX_BYTES, |b| context::get_context(core, &b)),
+        (&Method::POST, "/api/hooks/get-context") => {
+            post!(BODY_MAX_BYTES, |b| context::get_context(core, &b))
+        }
         (&Method::POST, "/api/hooks/stop") => post!(BODY_MAX_BYTES, |b| context::stop(core, &b)),
-        (&Method::POST, "/api/record-outcome") => post!(BODY_MAX_BYTES, |b| context::record_outcome(core, &b)),
-        (&Method::POST, "/api/record-response") => post!(BODY_MAX_BYTES, |b| core.record_response(&b)),
-        (&Method::POST, "/api/memory-bank/add") => post!(BODY_MAX_BYTES, |b| core.memory_bank_add(&b)),
-        (&Method::POST, "/api/memory-bank/update") => post!(BODY_MAX_BYTES, |b| core.memory_bank_update(&b)),
-        (&Method::POST, "/api/memory-bank/archive") => post!(BODY_MAX_BYTES, |b| core.memory_bank_archive(&b)),
-        (&Method::POST, "/api/sidecar/report") => post!(BODY_MAX_BYTES, |b| core.sidecar_report(&b)),
+        (&Method::POST, "/api/record-outcome") => {
+            post!(BODY_MAX_BYTES, |b| context::record_outcome(core, &b))
+        }
+        (&Method::POST, "/api/record-response") => {
+            post!(BODY_MAX_BYTES, |b| core.record_response(&b))
+        }
+        (&Method::POST, "/api/memory-bank/add") => {
+            post!(BODY_MAX_BYTES, |b| core.memory_bank_add(&b))
+        }
+        (&Method::POST, "/api/memory-bank/update") => {
+            post!(BODY_MAX_BYTES, |b| core.memory_bank_update(&b))
+        }
+        (&Method::POST, "/api/memory-bank/archive") => {
+            post!(BODY_MAX_BYTES, |b| core.memory_bank_archive(&b))
+        }
+        (&Method::POST, "/api/sidecar/report") => {
+            post!(BODY_MAX_BYTES, |b| core.sidecar_report(&b))
+        }
         (&Method::POST, "/api/ingest") => post!(INGEST_MAX_BYTES + 64 * 1024, |b| core.ingest(&b)),
         (&Method::GET, "/api/books") => respond(core.books()),
         (&Method::POST, "/api/remove-book") => post!(BODY_MAX_BYTES, |b| core.remove_book(&b)),
@@ -39,15 +53,28 @@ pub async fn route(server: &Server, req: Request<Incoming>) -> Response<Body> {
             message: format!("no route for {method} {p}"),
             field: None,
         }),
-        _ => error_response(&ApiError::not_found(format!("no route for {method} {path}"))),
+        _ => error_response(&ApiError::not_found(format!(
+            "no route for {method} {path}"
+        ))),
     }
 }
 
 fn known_path(p: &str) -> bool {
     [
-        "/api/health", "/api/stats", "/api/search", "/api/hooks/get-context", "/api/hooks/stop",
-        "/api/record-outcome", "/api/record-response", "/api/memory-bank/add", "/api/memory-bank/update",
-        "/api/memory-bank/archive", "/api/sidecar/report", "/api/ingest", "/api/books", "/api/remove-book",
+        "/api/health",
+        "/api/stats",
+        "/api/search",
+        "/api/hooks/get-context",
+        "/api/hooks/stop",
+        "/api/record-outcome",
+        "/api/record-response",
+        "/api/memory-bank/add",
+        "/api/memory-bank/update",
+        "/api/memory-bank/archive",
+        "/api/sidecar/report",
+        "/api/ingest",
+        "/api/books",
+        "/api/remove-book",
     ]
     .contains(&p)
 }

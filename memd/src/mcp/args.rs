@@ -16,7 +16,9 @@ pub const SEARCH_LIMIT: (i64, i64) = (1, 20);
 pub const SEARCH_LIMIT_DEFAULT: i64 = 5;
 
 /// Decodes a tool's arguments; the error names the offending argument.
-pub fn decode<T: DeserializeOwned>(args: serde_json::Map<String, serde_json::Value>) -> Result<T, ApiError> {
+pub fn decode<T: DeserializeOwned>(
+    args: serde_json::Map<String, serde_json::Value>,
+) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(serde_json::Value::Object(args)).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -226,7 +228,10 @@ mod tests {
         let e = decode::<ScoreResponse>(obj(json!({"outcome": "great"}))).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("outcome"));
         assert!(e.message.contains("worked"), "{e}");
-        let e = decode::<ScoreResponse>(obj(json!({"outcome": "worked", "memory_scores": {"a": "meh"}}))).unwrap_err();
+        let e = decode::<ScoreResponse>(obj(
+            json!({"outcome": "worked", "memory_scores": {"a": "meh"}}),
+        ))
+        .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("memory_scores"));
     }
 
@@ -235,6 +240,9 @@ mod tests {
         let e = decode::<AddToMemoryBank>(obj(json!({}))).unwrap_err();
         assert!(e.message.contains("content"), "{e}");
         let e = decode::<SearchMemory>(obj(json!({"query": "x", "days": 3}))).unwrap_err();
-        assert!(e.message.contains("days_back"), "lists the known fields: {e}");
+        assert!(
+            e.message.contains("days_back"),
+            "lists the known fields: {e}"
+        );
     }
 }

@@ -113,7 +113,11 @@ impl Bridge {
         let msg: Value = match serde_json::from_str(line) {
             Ok(v) => v,
             Err(e) => {
-                self.write(&rpc_error(&Value::Null, PARSE_ERROR, &format!("not a JSON message: {e}")));
+                self.write(&rpc_error(
+                    &Value::Null,
+                    PARSE_ERROR,
+                    &format!("not a JSON message: {e}"),
+                ));
                 return;
             }
         };
@@ -136,9 +140,14 @@ impl Bridge {
 
     /// Tells the daemon the session is over (best effort: it expires on its own anyway).
     fn end_session(&self) {
-        let Some(id) = lock(&self.session).id.clone() else { return };
+        let Some(id) = lock(&self.session).id.clone() else {
+            return;
+        };
         let (base, token) = self.target();
-        let mut req = self.agent.delete(format!("{base}/mcp")).header("mcp-session-id", &id);
+        let mut req = self
+            .agent
+            .delete(format!("{base}/mcp"))
+            .header("mcp-session-id", &id);
         if let Some(t) = token {
             req = req.header("authorization", format!("Bearer {t}"));
         }
@@ -167,7 +176,11 @@ impl Bridge {
             Ok(true) => {}
             Ok(false) => {
                 if let Some(id) = request_id(msg) {
-                    self.write(&rpc_error(id, BRIDGE_ERROR, "memd closed the stream before answering (it may be restarting); try again"));
+                    self.write(&rpc_error(
+                        id,
+                        BRIDGE_ERROR,
+                        "memd closed the stream before answering (it may be restarting); try again",
+                    ));
                 }
             }
             Err(e) => {
@@ -207,7 +220,11 @@ impl Bridge {
         }
     }
 
-    fn post(&self, msg: &Value, session: Option<&str>) -> Result<ureq::http::Response<ureq::Body>, PostError> {
+    fn post(
+        &self,
+        msg: &Value,
+        session: Option<&str>,
+    ) -> Result<ureq::http::Response<ureq::Body>, PostError> {
         let (base, token) = self.target();
         let body = serde_json::to_vec(msg).map_err(|e| PostError::Other(e.to_string()))?;
         let mut req = self
@@ -226,9 +243,14 @@ impl Bridge {
             req = req.header(name, value);
         }
         req.send(&body[..]).map_err(|e| match e {
-            ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => PostError::Unreachable(e.to_string()),
+            ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
+                PostError::Unreachable(e.to_string())
+            }
             ureq::Error::Io(io)
-                if matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionReset) =>
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionReset
+                ) =>
             {
                 PostError::Unreachable(io.to_string())
             }
@@ -257,7 +279,10 @@ impl Bridge {
         let resp = self.post(&init, None).map_err(PostError::message)?;
         let new_id = header(&resp, "mcp-session-id");
         if resp.status().as_u16() != 200 || new_id.is_none() {
-            return Err(format!("memd refused to start a new session (HTTP {})", resp.status().as_u16()));
+            return Err(format!(
+                "memd refused to start a new session (HTTP {})",
+                resp.status().as_u16()
+            ));
         }
         // Drain the replayed answer without showing it to the client.
         let _ = resp.into_body().into_reader().read_to_end(&mut Vec::new());
@@ -281,7 +306,9 @@ impl Bridge {
         if method_of(msg) == Some("notifications/initialized") && (200..300).contains(&status) {
             lock(&self.session).initialized = Some(msg.clone());
         }
-        let content_type = header(&resp, "content-type").unwrap_or_default().to_ascii_lowercase();
+        let content_type = header(&resp, "content-type")
+            .unwrap_or_default()
+            .to_ascii_lowercase();
         if content_type.starts_with("text/event-stream") {
             return self.relay_sse(resp.into_body().into_reader(), msg);
         }
@@ -292,7 +319,8 @@ impl Bridge {
                 .limit(MAX_JSON_BYTES)
                 .read_to_vec()
                 .map_err(|e| format!("reading memd's answer: {e}"))?;
-            let value: Value = serde_json::from_slice(&bytes).map_err(|e| format!("memd's answer is not JSON: {e}"))?;
+            let value: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("memd's answer is not JSON: {e}"))?;
             let messages = match value {
                 Value::Array(items) => items,
                 one => vec![one],
@@ -354,9 +382,13 @@ impl Bridge {
 
     /// Writes one message from the daemon; true when it is the response to `msg`.
     fn deliver(&self, m: &Value, msg: &Value) -> bool {
-        let answers = request_id(msg).is_some_and(|id| m.get("id") == Some(id) && m.get("method").is_none());
+        let answers =
+            request_id(msg).is_some_and(|id| m.get("id") == Some(id) && m.get("method").is_none());
         if answers && method_of(msg) == Some("initialize") {
-            let version = m.pointer("/result/protocolVersion").and_then(Value::as_str).map(str::to_string);
+            let version = m
+                .pointer("/result/protocolVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string);
             lock(&self.session).protocol_version = version;
         }
         self.write(m);
@@ -365,7 +397,10 @@ impl Bridge {
 }
 
 fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
-    resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
 }
 
 /// `MCP-Protocol-Version` (from the request's own `_meta`, else the negotiated version) and,
@@ -373,7 +408,9 @@ fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String>
 /// know it needs.
 fn protocol_headers(msg: &Value, negotiated: Option<&str>) -> Vec<(&'static str, String)> {
     let Some(method) = method_of(msg) else {
-        return negotiated.map(|v| vec![("mcp-protocol-version", v.to_string())]).unwrap_or_default();
+        return negotiated
+            .map(|v| vec![("mcp-protocol-version", v.to_string())])
+            .unwrap_or_default();
     };
     let params = msg.get("params");
     let own = params
@@ -399,7 +436,9 @@ fn protocol_headers(msg: &Value, negotiated: Option<&str>) -> Vec<(&'static str,
         let name = name_key.and_then(|k| params?.get(k)?.as_str());
         // Names outside plain printable ASCII would need base64 header encoding; memd's tool
         // names never do, and an unknown name is answered as an error either way.
-        if let Some(n) = name.filter(|n| !n.is_empty() && n.bytes().all(|b| (0x21..=0x7e).contains(&b))) {
+        if let Some(n) =
+            name.filter(|n| !n.is_empty() && n.bytes().all(|b| (0x21..=0x7e).contains(&b)))
+        {
             headers.push(("mcp-name", n.to_string()));
         }
     }
@@ -413,7 +452,10 @@ mod tests {
     #[test]
     fn legacy_requests_carry_the_negotiated_version() {
         let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "search_memory"}});
-        assert_eq!(protocol_headers(&call, Some("2025-11-25")), vec![("mcp-protocol-version", "2025-11-25".to_string())]);
+        assert_eq!(
+            protocol_headers(&call, Some("2025-11-25")),
+            vec![("mcp-protocol-version", "2025-11-25".to_string())]
+        );
         assert!(protocol_headers(&call, None).is_empty());
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}});
         assert!(protocol_headers(&init, Some("2025-11-25")).is_empty());
@@ -434,7 +476,14 @@ mod tests {
         let e = rpc_error(&json!("abc"), BRIDGE_ERROR, "nope");
         assert_eq!(e["id"], "abc");
         assert_eq!(e["error"]["code"], BRIDGE_ERROR);
-        assert_eq!(request_id(&json!({"method": "notifications/initialized"})), None);
-        assert_eq!(request_id(&json!({"id": 1, "result": {}})), None, "a client's response is not a request");
+        assert_eq!(
+            request_id(&json!({"method": "notifications/initialized"})),
+            None
+        );
+        assert_eq!(
+            request_id(&json!({"id": 1, "result": {}})),
+            None,
+            "a client's response is not a request"
+        );
     }
 }

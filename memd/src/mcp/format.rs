@@ -28,7 +28,13 @@ pub fn signals(m: &MemoryView) -> String {
         Some(Collection::Books) => format!("{}, reference", m.age),
         _ if m.uses == 0 => format!("{}, s:{:.2}, not scored yet", m.age, m.score),
         _ => {
-            let mut t = format!("{}, s:{:.2}, w:{:.2}, {}", m.age, m.score, m.wilson_score, uses(m.uses));
+            let mut t = format!(
+                "{}, s:{:.2}, w:{:.2}, {}",
+                m.age,
+                m.score,
+                m.wilson_score,
+                uses(m.uses)
+            );
             if !m.outcome_history.is_empty() {
                 t.push_str(&format!(", {}", m.outcome_history));
             }
@@ -38,7 +44,11 @@ pub fn signals(m: &MemoryView) -> String {
 }
 
 fn uses(n: u32) -> String {
-    if n == 1 { "1 use".into() } else { format!("{n} uses") }
+    if n == 1 {
+        "1 use".into()
+    } else {
+        format!("{n} uses")
+    }
 }
 
 /// `1. [patterns] (2d, s:0.72, w:0.68, 8 uses, [YY~N]) [id:patterns_…] text`
@@ -47,7 +57,13 @@ pub fn result_line(rank: usize, m: &MemoryView) -> String {
     if text.chars().count() < m.content.trim().chars().count() {
         text.push_str(" (cut; search_memory(id=...) shows all)");
     }
-    format!("{rank}. [{}] ({}) [id:{}] {}", m.collection, signals(m), m.id, text)
+    format!(
+        "{rank}. [{}] ({}) [id:{}] {}",
+        m.collection,
+        signals(m),
+        m.id,
+        text
+    )
 }
 
 pub fn result_list(header: &str, results: &[MemoryView]) -> String {
@@ -73,7 +89,10 @@ pub fn full_memory(m: &MemoryView) -> String {
             if !m.tags.is_empty() {
                 out.push_str(&format!("\ntags: {}", m.tags.join(", ")));
             }
-            out.push_str(&format!("\nuses: {}, wilson: {:.2}", m.uses, m.wilson_score));
+            out.push_str(&format!(
+                "\nuses: {}, wilson: {:.2}",
+                m.uses, m.wilson_score
+            ));
         }
         Some(Collection::Books) => out.push_str("\nreference document (not scored)"),
         _ => {
@@ -86,7 +105,10 @@ pub fn full_memory(m: &MemoryView) -> String {
                 m.success_count
             ));
             if !m.last_outcome.is_empty() {
-                out.push_str(&format!("\nlast outcome: {}, history: {}", m.last_outcome, m.outcome_history));
+                out.push_str(&format!(
+                    "\nlast outcome: {}, history: {}",
+                    m.last_outcome, m.outcome_history
+                ));
             }
         }
     }
@@ -101,12 +123,20 @@ pub fn full_memory(m: &MemoryView) -> String {
 /// A tool error as the model reads it. `renames` maps API field names to argument names where
 /// they differ (e.g. `metadata_filters` → `metadata`).
 pub fn error_text(e: &ApiError, renames: &[(&str, &str)]) -> String {
-    let field = e
-        .field
-        .as_deref()
-        .map(|f| renames.iter().find(|(api, _)| *api == f).map_or(f, |(_, arg)| *arg));
-    match (field, e.status) {
-        (Some(f), _) => format!("Invalid argument `{f}`: {}", e.message.replace("metadata_filters", "metadata")),
+    let rename = |text: &str| {
+        renames
+            .iter()
+            .fold(text.to_string(), |t, (api, arg)| t.replace(api, arg))
+    };
+    match (e.field.as_deref(), e.status) {
+        (Some(f), _) => {
+            // ApiError messages name their field; say it once, in the tool's own terms.
+            let message = e
+                .message
+                .strip_prefix(&format!("{f}: "))
+                .unwrap_or(&e.message);
+            format!("Invalid argument `{}`: {}", rename(f), rename(message))
+        }
         (None, 400 | 404 | 409 | 413 | 422) => e.message.clone(),
         (None, 503) => format!("memd is temporarily unavailable: {}", e.message),
         (None, _) => format!("memd could not do this: {}", e.message),
@@ -149,7 +179,11 @@ mod tests {
         let mut bank = mem("memory_bank", 0);
         bank.importance = Some(0.9);
         bank.confidence = Some(0.8);
-        assert!(result_line(2, &bank).starts_with("2. [memory_bank] (2d, imp:0.9, conf:0.8) [id:memory_bank_0123456789ab]"));
+        assert!(
+            result_line(2, &bank).starts_with(
+                "2. [memory_bank] (2d, imp:0.9, conf:0.8) [id:memory_bank_0123456789ab]"
+            )
+        );
         assert!(result_line(3, &mem("working", 0)).contains("(2d, s:0.72, not scored yet)"));
         assert!(result_line(4, &mem("books", 0)).contains("(2d, reference)"));
     }
@@ -167,7 +201,13 @@ mod tests {
     #[test]
     fn errors_name_the_argument_as_the_tool_calls_it() {
         let e = ApiError::bad("metadata_filters", "unknown operator \"$x\" on \"a\"");
-        assert_eq!(error_text(&e, &[("metadata_filters", "metadata")]), "Invalid argument `metadata`: unknown operator \"$x\" on \"a\"");
-        assert_eq!(error_text(&ApiError::internal("disk on fire"), &[]), "memd could not do this: disk on fire");
+        assert_eq!(
+            error_text(&e, &[("metadata_filters", "metadata")]),
+            "Invalid argument `metadata`: unknown operator \"$x\" on \"a\""
+        );
+        assert_eq!(
+            error_text(&ApiError::internal("disk on fire"), &[]),
+            "memd could not do this: disk on fire"
+        );
     }
 }

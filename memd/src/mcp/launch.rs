@@ -32,10 +32,22 @@ impl Endpoint {
     pub fn locate() -> Result<Endpoint> {
         let data_dir = proto::paths::data_dir();
         let mut e = match std::env::var(URL_ENV).ok().filter(|u| !u.trim().is_empty()) {
-            Some(url) => Endpoint { base_url: url.trim().trim_end_matches('/').to_string(), token: None, data_dir, managed: false },
+            Some(url) => Endpoint {
+                base_url: url.trim().trim_end_matches('/').to_string(),
+                token: None,
+                data_dir,
+                managed: false,
+            },
             None => {
-                let dir = data_dir.ok_or_else(|| anyhow!("cannot find memd's data dir: set MEMD_DATA_DIR or HOME"))?;
-                Endpoint { base_url: String::new(), token: None, data_dir: Some(dir), managed: true }
+                let dir = data_dir.ok_or_else(|| {
+                    anyhow!("cannot find memd's data dir: set MEMD_DATA_DIR or HOME")
+                })?;
+                Endpoint {
+                    base_url: String::new(),
+                    token: None,
+                    data_dir: Some(dir),
+                    managed: true,
+                }
             }
         };
         e.refresh();
@@ -44,10 +56,14 @@ impl Endpoint {
 
     /// Re-reads the port (a restarted daemon may listen elsewhere) and the token.
     pub fn refresh(&mut self) {
-        let Some(dir) = self.data_dir.clone() else { return };
+        let Some(dir) = self.data_dir.clone() else {
+            return;
+        };
         self.token = read_token(&dir.join(proto::paths::TOKEN_FILE));
         if self.managed {
-            let port = read_port(&dir).or_else(proto::paths::port_from_env).unwrap_or(proto::paths::DEFAULT_PORT);
+            let port = read_port(&dir)
+                .or_else(proto::paths::port_from_env)
+                .unwrap_or(proto::paths::DEFAULT_PORT);
             self.base_url = format!("http://127.0.0.1:{port}");
         }
     }
@@ -58,7 +74,10 @@ impl Endpoint {
             return Ok(());
         }
         let Some(dir) = self.data_dir.clone().filter(|_| self.managed) else {
-            bail!("memd does not answer at {} ({URL_ENV} is set, so it is not started here)", self.base_url);
+            bail!(
+                "memd does not answer at {} ({URL_ENV} is set, so it is not started here)",
+                self.base_url
+            );
         };
         let mut child = start_detached(&dir)?;
         let started = Instant::now();
@@ -75,7 +94,9 @@ impl Endpoint {
             }
             std::thread::sleep(READY_POLL);
         }
-        let why = exited.map_or(String::new(), |s| format!(" (the started daemon exited: {s})"));
+        let why = exited.map_or(String::new(), |s| {
+            format!(" (the started daemon exited: {s})")
+        });
         bail!(
             "memd did not become ready within {} s{why}; run `memd serve` in a terminal to see why",
             READY_WAIT.as_secs()
@@ -85,7 +106,10 @@ impl Endpoint {
 
 fn read_port(dir: &Path) -> Option<u16> {
     let bytes = std::fs::read(dir.join(proto::paths::DAEMON_FILE)).ok()?;
-    serde_json::from_slice::<proto::paths::DaemonInfo>(&bytes).ok().map(|i| i.port).filter(|p| *p != 0)
+    serde_json::from_slice::<proto::paths::DaemonInfo>(&bytes)
+        .ok()
+        .map(|i| i.port)
+        .filter(|p| *p != 0)
 }
 
 fn read_token(path: &Path) -> Option<String> {
@@ -112,18 +136,29 @@ fn health_ok(base_url: &str) -> bool {
         return false;
     }
     let agent = loopback_agent(Some(Duration::from_secs(2)));
-    agent.get(format!("{base_url}/api/health")).call().is_ok_and(|r| r.status().as_u16() == 200)
+    agent
+        .get(format!("{base_url}/api/health"))
+        .call()
+        .is_ok_and(|r| r.status().as_u16() == 200)
 }
 
 /// Starts `memd serve` (this executable) in its own process group with no tie to our stdio.
 fn start_detached(data_dir: &Path) -> Result<Child> {
-    let exe = std::env::current_exe().context("cannot find the memd executable to start the daemon")?;
+    let exe =
+        std::env::current_exe().context("cannot find the memd executable to start the daemon")?;
     let mut cmd = Command::new(&exe);
-    cmd.arg("serve").stdin(Stdio::null()).stdout(Stdio::null()).current_dir("/");
+    cmd.arg("serve")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .current_dir("/");
     // Log to the data dir only when it already exists: creating it here would bypass the
     // daemon's own private (0700) creation of it.
     let logs = data_dir.join("logs");
-    match std::fs::OpenOptions::new().create(true).append(true).open(logs.join("daemon.log")) {
+    match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(logs.join("daemon.log"))
+    {
         Ok(f) if logs.is_dir() => cmd.stderr(f),
         _ => cmd.stderr(Stdio::null()),
     };
@@ -133,7 +168,13 @@ fn start_detached(data_dir: &Path) -> Result<Child> {
         // Its own process group: a signal aimed at the MCP client's group does not reach memd.
         cmd.process_group(0);
     }
-    let child = cmd.spawn().with_context(|| format!("cannot start `{} serve`", exe.display()))?;
-    eprintln!("memd mcp: started the daemon (`{} serve`, pid {})", exe.display(), child.id());
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start `{} serve`", exe.display()))?;
+    eprintln!(
+        "memd mcp: started the daemon (`{} serve`, pid {})",
+        exe.display(),
+        child.id()
+    );
     Ok(child)
 }

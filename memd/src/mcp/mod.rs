@@ -29,8 +29,9 @@ use crate::shutdown::Shutdown;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -80,9 +81,16 @@ pub fn http_service(core: Arc<Core>, shutdown: Shutdown) -> HttpService {
             cancel.cancel();
         });
     }
-    let shared = Arc::new(Shared { core: Arc::downgrade(&core), recall: recall::Recall::default() });
+    let shared = Arc::new(Shared {
+        core: Arc::downgrade(&core),
+        recall: recall::Recall::default(),
+    });
     StreamableHttpService::new(
-        move || Ok(MemdTools { shared: shared.clone() }),
+        move || {
+            Ok(MemdTools {
+                shared: shared.clone(),
+            })
+        },
         Arc::new(LocalSessionManager::default()),
         config,
     )
@@ -108,13 +116,20 @@ fn session_of(ctx: &RequestContext<RoleServer>) -> Option<String> {
 
 fn tool_result(text: String, is_error: bool) -> CallToolResponse {
     let content = vec![ContentBlock::text(text)];
-    if is_error { CallToolResult::error(content) } else { CallToolResult::success(content) }.into()
+    if is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    }
+    .into()
 }
 
 impl ServerHandler for MemdTools {
     fn get_info(&self) -> ServerConfig {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("memd", env!("CARGO_PKG_VERSION")).with_title("memd"))
+            .with_server_info(
+                Implementation::new("memd", env!("CARGO_PKG_VERSION")).with_title("memd"),
+            )
             .with_instructions(text::INSTRUCTIONS)
     }
 
@@ -138,18 +153,31 @@ impl ServerHandler for MemdTools {
         let Some(tool) = ToolName::parse(&request.name) else {
             let known: Vec<&str> = ToolName::ALL.iter().map(|t| t.as_str()).collect();
             return Err(ErrorData::invalid_params(
-                format!("unknown tool {:?}; memd offers {}", request.name, known.join(", ")),
+                format!(
+                    "unknown tool {:?}; memd offers {}",
+                    request.name,
+                    known.join(", ")
+                ),
                 None,
             ));
         };
         let Some(core) = self.shared.core.upgrade() else {
-            return Ok(tool_result("memd is shutting down; try again in a moment.".into(), true));
+            return Ok(tool_result(
+                "memd is shutting down; try again in a moment.".into(),
+                true,
+            ));
         };
         let session = session_of(&ctx);
-        let caller = Caller { core: &core, recall: &self.shared.recall, session: session.as_deref() };
-        Ok(match tools::run(tool, &caller, request.arguments.unwrap_or_default()).await {
-            Ok(text) => tool_result(text, false),
-            Err(text) => tool_result(text, true),
-        })
+        let caller = Caller {
+            core: &core,
+            recall: &self.shared.recall,
+            session: session.as_deref(),
+        };
+        Ok(
+            match tools::run(tool, &caller, request.arguments.unwrap_or_default()).await {
+                Ok(text) => tool_result(text, false),
+                Err(text) => tool_result(text, true),
+            },
+        )
     }
 }

@@ -31,7 +31,11 @@ struct SessionRecall {
 
 impl Default for SessionRecall {
     fn default() -> Self {
-        SessionRecall { bank_context_calls: 0, shown_unscored: Vec::new(), last_used: Instant::now() }
+        SessionRecall {
+            bank_context_calls: 0,
+            shown_unscored: Vec::new(),
+            last_used: Instant::now(),
+        }
     }
 }
 
@@ -44,7 +48,10 @@ impl Recall {
     fn with_session<T>(&self, session: &str, f: impl FnOnce(&mut SessionRecall) -> T) -> T {
         let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if !map.contains_key(session) && map.len() >= MAX_SESSIONS {
-            let oldest = map.iter().min_by_key(|(_, s)| s.last_used).map(|(k, _)| k.clone());
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(k, _)| k.clone());
             if let Some(k) = oldest {
                 map.remove(&k);
             }
@@ -79,7 +86,9 @@ impl Recall {
 
     /// After a score landed: those memories have had their outcome.
     pub fn forget_shown(&self, session: &str, scored: &[String]) {
-        self.with_session(session, |s| s.shown_unscored.retain(|id| !scored.contains(id)));
+        self.with_session(session, |s| {
+            s.shown_unscored.retain(|id| !scored.contains(id))
+        });
     }
 }
 

@@ -270,7 +270,10 @@ mod tests {
         ];
         for text in all {
             let lower = text.to_lowercase();
-            assert!(!lower.contains("roampal") && !lower.contains("http"), "{text}");
+            assert!(
+                !lower.contains("roampal") && !lower.contains("http"),
+                "{text}"
+            );
         }
     }
 }

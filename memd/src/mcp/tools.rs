@@ -63,17 +63,67 @@ impl ToolName {
 
     fn entry(self) -> Tool {
         let (description, schema, title, read_only, destructive) = match self {
-            ToolName::GetContextInsights => (text::get_context_insights(), schema::<args::GetContextInsights>(), "Recall context", true, false),
-            ToolName::SearchMemory => (text::search_memory(), schema::<args::SearchMemory>(), "Search memory", true, false),
-            ToolName::AddToMemoryBank => (text::add_to_memory_bank(), schema::<args::AddToMemoryBank>(), "Store a lasting fact", false, false),
-            ToolName::UpdateMemory => (text::UPDATE_MEMORY.into(), schema::<args::UpdateMemory>(), "Update a fact", false, false),
-            ToolName::ArchiveMemory => (text::ARCHIVE_MEMORY.into(), schema::<args::ArchiveMemory>(), "Archive a fact", false, true),
-            ToolName::DeleteMemory => (text::DELETE_MEMORY.into(), schema::<args::ArchiveMemory>(), "Delete a fact", false, true),
-            ToolName::ScoreResponse => (text::SCORE_RESPONSE.into(), schema::<args::ScoreResponse>(), "Score the previous exchange", false, false),
-            ToolName::RecordResponse => (text::RECORD_RESPONSE.into(), schema::<args::RecordResponse>(), "Keep a takeaway", false, false),
+            ToolName::GetContextInsights => (
+                text::get_context_insights(),
+                schema::<args::GetContextInsights>(),
+                "Recall context",
+                true,
+                false,
+            ),
+            ToolName::SearchMemory => (
+                text::search_memory(),
+                schema::<args::SearchMemory>(),
+                "Search memory",
+                true,
+                false,
+            ),
+            ToolName::AddToMemoryBank => (
+                text::add_to_memory_bank(),
+                schema::<args::AddToMemoryBank>(),
+                "Store a lasting fact",
+                false,
+                false,
+            ),
+            ToolName::UpdateMemory => (
+                text::UPDATE_MEMORY.into(),
+                schema::<args::UpdateMemory>(),
+                "Update a fact",
+                false,
+                false,
+            ),
+            ToolName::ArchiveMemory => (
+                text::ARCHIVE_MEMORY.into(),
+                schema::<args::ArchiveMemory>(),
+                "Archive a fact",
+                false,
+                true,
+            ),
+            ToolName::DeleteMemory => (
+                text::DELETE_MEMORY.into(),
+                schema::<args::ArchiveMemory>(),
+                "Delete a fact",
+                false,
+                true,
+            ),
+            ToolName::ScoreResponse => (
+                text::SCORE_RESPONSE.into(),
+                schema::<args::ScoreResponse>(),
+                "Score the previous exchange",
+                false,
+                false,
+            ),
+            ToolName::RecordResponse => (
+                text::RECORD_RESPONSE.into(),
+                schema::<args::RecordResponse>(),
+                "Keep a takeaway",
+                false,
+                false,
+            ),
         };
         // "read-only" here means "changes no memory": get_context_insights only notes what it showed.
-        let annotations = ToolAnnotations::with_title(title).read_only(read_only).destructive(destructive);
+        let annotations = ToolAnnotations::with_title(title)
+            .read_only(read_only)
+            .destructive(destructive);
         Tool::new(self.as_str(), description, schema).with_annotations(annotations)
     }
 }
@@ -84,7 +134,8 @@ fn schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     schema_for_input::<T>().unwrap_or_else(|_| Arc::new(JsonObject::new()))
 }
 
-static CATALOG: LazyLock<Vec<Tool>> = LazyLock::new(|| ToolName::ALL.iter().map(|t| t.entry()).collect());
+static CATALOG: LazyLock<Vec<Tool>> =
+    LazyLock::new(|| ToolName::ALL.iter().map(|t| t.entry()).collect());
 
 /// What `tools/list` answers.
 pub fn catalog() -> &'static [Tool] {
@@ -138,8 +189,15 @@ async fn get_context_insights(c: &Caller<'_>, args: Args) -> Result<String, ApiE
         session_start: false,
     };
     let resp = context::get_context(c.core, &req).await?;
-    let shown: Vec<String> = resp.relevant_memories.iter().map(|m| m.id.clone()).collect();
-    let shows_bank = resp.relevant_memories.iter().any(|m| m.collection == Collection::MemoryBank.as_str());
+    let shown: Vec<String> = resp
+        .relevant_memories
+        .iter()
+        .map(|m| m.id.clone())
+        .collect();
+    let shows_bank = resp
+        .relevant_memories
+        .iter()
+        .any(|m| m.collection == Collection::MemoryBank.as_str());
     let audit_due = c.recall.note_context(c.recall_key(), &shown, shows_bank);
     let mut out = if resp.formatted_injection.trim().is_empty() {
         text::NOTHING_RELEVANT.to_string()
@@ -158,19 +216,29 @@ async fn search_memory(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {
     let (lo, hi) = args::SEARCH_LIMIT;
     let limit = a.limit.unwrap_or(args::SEARCH_LIMIT_DEFAULT);
     if !(lo..=hi).contains(&limit) {
-        return Err(ApiError::bad("limit", format!("limit must be between {lo} and {hi} (got {limit})")));
+        return Err(ApiError::bad(
+            "limit",
+            format!("limit must be between {lo} and {hi} (got {limit})"),
+        ));
     }
     let metadata_filters = a
         .metadata
         .map(|m| serde_json::from_value(serde_json::Value::Object(m)))
         .transpose()
-        .map_err(|e| ApiError::bad("metadata", format!("metadata must be an object of filters: {e}")))?;
+        .map_err(|e| {
+            ApiError::bad(
+                "metadata",
+                format!("metadata must be an object of filters: {e}"),
+            )
+        })?;
     let req = SearchRequest {
         query: a.query,
         days_back: a.days_back,
         id: a.id.clone(),
         conversation_id: None,
-        collections: a.collections.map(|cs| cs.iter().map(|c| c.as_str().to_string()).collect()),
+        collections: a
+            .collections
+            .map(|cs| cs.iter().map(|c| c.as_str().to_string()).collect()),
         limit: Some(limit),
         metadata_filters,
         sort_by: a.sort_by.map(args::SortArg::to_proto),
@@ -180,11 +248,16 @@ async fn search_memory(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {
     if let Some(id) = a.id.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         return Ok(match resp.results.first() {
             Some(m) => full_memory(m),
-            None => format!("No memory has the id {id}. It may have been deleted by the lifecycle, or the id is mistyped."),
+            None => format!(
+                "No memory has the id {id}. It may have been deleted by the lifecycle, or the id is mistyped."
+            ),
         });
     }
     if resp.results.is_empty() {
-        return Ok("No memories matched. Try other words, a longer days_back, or no collections filter.".into());
+        return Ok(
+            "No memories matched. Try other words, a longer days_back, or no collections filter."
+                .into(),
+        );
     }
     let header = match resp.count {
         1 => "Found 1 memory:".to_string(),
@@ -221,7 +294,9 @@ async fn add_to_memory_bank(c: &Caller<'_>, args: Args) -> Result<String, ApiErr
 async fn update_memory(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {
     let a: args::UpdateMemory = decode(args)?;
     if a.content.is_none() && a.tags.is_none() && a.importance.is_none() && a.confidence.is_none() {
-        return Err(ApiError::bad_request("Nothing to update: give at least one of content, tags, importance, confidence"));
+        return Err(ApiError::bad_request(
+            "Nothing to update: give at least one of content, tags, importance, confidence",
+        ));
     }
     let req = MemoryBankUpdate {
         id: a.id,
@@ -236,7 +311,10 @@ async fn update_memory(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {
 
 async fn archive_memory(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {
     let a: args::ArchiveMemory = decode(args)?;
-    let req = MemoryBankArchive { id: a.id, content: a.content };
+    let req = MemoryBankArchive {
+        id: a.id,
+        content: a.content,
+    };
     let resp = c.core.memory_bank_archive(&req).await?;
     Ok(format!(
         "Archived [id:{}]: it no longer appears in context or search results.",
@@ -256,9 +334,15 @@ async fn score_response(c: &Caller<'_>, args: Args) -> Result<String, ApiError> 
     // and that includes what get_context_insights showed this session (the hook's own
     // injections are added by record_outcome). Search results are not included: browsing by
     // date is no evidence that a memory was used.
-    let from_context = if a.related.is_none() { c.recall.shown_unscored(c.recall_key()) } else { Vec::new() };
+    let from_context = if a.related.is_none() {
+        c.recall.shown_unscored(c.recall_key())
+    } else {
+        Vec::new()
+    };
     for id in &from_context {
-        memory_scores.entry(id.clone()).or_insert_with(|| a.outcome.as_str().to_string());
+        memory_scores
+            .entry(id.clone())
+            .or_insert_with(|| a.outcome.as_str().to_string());
     }
     let req = RecordOutcomeRequest {
         conversation_id: String::new(),
@@ -276,11 +360,18 @@ async fn score_response(c: &Caller<'_>, args: Args) -> Result<String, ApiError> 
     let mut out = format!(
         "Scored {} {} as {}.",
         resp.documents_scored,
-        if resp.documents_scored == 1 { "memory" } else { "memories" },
+        if resp.documents_scored == 1 {
+            "memory"
+        } else {
+            "memories"
+        },
         resp.outcome
     );
     if !resp.unknown_ids.is_empty() {
-        out.push_str(&format!(" Unknown ids, ignored: {}.", resp.unknown_ids.join(", ")));
+        out.push_str(&format!(
+            " Unknown ids, ignored: {}.",
+            resp.unknown_ids.join(", ")
+        ));
     }
     if resp.summary_stored {
         out.push_str(" The exchange summary was stored.");
@@ -313,15 +404,45 @@ mod tests {
         let names: Vec<&str> = catalog().iter().map(|t| t.name.as_ref()).collect();
         assert_eq!(
             names,
-            ["get_context_insights", "search_memory", "add_to_memory_bank", "update_memory", "archive_memory", "delete_memory", "score_response", "record_response"]
+            [
+                "get_context_insights",
+                "search_memory",
+                "add_to_memory_bank",
+                "update_memory",
+                "archive_memory",
+                "delete_memory",
+                "score_response",
+                "record_response"
+            ]
         );
         for t in catalog() {
-            assert_eq!(t.input_schema.get("type").and_then(|v| v.as_str()), Some("object"), "{}", t.name);
-            assert!(t.description.as_deref().is_some_and(|d| d.len() > 100), "{}", t.name);
+            assert_eq!(
+                t.input_schema.get("type").and_then(|v| v.as_str()),
+                Some("object"),
+                "{}",
+                t.name
+            );
+            assert!(
+                t.description.as_deref().is_some_and(|d| d.len() > 100),
+                "{}",
+                t.name
+            );
         }
         let search = &catalog()[1];
-        let props = search.input_schema.get("properties").and_then(|p| p.as_object()).expect("properties");
-        for p in ["query", "days_back", "id", "collections", "limit", "metadata", "sort_by"] {
+        let props = search
+            .input_schema
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .expect("properties");
+        for p in [
+            "query",
+            "days_back",
+            "id",
+            "collections",
+            "limit",
+            "metadata",
+            "sort_by",
+        ] {
             assert!(props.contains_key(p), "search_memory lacks {p}");
         }
         assert_eq!(props["limit"]["maximum"], 20);

@@ -206,7 +206,11 @@ impl MemState {
             self.vectors.remove(key).ok();
         }
         self.index_record(key);
-        let id = self.records.get(&key).map(|r| r.id.clone()).unwrap_or_default();
+        let id = self
+            .records
+            .get(&key)
+            .map(|r| r.id.clone())
+            .unwrap_or_default();
         Output::Updated { id }
     }
 
@@ -264,7 +268,11 @@ impl MemState {
         self.ids.insert(new_id.to_string(), key);
         self.records.insert(key, moved);
         self.index_record(key);
-        let kind = if rank(to) > rank(from) { "promoted" } else { "demoted" };
+        let kind = if rank(to) > rank(from) {
+            "promoted"
+        } else {
+            "demoted"
+        };
         self.bump(&format!("{kind}_{}_to_{}", from.as_str(), to.as_str()));
         Output::Moved {
             from: old.id,
@@ -406,7 +414,7 @@ fn vector_files(dir: &Path) -> Vec<(u64, PathBuf)> {
             Some((g.parse().ok()?, e.path()))
         })
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found
 }
 
@@ -428,12 +436,7 @@ impl Machine for MemState {
             Op::Archive { id, at } => self.apply_archive(id, *at),
             Op::Delete { id, reason } => self.apply_delete(id, reason),
             Op::ScoreExchange(b) => self.apply_scores(b),
-            Op::Move {
-                id,
-                to,
-                new_id,
-                at,
-            } => self.apply_move(id, *to, new_id, *at),
+            Op::Move { id, to, new_id, at } => self.apply_move(id, *to, new_id, *at),
             Op::Vector { key, vector } => self.apply_vector(*key, vector),
             Op::Session(s) => {
                 if let session::SessionOp::SidecarLease { at, .. } = s {

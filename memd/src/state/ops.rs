@@ -73,13 +73,27 @@ pub struct ScoreBatch {
 /// What applying an op did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
-    Inserted { id: String, key: u64 },
+    Inserted {
+        id: String,
+        key: u64,
+    },
     /// Same content already stored in that collection: the existing id.
-    Duplicate { id: String },
-    Updated { id: String },
-    Moved { from: String, to: String },
-    Deleted { id: String },
-    NotFound { id: String },
+    Duplicate {
+        id: String,
+    },
+    Updated {
+        id: String,
+    },
+    Moved {
+        from: String,
+        to: String,
+    },
+    Deleted {
+        id: String,
+    },
+    NotFound {
+        id: String,
+    },
     Scored(ScoreResult),
     AlreadyScored,
     Done,

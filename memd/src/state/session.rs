@@ -260,7 +260,10 @@ mod tests {
         assert_eq!(plan.ids, vec!["working_a", "history_b"]);
         s.apply(&prompt("c", 3, &[]));
         assert!(s.get("c").unwrap().scoring_required);
-        assert_eq!(s.get("c").unwrap().target.as_ref().unwrap().doc_id, "working_x");
+        assert_eq!(
+            s.get("c").unwrap().target.as_ref().unwrap().doc_id,
+            "working_x"
+        );
     }
 
     #[test]
