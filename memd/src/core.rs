@@ -39,6 +39,9 @@ pub struct Core {
     /// Woken when new memories need embedding.
     pub embed_wake: tokio::sync::Notify,
     hook_calls: Mutex<VecDeque<HookCall>>,
+    /// Session records queued by get-context but perhaps not applied yet (see `settle`).
+    queued: std::sync::atomic::AtomicU64,
+    applied: tokio::sync::watch::Sender<u64>,
     pub started: Instant,
 }
 
@@ -53,6 +56,8 @@ impl Core {
             scored: tokio::sync::Notify::new(),
             embed_wake: tokio::sync::Notify::new(),
             hook_calls: Mutex::new(VecDeque::new()),
+            queued: std::sync::atomic::AtomicU64::new(0),
+            applied: tokio::sync::watch::channel(0).0,
             started: Instant::now(),
         }
     }
@@ -110,6 +115,29 @@ impl Core {
             cache.insert(text.to_string(), v.clone());
         }
         Some(v)
+    }
+
+    /// Queues ops without waiting for durability (their order is fixed now); `settle` waits
+    /// until everything queued this way is applied. Failures are logged.
+    pub fn commit_queued(&self, ops: Vec<Op>) -> Result<(), ApiError> {
+        let rx = self.store.enqueue(ops)?;
+        let n = self.queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let applied = self.applied.clone();
+        tokio::spawn(async move {
+            if let Ok(Err(e)) = rx.await {
+                eprintln!("memd: a queued write failed: {e}");
+            }
+            applied.send_modify(|done| *done = (*done).max(n));
+        });
+        Ok(())
+    }
+
+    /// Waits until every op queued by `commit_queued` so far has been applied, so reads see
+    /// them (normally immediate: turns are seconds apart, an fsync takes milliseconds).
+    pub async fn settle(&self) {
+        let target = self.queued.load(std::sync::atomic::Ordering::SeqCst);
+        let mut rx = self.applied.subscribe();
+        let _ = rx.wait_for(|done| *done >= target).await;
     }
 
     pub async fn commit(&self, ops: Vec<Op>) -> Result<Vec<Output>, ApiError> {

@@ -49,4 +49,5 @@ pub mod search;
 pub mod shutdown;
 pub mod state;
 pub mod store;
+pub mod trace;
 pub mod workers;

@@ -53,6 +53,7 @@ pub async fn get_context(
     let conv = validate_conversation(&req.conversation_id)?.to_string();
     check_len("query", &req.query, limits::EXCHANGE_MAX_CHARS)?;
     let prompt = redact::scrub(&req.query).text;
+    core.settle().await;
     let query: String = prompt.chars().take(QUERY_CHARS).collect();
     let now = clock::now_ms();
     let plan = if req.session_start {
@@ -126,7 +127,10 @@ pub async fn get_context(
         context_type: learn::graph::detect_context_type(&query).to_string(),
         session_start: req.session_start,
     });
-    core.commit_one(op).await?;
+    // The prompt's session record is queued, not awaited: its order against the stop that
+    // follows is fixed now, and the prompt path does not pay an fsync. A crash in between loses
+    // only which ids this turn showed, never a memory.
+    core.commit_queued(vec![op])?;
     if core.cfg.cursor.rules_file && req.client == Some(proto::Client::Cursor) && !req.session_start {
         write_cursor_rules(req.cwd.as_deref(), &context);
     }

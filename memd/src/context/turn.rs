@@ -11,7 +11,7 @@ use crate::core::Core;
 use crate::error::{ApiError, check_len};
 use crate::redact;
 use crate::state::ops::{Op, Output, ScoreBatch};
-use crate::state::session::{EXCHANGE_KEEP_CHARS, Exchange, SessionOp};
+use crate::state::session::{EXCHANGE_KEEP_CHARS, Exchange};
 use proto::limits;
 use proto::{
     Collection, Outcome, RecordOutcomeRequest, RecordOutcomeResponse, StopRequest, StopResponse,
@@ -41,6 +41,7 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
         limits::EXCHANGE_MAX_CHARS,
     )?;
     let now = clock::now_ms();
+    core.settle().await;
     let user = if req.user_message.trim().is_empty() {
         core.store
             .read(|s| s.sessions.get(&conv).map(|c| c.current_prompt.clone()))
@@ -65,20 +66,24 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
         .insert("memory_type".into(), Value::from("exchange"));
     rec.metadata
         .insert("conversation_id".into(), Value::from(conv.as_str()));
-    let (doc_id, _) = core.insert(rec).await?;
     let required = core.store.read(|s| {
         s.sessions
             .get(&conv)
             .is_some_and(|c| c.scoring_required && c.target.as_ref().is_some_and(|t| !t.scored))
     });
-    core.commit_one(Op::Session(SessionOp::Stop {
-        conv: conv.clone(),
-        at: now,
-        doc_id: doc_id.clone(),
-        user: format::clip(&user, EXCHANGE_KEEP_CHARS),
-        assistant: format::clip(&assistant, EXCHANGE_KEEP_CHARS),
-    }))
-    .await?;
+    let out = core
+        .commit_one(Op::Exchange {
+            record: Box::new(rec),
+            conv: conv.clone(),
+            at: now,
+            user: format::clip(&user, EXCHANGE_KEEP_CHARS),
+            assistant: format::clip(&assistant, EXCHANGE_KEEP_CHARS),
+        })
+        .await?;
+    let doc_id = match out {
+        Output::Inserted { id, .. } | Output::Duplicate { id } => id,
+        other => return Err(ApiError::internal(format!("unexpected store answer {other:?}"))),
+    };
     let mut resp = StopResponse {
         stored: true,
         doc_id,
@@ -135,6 +140,7 @@ pub async fn record_outcome(
     if let Some(s) = &req.exchange_summary {
         check_len("exchange_summary", s.trim(), limits::SUMMARY_MAX_CHARS)?;
     }
+    core.settle().await;
     let (conv, target) = pending_exchange(core, req.conversation_id.trim());
     let Some((conv, target)) = conv.zip(target) else {
         return Ok(RecordOutcomeResponse {

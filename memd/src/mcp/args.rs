@@ -22,8 +22,12 @@ pub fn decode<T: DeserializeOwned>(
     serde_path_to_error::deserialize(serde_json::Value::Object(args)).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        if path.is_empty() || path == "." {
+        if let Some(name) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+            ApiError::bad(name, format!("{name} is required"))
+        } else if path.is_empty() || path == "." {
             ApiError::bad_request(format!("invalid arguments: {inner}"))
+        } else if inner.starts_with("unknown field") {
+            ApiError::bad(&path, inner)
         } else {
             let field = path.split(['.', '[']).next().unwrap_or(&path).to_string();
             ApiError::bad(&field, format!("invalid value for {path}: {inner}"))
@@ -238,8 +242,11 @@ mod tests {
     #[test]
     fn missing_and_unknown_fields_are_reported() {
         let e = decode::<AddToMemoryBank>(obj(json!({}))).unwrap_err();
-        assert!(e.message.contains("content"), "{e}");
+        assert_eq!(e.field.as_deref(), Some("content"));
+        assert_eq!(e.message, "content is required");
         let e = decode::<SearchMemory>(obj(json!({"query": "x", "days": 3}))).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("days"));
+        assert!(e.message.starts_with("unknown field `days`"), "{e}");
         assert!(
             e.message.contains("days_back"),
             "lists the known fields: {e}"

@@ -446,6 +446,27 @@ impl Machine for MemState {
                 Output::Done
             }
             Op::SidecarAttempts { at, attempts } => self.apply_sidecar(*at, attempts),
+            Op::Exchange {
+                record,
+                conv,
+                at,
+                user,
+                assistant,
+            } => {
+                let out = self.apply_insert(record);
+                let doc_id = match &out {
+                    Output::Inserted { id, .. } | Output::Duplicate { id } => id.clone(),
+                    _ => record.id.clone(),
+                };
+                self.sessions.apply(&session::SessionOp::Stop {
+                    conv: conv.clone(),
+                    at: *at,
+                    doc_id,
+                    user: user.clone(),
+                    assistant: assistant.clone(),
+                });
+                out
+            }
         }
     }
 

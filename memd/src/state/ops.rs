@@ -48,6 +48,15 @@ pub enum Op {
         vector: Vec<f32>,
     },
     Session(SessionOp),
+    /// A finished exchange: store it in working memory and close the turn with its id (the id
+    /// of the identical memory if one exists), atomically.
+    Exchange {
+        record: Box<Record>,
+        conv: String,
+        at: i64,
+        user: String,
+        assistant: String,
+    },
     /// Remember a sidecar run's attempts (no content), for status and circuit-breaking.
     SidecarAttempts {
         at: i64,

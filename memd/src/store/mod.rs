@@ -203,6 +203,18 @@ impl<M: Machine> Store<M> {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
+    /// Queues `ops` now (their place in the log is fixed by this call) without waiting for
+    /// them to be durable; the receiver yields the outcome. For state whose loss in a crash is
+    /// harmless but whose order relative to later commits matters.
+    pub fn enqueue(
+        &self,
+        ops: Vec<M::Op>,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<Vec<M::Output>, StoreError>>, StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.submit(ops, Reply::Async(tx))?;
+        Ok(rx)
+    }
+
     fn submit(&self, ops: Vec<M::Op>, reply: Reply<M::Output>) -> Result<(), StoreError> {
         let frame = wal::encode_frame(&ops)?;
         let queue = self.queue.as_ref().ok_or(StoreError::Closed)?;

@@ -1,0 +1,513 @@
+//! The trace ledger: an append-only JSONL record of what the hooks did, per conversation.
+//!
+//! Owns `<data dir>/logs/trace.jsonl` (rotated to `trace.jsonl.1` at a size cap), the shape of
+//! one line ([`TraceEntry`]) and reading lines back for `memd trace`. Each line says which hook
+//! event ran for which conversation, which memory ids were injected or scored, the outcome, and
+//! SHA-256 digests of the prompt and of the injected context, so a user can check afterwards
+//! what memd put in front of the model without the ledger holding any of it.
+//!
+//! Must never: store prompt, response, memory or context text (only ids, outcome words and
+//! digests; the digests are taken of the redacted text, so a guessed secret cannot be confirmed
+//! against them), rewrite or reorder earlier lines, or fail a request: a ledger that cannot be
+//! written (full disk, read-only logs dir) is skipped silently by [`Trace::append`].
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// File name of the live ledger inside the logs directory.
+pub const TRACE_FILE: &str = "trace.jsonl";
+/// Size at which the live ledger moves to `trace.jsonl.1` (the previous `.1` is dropped).
+pub const DEFAULT_CAP_BYTES: u64 = 4 * 1024 * 1024;
+/// Ids kept per list in one entry: a line stays small even if a caller passes many.
+const MAX_IDS: usize = 100;
+/// Longest id or word copied into a line (ids are at most 200 characters on the wire).
+const MAX_FIELD_CHARS: usize = 200;
+
+/// Which hook step an entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceEvent {
+    /// `POST /api/hooks/get-context`: a prompt and the context injected for it.
+    GetContext,
+    /// `POST /api/hooks/stop`: a finished exchange stored.
+    Stop,
+    /// `POST /api/record-outcome`: an exchange and its memories scored.
+    RecordOutcome,
+    /// `POST /api/sidecar/report`: what a sidecar run did.
+    Sidecar,
+}
+
+impl TraceEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceEvent::GetContext => "get-context",
+            TraceEvent::Stop => "stop",
+            TraceEvent::RecordOutcome => "record-outcome",
+            TraceEvent::Sidecar => "sidecar",
+        }
+    }
+}
+
+/// One ledger line. Every text-derived field is a digest; the rest are ids and short words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceEntry {
+    /// RFC 3339, UTC.
+    pub ts: String,
+    pub event: TraceEvent,
+    pub conversation_id: String,
+    /// Memory ids put in front of the model (get-context).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injected: Vec<String>,
+    /// Memory ids whose scores changed (record-outcome).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scored: Vec<String>,
+    /// `worked` | `failed` | `partial` | `unknown` (record-outcome, a successful sidecar run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// The working-memory id of the stored exchange (stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc_id: Option<String>,
+    /// `sha256:<hex>` of the redacted prompt (get-context) or user message (stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_sha256: Option<String>,
+    /// `sha256:<hex>` of the injected context exactly as the hook received it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_sha256: Option<String>,
+    /// A short machine word about the result: `needs_sidecar`, `already_scored`, `agent`,
+    /// `sidecar`, `unscored`, `3_attempts`, ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl TraceEntry {
+    fn new(event: TraceEvent, conversation_id: &str) -> TraceEntry {
+        TraceEntry {
+            ts: crate::clock::rfc3339(crate::clock::now_ms()),
+            event,
+            conversation_id: clip(conversation_id),
+            injected: Vec::new(),
+            scored: Vec::new(),
+            outcome: None,
+            doc_id: None,
+            prompt_sha256: None,
+            context_sha256: None,
+            note: None,
+        }
+    }
+
+    /// A prompt (already redacted) and the context injected for it.
+    pub fn get_context(
+        conversation_id: &str,
+        redacted_prompt: &str,
+        injected: &[String],
+        context: &str,
+    ) -> TraceEntry {
+        TraceEntry {
+            injected: ids(injected),
+            prompt_sha256: Some(sha256_tag(redacted_prompt)),
+            context_sha256: (!context.is_empty()).then(|| sha256_tag(context)),
+            ..TraceEntry::new(TraceEvent::GetContext, conversation_id)
+        }
+    }
+
+    /// A stored exchange; `redacted_user` is the user side as memd stored it.
+    pub fn stop(
+        conversation_id: &str,
+        doc_id: &str,
+        redacted_user: &str,
+        needs_sidecar: bool,
+    ) -> TraceEntry {
+        TraceEntry {
+            doc_id: Some(clip(doc_id)),
+            prompt_sha256: Some(sha256_tag(redacted_user)),
+            note: needs_sidecar.then(|| "needs_sidecar".to_string()),
+            ..TraceEntry::new(TraceEvent::Stop, conversation_id)
+        }
+    }
+
+    /// An outcome recorded for a conversation's exchange. `scored` is empty and `note` is
+    /// `already_scored` when the exchange had been scored before.
+    pub fn record_outcome(
+        conversation_id: &str,
+        outcome: &str,
+        scored: &[String],
+        source: Option<&str>,
+        already_scored: bool,
+    ) -> TraceEntry {
+        let note = if already_scored {
+            Some("already_scored".to_string())
+        } else {
+            source.map(word)
+        };
+        TraceEntry {
+            scored: ids(scored),
+            outcome: Some(word(outcome)),
+            note,
+            ..TraceEntry::new(TraceEvent::RecordOutcome, conversation_id)
+        }
+    }
+
+    /// A sidecar run as `hook-stop` reported it.
+    pub fn sidecar(conversation_id: &str, scored: bool, attempts: usize) -> TraceEntry {
+        let note = if scored {
+            format!("scored_after_{attempts}_attempts")
+        } else {
+            format!("unscored_after_{attempts}_attempts")
+        };
+        TraceEntry {
+            note: Some(note),
+            ..TraceEntry::new(TraceEvent::Sidecar, conversation_id)
+        }
+    }
+
+    /// One human-readable line for `memd trace` (still no content: ids and digests only).
+    pub fn display_line(&self) -> String {
+        let mut line = format!("{} {:<14} {}", self.ts, self.event.as_str(), self.conversation_id);
+        let mut push = |label: &str, value: &str| {
+            line.push_str(&format!(" {label}={value}"));
+        };
+        if !self.injected.is_empty() {
+            push("injected", &self.injected.join(","));
+        }
+        if !self.scored.is_empty() {
+            push("scored", &self.scored.join(","));
+        }
+        for (label, value) in [
+            ("outcome", &self.outcome),
+            ("doc", &self.doc_id),
+            ("prompt", &self.prompt_sha256),
+            ("context", &self.context_sha256),
+            ("note", &self.note),
+        ] {
+            if let Some(v) = value {
+                push(label, &short_digest(v));
+            }
+        }
+        line
+    }
+}
+
+/// `sha256:<64 hex>` of `text`.
+pub fn sha256_tag(text: &str) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
+}
+
+/// Digests are shown to 16 hex digits on a terminal; other values unchanged.
+fn short_digest(value: &str) -> String {
+    match value.strip_prefix("sha256:") {
+        Some(h) if h.len() > 16 => format!("sha256:{}", &h[..16]),
+        _ => value.to_string(),
+    }
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(MAX_FIELD_CHARS).collect()
+}
+
+/// Outcome and source words come from requests: keep them to a short identifier shape so a
+/// caller cannot smuggle text into the ledger through them.
+fn word(s: &str) -> String {
+    s.trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        .take(32)
+        .collect()
+}
+
+fn ids(list: &[String]) -> Vec<String> {
+    list.iter().take(MAX_IDS).map(|id| clip(id)).collect()
+}
+
+/// The ledger file pair and the lock that keeps appends and rotation in one order.
+pub struct Trace {
+    path: PathBuf,
+    cap_bytes: u64,
+    write: Mutex<()>,
+}
+
+impl Trace {
+    /// The ledger in `logs_dir` (`<data dir>/logs`), rotated at [`DEFAULT_CAP_BYTES`].
+    pub fn open(logs_dir: &Path) -> Trace {
+        Trace::with_cap(logs_dir.join(TRACE_FILE), DEFAULT_CAP_BYTES)
+    }
+
+    /// A ledger at `path` rotated once it reaches `cap_bytes`.
+    pub fn with_cap(path: PathBuf, cap_bytes: u64) -> Trace {
+        Trace {
+            path,
+            cap_bytes: cap_bytes.max(1),
+            write: Mutex::new(()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The rotated file (`trace.jsonl.1`).
+    pub fn rotated_path(&self) -> PathBuf {
+        let mut name = self.path.as_os_str().to_owned();
+        name.push(".1");
+        PathBuf::from(name)
+    }
+
+    /// Appends one line; a failure is ignored (the ledger must never fail a hook request).
+    pub fn append(&self, entry: &TraceEntry) {
+        let _ = self.try_append(entry);
+    }
+
+    /// Appends one line, rotating first when the live file is at its cap.
+    pub fn try_append(&self, entry: &TraceEntry) -> io::Result<()> {
+        let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
+        line.push(b'\n');
+        let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        self.rotate_if_full()?;
+        let mut file = open_append(&self.path)?;
+        // One write per line: readers (and a second daemon's `memd trace`) never see half a line
+        // mixed with another.
+        file.write_all(&line)
+    }
+
+    fn rotate_if_full(&self) -> io::Result<()> {
+        match fs::metadata(&self.path) {
+            Ok(meta) if meta.len() >= self.cap_bytes => fs::rename(&self.path, self.rotated_path()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The newest `limit` entries (of `conversation` when given), oldest first. Lines that do
+    /// not parse (a torn last line after a crash, a foreign edit) are skipped.
+    pub fn read(&self, conversation: Option<&str>, limit: usize) -> Vec<TraceEntry> {
+        let mut out = Vec::new();
+        for path in [self.rotated_path(), self.path.clone()] {
+            let Ok(file) = File::open(&path) else {
+                continue;
+            };
+            for line in BufReader::new(file).split(b'\n').map_while(Result::ok) {
+                let Ok(entry) = serde_json::from_slice::<TraceEntry>(&line) else {
+                    continue;
+                };
+                if conversation.is_none_or(|c| entry.conversation_id == c) {
+                    out.push(entry);
+                }
+            }
+        }
+        let skip = out.len().saturating_sub(limit);
+        out.split_off(skip)
+    }
+}
+
+fn open_append(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger(cap: u64) -> (tempfile::TempDir, Trace) {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = Trace::with_cap(dir.path().join("logs").join(TRACE_FILE), cap);
+        (dir, trace)
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn entries_round_trip_in_order_and_filter_by_conversation() {
+        let (_d, t) = ledger(DEFAULT_CAP_BYTES);
+        let injected = strings(&["memory_bank_1", "patterns_2"]);
+        t.try_append(&TraceEntry::get_context("c1", "hello", &injected, "ctx"))
+            .unwrap();
+        t.try_append(&TraceEntry::stop("c2", "working_9", "hello", true))
+            .unwrap();
+        t.try_append(&TraceEntry::record_outcome(
+            "c1",
+            "worked",
+            &strings(&["working_3", "memory_bank_1"]),
+            Some("agent"),
+            false,
+        ))
+        .unwrap();
+        t.try_append(&TraceEntry::sidecar("c1", false, 3)).unwrap();
+
+        let all = t.read(None, 100);
+        let events: Vec<_> = all.iter().map(|e| e.event).collect();
+        assert_eq!(
+            events,
+            [
+                TraceEvent::GetContext,
+                TraceEvent::Stop,
+                TraceEvent::RecordOutcome,
+                TraceEvent::Sidecar
+            ]
+        );
+        assert_eq!(all[0].injected, injected);
+        assert_eq!(all[0].prompt_sha256.as_deref(), Some(sha256_tag("hello").as_str()));
+        assert_eq!(all[1].note.as_deref(), Some("needs_sidecar"));
+        assert_eq!(all[2].scored, strings(&["working_3", "memory_bank_1"]));
+        assert_eq!(all[2].outcome.as_deref(), Some("worked"));
+        assert_eq!(all[3].note.as_deref(), Some("unscored_after_3_attempts"));
+
+        let c1 = t.read(Some("c1"), 100);
+        assert_eq!(c1.len(), 3);
+        assert!(c1.iter().all(|e| e.conversation_id == "c1"));
+        assert!(t.read(Some("nope"), 100).is_empty());
+    }
+
+    #[test]
+    fn limit_keeps_the_newest_entries() {
+        let (_d, t) = ledger(DEFAULT_CAP_BYTES);
+        for i in 0..10 {
+            t.try_append(&TraceEntry::stop("c", &format!("working_{i}"), "", false))
+                .unwrap();
+        }
+        let last = t.read(Some("c"), 3);
+        let docs: Vec<_> = last.iter().filter_map(|e| e.doc_id.clone()).collect();
+        assert_eq!(docs, ["working_7", "working_8", "working_9"]);
+        assert!(t.read(None, 0).is_empty());
+    }
+
+    #[test]
+    fn lines_hold_digests_never_text() {
+        let (_d, t) = ledger(DEFAULT_CAP_BYTES);
+        let prompt = "deploy with password hunter2-Zq9 and tell me the weather";
+        let context = "KNOWN CONTEXT\n- [id:patterns_1] the staging db listens on 5433";
+        t.try_append(&TraceEntry::get_context("c", prompt, &[], context))
+            .unwrap();
+        t.try_append(&TraceEntry::record_outcome(
+            "c",
+            "worked\nUser said: hunter2-Zq9 is my password",
+            &[],
+            Some("agent; drop table"),
+            false,
+        ))
+        .unwrap();
+        let raw = fs::read_to_string(t.path()).unwrap();
+        for needle in ["hunter2", "weather", "5433", "staging", "drop table", "User said"] {
+            assert!(!raw.contains(needle), "{needle:?} leaked into {raw}");
+        }
+        assert!(raw.contains(&sha256_tag(context)));
+        let entries = t.read(None, 10);
+        assert_eq!(entries[1].outcome.as_deref(), Some("workedUsersaidhunter2-Zq9ismypas"));
+        assert_eq!(entries[1].note.as_deref(), Some("agentdroptable"));
+    }
+
+    #[test]
+    fn rotation_moves_the_full_file_aside_and_reads_span_both() {
+        let (_d, t) = ledger(600);
+        for i in 0..12 {
+            t.try_append(&TraceEntry::stop("c", &format!("working_{i}"), "u", false))
+                .unwrap();
+        }
+        assert!(t.rotated_path().exists(), "rotated at the cap");
+        let live = fs::metadata(t.path()).unwrap().len();
+        assert!(live < 600 + 300, "live file stays near the cap: {live}");
+        let docs: Vec<_> = t
+            .read(None, 1000)
+            .into_iter()
+            .filter_map(|e| e.doc_id)
+            .collect();
+        let newest: Vec<String> = (12 - docs.len()..12).map(|i| format!("working_{i}")).collect();
+        assert_eq!(docs, newest, "entries of both files, oldest first, none twice");
+        assert!(docs.len() >= 4, "the rotated file is read too: {docs:?}");
+    }
+
+    #[test]
+    fn torn_and_foreign_lines_are_skipped() {
+        let (_d, t) = ledger(DEFAULT_CAP_BYTES);
+        t.try_append(&TraceEntry::sidecar("c", true, 1)).unwrap();
+        let mut f = open_append(t.path()).unwrap();
+        f.write_all(b"not json\n{\"ts\":\"x\",\"event\":\"bogus\"}\n\xff\xfe\n{\"ts\":\"2026")
+            .unwrap();
+        drop(f);
+        t.try_append(&TraceEntry::sidecar("c", false, 2)).unwrap();
+        let notes: Vec<_> = t.read(None, 10).into_iter().filter_map(|e| e.note).collect();
+        // The torn fragment joins the next line, so that line is lost too; the ledger still
+        // reads every other entry.
+        assert_eq!(notes, ["scored_after_1_attempts"]);
+        t.try_append(&TraceEntry::sidecar("c", false, 3)).unwrap();
+        assert_eq!(t.read(None, 10).len(), 2);
+    }
+
+    #[test]
+    fn concurrent_appends_give_whole_lines_each_once() {
+        let (_d, t) = ledger(DEFAULT_CAP_BYTES);
+        append_from_threads(&t, 8, 50);
+        let entries = t.read(None, usize::MAX);
+        let ids: std::collections::BTreeSet<_> =
+            entries.iter().map(|e| e.injected[0].clone()).collect();
+        assert_eq!(entries.len(), 400);
+        assert_eq!(ids.len(), 400, "every append present exactly once");
+        let c3 = t.read(Some("c3"), usize::MAX);
+        let order: Vec<_> = c3.iter().map(|e| e.injected[0].clone()).collect();
+        let expected: Vec<_> = (0..50).map(|i| format!("working_3_{i}")).collect();
+        assert_eq!(order, expected, "one writer's entries keep their order");
+    }
+
+    #[test]
+    fn concurrent_appends_across_rotations_stay_whole() {
+        let (_d, t) = ledger(8 * 1024);
+        append_from_threads(&t, 8, 50);
+        for path in [t.rotated_path(), t.path().to_path_buf()] {
+            let text = fs::read_to_string(&path).unwrap();
+            assert!(!text.is_empty(), "{} written", path.display());
+            for line in text.lines() {
+                serde_json::from_str::<TraceEntry>(line).expect("every line is whole");
+            }
+        }
+    }
+
+    fn append_from_threads(t: &Trace, writers: usize, each: usize) {
+        std::thread::scope(|scope| {
+            for n in 0..writers {
+                scope.spawn(move || {
+                    for i in 0..each {
+                        let ids = vec![format!("working_{n}_{i}")];
+                        t.try_append(&TraceEntry::get_context(&format!("c{n}"), "p", &ids, "x"))
+                            .unwrap();
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn an_unwritable_ledger_is_skipped_silently() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("file");
+        fs::write(&blocker, "x").unwrap();
+        // The "logs dir" is a regular file: every write fails.
+        let t = Trace::open(&blocker);
+        assert!(t.try_append(&TraceEntry::sidecar("c", true, 1)).is_err());
+        t.append(&TraceEntry::sidecar("c", true, 1));
+        assert!(t.read(None, 10).is_empty());
+    }
+
+    #[test]
+    fn display_line_is_one_line_of_ids_and_short_digests() {
+        let e = TraceEntry::get_context("c9", "p", &strings(&["patterns_1"]), "ctx");
+        let line = e.display_line();
+        assert!(!line.contains('\n'));
+        assert!(line.contains("get-context") && line.contains("c9"));
+        assert!(line.contains("injected=patterns_1"));
+        let short = &sha256_tag("p")[..23];
+        assert!(line.contains(&format!("prompt={short} ")), "{line}");
+    }
+}
