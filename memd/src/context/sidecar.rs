@@ -18,8 +18,6 @@ use proto::{
     TargetKind,
 };
 
-/// No new sidecar run for a conversation within this long of its previous one (seed 000 Q2).
-const MIN_SPACING_MS: i64 = 10_000;
 /// A failing model is skipped for this long.
 const MODEL_COOLING_MS: i64 = 10 * MINUTE_MS;
 /// A target that refused us (Zen's FreeTierError) is skipped for a day.
@@ -39,7 +37,7 @@ pub async fn claim(core: &Core, conv: &str) -> Result<Option<SidecarData>, ApiEr
     }
     let data = core.store.read(|s| {
         let c = s.sessions.get(conv)?;
-        if c.sidecar_lease_until > now || now - c.last_sidecar_at < MIN_SPACING_MS {
+        if c.sidecar_lease_until > now || now - c.last_sidecar_at < crate::state::session::SIDECAR_MIN_SPACING_MS {
             return None;
         }
         let runs_today = s
@@ -85,13 +83,15 @@ pub async fn claim(core: &Core, conv: &str) -> Result<Option<SidecarData>, ApiEr
             t.api_key = read_key(cfg);
         }
     }
-    core.commit_one(Op::Session(SessionOp::SidecarLease {
-        conv: conv.to_string(),
-        at: now,
-        until: now + cfg.total_ms as i64 + 5_000,
-    }))
-    .await?;
-    Ok(Some(data))
+    // The lease op re-checks the limits when applied, so two stops racing get one run.
+    let granted = core
+        .commit_one(Op::Session(SessionOp::SidecarLease {
+            conv: conv.to_string(),
+            at: now,
+            until: now + cfg.total_ms as i64 + 5_000,
+        }))
+        .await?;
+    Ok(matches!(granted, crate::state::ops::Output::Done).then_some(data))
 }
 
 fn is_loopback_url(url: &str) -> bool {

@@ -439,10 +439,12 @@ impl Machine for MemState {
             Op::Move { id, to, new_id, at } => self.apply_move(id, *to, new_id, *at),
             Op::Vector { key, vector } => self.apply_vector(*key, vector),
             Op::Session(s) => {
+                if !self.sessions.apply(s) {
+                    return Output::Rejected("sidecar lease refused".into());
+                }
                 if let session::SessionOp::SidecarLease { at, .. } = s {
                     self.bump(&sidecar_day_counter(*at));
                 }
-                self.sessions.apply(s);
                 Output::Done
             }
             Op::SidecarAttempts { at, attempts } => self.apply_sidecar(*at, attempts),

@@ -9,6 +9,9 @@ use proto::Client;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// No new sidecar run for a conversation within this long of its previous one (seed 000 Q2).
+pub const SIDECAR_MIN_SPACING_MS: i64 = 10_000;
+
 /// Exchange texts kept for the sidecar are cut to this many characters.
 pub const EXCHANGE_KEEP_CHARS: usize = 8_000;
 
@@ -128,7 +131,9 @@ impl Sessions {
             .map(|(k, _)| k.clone())
     }
 
-    pub fn apply(&mut self, op: &SessionOp) {
+    /// Applies `op`. Returns false only for a sidecar lease that was refused (a run is already
+    /// under way for the conversation, or the last one was under 10 s ago).
+    pub fn apply(&mut self, op: &SessionOp) -> bool {
         match op {
             SessionOp::Prompt {
                 conv,
@@ -146,7 +151,7 @@ impl Sessions {
                 c.client = *client;
                 c.shown.extend(shown.iter().cloned());
                 if *session_start {
-                    return;
+                    return true;
                 }
                 c.target = scoring_target(c).cloned();
                 c.scoring_required = c.target.is_some();
@@ -179,15 +184,22 @@ impl Sessions {
                 c.awaiting_stop = false;
             }
             SessionOp::SidecarLease { conv, at, until } => {
-                if let Some(c) = self.conversations.get_mut(conv) {
-                    c.sidecar_lease_until = *until;
-                    c.last_sidecar_at = *at;
+                let Some(c) = self.conversations.get_mut(conv) else {
+                    return false;
+                };
+                let busy = c.sidecar_lease_until > *at;
+                let too_soon = c.last_sidecar_at > 0 && *at - c.last_sidecar_at < SIDECAR_MIN_SPACING_MS;
+                if busy || too_soon {
+                    return false;
                 }
+                c.sidecar_lease_until = *until;
+                c.last_sidecar_at = *at;
             }
             SessionOp::Expire { before } => {
                 self.conversations.retain(|_, c| c.last_seen >= *before);
             }
         }
+        true
     }
 
     /// Marks the exchange `doc_id` of `conv` scored. False when it already was (exactly-once).

@@ -84,6 +84,9 @@ pub enum TailState {
     },
 }
 
+/// The outcome of a commit queued with `Store::enqueue`.
+pub type Queued<O> = tokio::sync::oneshot::Receiver<Result<Vec<O>, StoreError>>;
+
 /// What `Store::open` did.
 #[derive(Debug, Clone)]
 pub struct Recovery {
@@ -206,10 +209,7 @@ impl<M: Machine> Store<M> {
     /// Queues `ops` now (their place in the log is fixed by this call) without waiting for
     /// them to be durable; the receiver yields the outcome. For state whose loss in a crash is
     /// harmless but whose order relative to later commits matters.
-    pub fn enqueue(
-        &self,
-        ops: Vec<M::Op>,
-    ) -> Result<tokio::sync::oneshot::Receiver<Result<Vec<M::Output>, StoreError>>, StoreError> {
+    pub fn enqueue(&self, ops: Vec<M::Op>) -> Result<Queued<M::Output>, StoreError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.submit(ops, Reply::Async(tx))?;
         Ok(rx)

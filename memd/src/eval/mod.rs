@@ -1,0 +1,81 @@
+//! Offline evaluations: how well memd retrieves, and whether outcome learning does its job.
+//!
+//! Owns `memd eval locomo` (retrieval-only recall on LoCoMo conversations, run in-process
+//! against the real store, indexes and ranking pipeline, one configuration after another) and
+//! `memd eval learning` (a simulated agent session against a spawned daemon that scores
+//! misleading memories `failed` and correct ones `worked`). Both print deterministic tables
+//! whose figures decide ranking defaults.
+//!
+//! Must never touch the user's data directory or daemon (every run uses a fresh temporary
+//! store or a daemon of its own), download anything, or ship evaluation data: the data set
+//! is read from the directory the caller names.
+
+mod daemon;
+mod floor;
+pub mod learning;
+mod learning_report;
+pub mod locomo;
+mod metrics;
+mod scenario;
+mod tempdir;
+
+pub use learning::{LearningOptions, LearningReport, run_learning};
+pub use locomo::{LocomoOptions, Report, run_locomo, run_locomo_on};
+pub use metrics::Recall;
+
+use crate::embed::RuntimePaths;
+use std::path::PathBuf;
+
+/// `memd eval …`: the evaluations, as a clap subcommand the CLI can embed.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum EvalCommand {
+    /// LoCoMo retrieval-only recall (R@k, MRR) of each ranking configuration, the relevance
+    /// floor study and the outcome-prior sensitivity.
+    Locomo {
+        /// Directory holding the LoCoMo conversation files (`*.json`).
+        #[arg(long)]
+        data: PathBuf,
+    },
+    /// Outcome learning: a simulated session against a spawned daemon, once per prior weight.
+    Learning {
+        /// Turns in the simulated session.
+        #[arg(long, default_value_t = learning::DEFAULT_TURNS)]
+        turns: usize,
+        /// Prior weights to compare (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = learning::DEFAULT_PRIOR_WEIGHTS)]
+        prior_weights: Vec<f64>,
+        /// The `memd` binary to spawn (default: the one next to this program).
+        #[arg(long)]
+        memd: Option<PathBuf>,
+    },
+}
+
+/// Runs one evaluation and prints its report on stdout (progress goes to stderr).
+pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
+    let runtime = RuntimePaths::resolve();
+    match cmd {
+        EvalCommand::Locomo { data } => {
+            let report = run_locomo(&data, &runtime)?;
+            print!("{report}");
+        }
+        EvalCommand::Learning {
+            turns,
+            prior_weights,
+            memd,
+        } => {
+            let memd = match memd {
+                Some(p) => p,
+                None => learning::sibling_memd_binary()?,
+            };
+            let options = LearningOptions {
+                turns,
+                prior_weights,
+                memd,
+                runtime,
+            };
+            let report = run_learning(&options)?;
+            print!("{report}");
+        }
+    }
+    Ok(())
+}
