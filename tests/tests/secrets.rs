@@ -1,0 +1,280 @@
+//! Secrets end to end: the seeded corpus of coding-agent exchanges goes through the real hook
+//! binaries and every text-storing API route of a real daemon; no secret (and no `<private>`
+//! span) may then appear in any byte under the data dir (WAL, snapshots, vector index, logs,
+//! daemon stderr) or in any API answer, before and after a snapshot.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tests::{Daemon, run_hook};
+
+#[derive(Deserialize)]
+struct Exchange {
+    user: String,
+    assistant: String,
+    secrets: Vec<String>,
+}
+
+fn corpus() -> Vec<Exchange> {
+    let raw = include_str!("../../memd/tests/fixtures/secrets_corpus.json");
+    serde_json::from_str(raw).expect("secrets corpus parses")
+}
+
+/// Text wrapped in `<private>` in prompt `i`; it must never be stored.
+fn private_marker(i: usize) -> String {
+    format!("PRIVATE-SPAN-{i}-qz7Xw")
+}
+
+/// Everything that must never be stored or answered: every secret, every private marker.
+struct Needles(Vec<String>);
+
+impl Needles {
+    fn of(corpus: &[Exchange]) -> Needles {
+        let mut all: Vec<String> = corpus.iter().flat_map(|e| e.secrets.clone()).collect();
+        all.extend((0..corpus.len()).map(private_marker));
+        all.sort();
+        all.dedup();
+        Needles(all)
+    }
+
+    /// The needles found in `bytes`, raw or as they look inside a JSON string.
+    fn found_in(&self, bytes: &[u8]) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|n| {
+                let escaped = serde_json::to_string(n.as_str()).unwrap_or_default();
+                let escaped = escaped.trim_matches('"');
+                contains(bytes, n.as_bytes()) || contains(bytes, escaped.as_bytes())
+            })
+            .map(String::as_str)
+            .collect()
+    }
+
+    fn assert_absent(&self, what: &str, bytes: &[u8]) {
+        let found = self.found_in(bytes);
+        assert!(
+            found.is_empty(),
+            "{what} holds {} secret(s)/private span(s), e.g. {:?}",
+            found.len(),
+            &found[..found.len().min(3)]
+        );
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn prompt_stdin(session: &str, prompt: &str, transcript: &Path) -> Vec<u8> {
+    json!({"session_id": session, "transcript_path": transcript, "cwd": "/home/dev/app",
+        "permission_mode": "default", "hook_event_name": "UserPromptSubmit", "prompt": prompt})
+    .to_string()
+    .into_bytes()
+}
+
+fn stop_stdin(session: &str, answer: &str, transcript: &Path) -> Vec<u8> {
+    json!({"session_id": session, "transcript_path": transcript, "cwd": "/home/dev/app",
+        "permission_mode": "default", "hook_event_name": "Stop", "stop_hook_active": false,
+        "last_assistant_message": answer})
+    .to_string()
+    .into_bytes()
+}
+
+/// Claude Code's transcript lines for one turn (hook-stop reads the user side from here).
+fn write_transcript(path: &Path, user: &str, assistant: &str) {
+    let lines = [
+        json!({"type": "user", "message": {"role": "user", "content": user}, "uuid": "u"}),
+        json!({"type": "assistant", "message": {"role": "assistant",
+            "content": [{"type": "text", "text": assistant}]}, "uuid": "a"}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(path, text).expect("transcript");
+}
+
+/// At most 540 characters of `text` around `secret`, from the start of its line when that is
+/// close enough: what a model would plausibly pass to a 600-character memory tool.
+fn snippet(text: &str, secret: &str) -> Option<String> {
+    let pos = text.find(secret)?;
+    if secret.chars().count() > 500 {
+        return None;
+    }
+    let line_start = text[..pos].rfind('\n').map_or(0, |p| p + 1);
+    let mut start = line_start.max(pos.saturating_sub(250));
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let clip: String = text[start..].chars().take(540).collect();
+    clip.contains(secret).then_some(clip)
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// Scans every byte of every file of the data dir; returns how many files and bytes it read.
+fn assert_data_dir_clean(d: &Daemon, needles: &Needles, stage: &str) -> (usize, u64) {
+    let files = files_under(d.data_dir());
+    let mut bytes = 0u64;
+    for f in &files {
+        let data = std::fs::read(f).unwrap_or_default();
+        bytes += data.len() as u64;
+        needles.assert_absent(&format!("{stage}: {}", f.display()), &data);
+    }
+    (files.len(), bytes)
+}
+
+fn post_ok(d: &Daemon, path: &str, body: &Value, needles: &Needles) -> Value {
+    let (status, text) = d.post_raw(path, body.to_string().as_bytes(), true);
+    assert_eq!(status, 200, "POST {path} → {status}: {text}");
+    needles.assert_absent(&format!("answer of {path}"), text.as_bytes());
+    serde_json::from_str(&text).expect("JSON answer")
+}
+
+/// Feeds exchange `i` through both hooks and the four text-storing routes; returns doc ids.
+fn feed(d: &Daemon, i: usize, ex: &Exchange, transcripts: &Path, needles: &Needles) -> Vec<String> {
+    let mut env = d.env();
+    env.push(("MEMD_HOOK_DEADLINE_MS".into(), "60000".into()));
+    let session = format!("secrets-{i}");
+    let transcript = transcripts.join(format!("{session}.jsonl"));
+    let prompt = format!("{}\n<private>{}</private>\nthanks", ex.user, private_marker(i));
+    let (code, out, err, _) = run_hook("hook-prompt", &[], &prompt_stdin(&session, &prompt, &transcript), &env);
+    assert_eq!(code, 0, "hook-prompt exit: {err}");
+    needles.assert_absent("hook-prompt output (get-context)", out.as_bytes());
+    write_transcript(&transcript, &prompt, &ex.assistant);
+    let (code, out, err, _) = run_hook("hook-stop", &[], &stop_stdin(&session, &ex.assistant, &transcript), &env);
+    assert_eq!((code, out.as_str()), (0, ""), "hook-stop: {err}");
+
+    let mut ids = Vec::new();
+    let secret = &ex.secrets[i % ex.secrets.len()];
+    let near = snippet(&ex.user, secret).or_else(|| snippet(&ex.assistant, secret));
+    let summary = near.clone().unwrap_or_else(|| format!("exchange {i} summary"));
+    let r = post_ok(d, "/api/record-outcome",
+        &json!({"conversation_id": session, "outcome": "worked", "exchange_summary": summary}), needles);
+    assert_eq!(r["summary_stored"], true, "exchange {i}: {r}");
+    if let Some(text) = near {
+        let bank = format!("{text}\n<private>{}</private>", private_marker(i));
+        let r = post_ok(d, "/api/memory-bank/add", &json!({"content": bank.chars().take(600).collect::<String>(),
+            "tags": ["secrets"]}), needles);
+        ids.push(r["doc_id"].as_str().unwrap_or_default().to_string());
+        let r = post_ok(d, "/api/record-response",
+            &json!({"key_takeaway": text, "conversation_id": session, "initial_score": "worked"}), needles);
+        ids.push(r["doc_id"].as_str().unwrap_or_default().to_string());
+    }
+    let book = format!("{}\n\n{}\n<private>{}</private>", ex.user, ex.assistant, private_marker(i));
+    post_ok(d, "/api/ingest", &json!({"title": format!("secrets book {i}"), "content": book}), needles);
+    ids
+}
+
+/// Every read route that can show stored text; returns how many answers were checked.
+fn assert_answers_clean(d: &Daemon, corpus: &[Exchange], ids: &[String], needles: &Needles) -> usize {
+    let mut answers = 0;
+    let mut check = |path: &str, body: Value| {
+        post_ok(d, path, &body, needles);
+        answers += 1;
+    };
+    for c in ["books", "working", "history", "patterns", "memory_bank"] {
+        for sort in ["recency", "score", "relevance"] {
+            check("/api/search", json!({"days_back": 365, "collections": [c], "limit": 100,
+                "sort_by": sort, "include_archived": true}));
+        }
+    }
+    for i in 0..corpus.len() {
+        check("/api/search", json!({"days_back": 1, "limit": 100,
+            "metadata_filters": {"conversation_id": format!("secrets-{i}")}}));
+        check("/api/search", json!({"days_back": 1, "limit": 100,
+            "metadata_filters": {"title": format!("secrets book {i}")}}));
+    }
+    for id in ids.iter().filter(|id| !id.is_empty()) {
+        check("/api/search", json!({"id": id}));
+    }
+    for (i, ex) in corpus.iter().enumerate() {
+        let query: String = ex.user.chars().take(2000).collect();
+        check("/api/search", json!({"query": query, "limit": 20}));
+        check("/api/hooks/get-context", json!({"query": ex.user, "conversation_id": format!("reader-{i}")}));
+    }
+    for path in ["/api/stats", "/api/books", "/api/health"] {
+        let (status, text) = d.get_raw(path, true);
+        assert_eq!(status, 200, "{path}");
+        needles.assert_absent(path, text.as_bytes());
+        answers += 1;
+    }
+    answers
+}
+
+#[test]
+fn no_secret_or_private_span_is_stored_or_answered() {
+    let corpus = corpus();
+    assert!(corpus.len() >= 50);
+    let needles = Needles::of(&corpus);
+    let transcripts = tempfile::tempdir().expect("transcript dir");
+    let mut d = Daemon::start();
+    let mut ids = Vec::new();
+    for (i, ex) in corpus.iter().enumerate() {
+        ids.extend(feed(&d, i, ex, transcripts.path(), &needles));
+    }
+    d.wait_embedded(Duration::from_secs(300));
+    let stats: proto::StatsResponse = d.get("/api/stats");
+    let stored: usize = stats.collections.values().map(|c| c.count).sum();
+    assert!(stored >= corpus.len() * 3, "the corpus was stored: {stats:?}");
+
+    // Before any snapshot: the WAL holds everything.
+    let (files, bytes) = assert_data_dir_clean(&d, &needles, "before snapshot");
+    let answers = assert_answers_clean(&d, &corpus, &ids, &needles);
+    // SIGTERM writes the final snapshot and the vector index.
+    assert!(d.terminate(), "clean exit");
+    let snapshots = files_under(d.data_dir())
+        .iter()
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("snapshot.")))
+        .count();
+    assert!(snapshots >= 1, "a snapshot was written at shutdown");
+    let (files_after, bytes_after) = assert_data_dir_clean(&d, &needles, "after snapshot");
+    d.spawn(&[]);
+    let again = assert_answers_clean(&d, &corpus, &ids, &needles);
+    let hooks_log = std::fs::read(d.data_dir().join("logs/hooks.log")).unwrap_or_default();
+    needles.assert_absent("logs/hooks.log", &hooks_log);
+    eprintln!(
+        "secrets: {} exchanges, {} needles, {stored} memories; scanned {files} files / {bytes} B \
+         before and {files_after} files / {bytes_after} B after the snapshot; {} answers checked",
+        corpus.len(),
+        needles.0.len(),
+        answers + again
+    );
+}
+
+/// A wrongly typed field in hook stdin must not carry its value into the hook log: parse
+/// errors are logged, and serde's messages quote the offending string.
+#[test]
+fn malformed_hook_input_does_not_copy_text_into_the_hook_log() {
+    let d = Daemon::start();
+    let env = d.env();
+    let secret = "sk-ant-api03-Q9vR2mXk7LpT4wZs8YbN1cFd6GhJ3KuE5aVxCo0iPq";
+    let inputs = [
+        json!({"session_id": "s", "hook_event_name": "Stop", "stop_hook_active": secret}),
+        json!({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "x", "workspace_roots": secret}),
+        json!({"session_id": secret, "hook_event_name": ["UserPromptSubmit", secret]}),
+        json!({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": {"text": secret}}),
+    ];
+    for input in &inputs {
+        for hook in ["hook-prompt", "hook-stop"] {
+            let (code, out, _, _) = run_hook(hook, &[], input.to_string().as_bytes(), &env);
+            assert_eq!((code, out.as_str()), (0, ""), "{hook}");
+        }
+    }
+    let log = std::fs::read_to_string(d.data_dir().join("logs/hooks.log")).unwrap_or_default();
+    assert!(log.lines().count() >= inputs.len(), "each failure is logged:\n{log}");
+    assert!(!log.contains(secret), "the hook log quotes input text:\n{log}");
+}
