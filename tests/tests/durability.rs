@@ -131,3 +131,51 @@ fn a_second_daemon_on_the_same_data_dir_refuses_to_start() {
     // the first one is unaffected
     assert_eq!(d.get_raw("/api/health", false).0, 200);
 }
+
+fn newest_wal(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut wals: Vec<_> = std::fs::read_dir(dir.join("store"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("wal.") && !n.contains("discarded")))
+        .collect();
+    wals.sort();
+    wals.pop().expect("a WAL segment")
+}
+
+#[test]
+fn torn_and_corrupt_wal_tails_recover_after_a_crash() {
+    let mut d = Daemon::start();
+    let acked: Vec<RecordResponseResponse> = (0..30)
+        .map(|i| d.post("/api/record-response", &json!({"key_takeaway": format!("durable note {i}")})))
+        .collect();
+    d.kill9();
+    // A torn tail: half a frame header, as a crash in the middle of an append leaves it.
+    let wal = newest_wal(d.data_dir());
+    let mut bytes = std::fs::read(&wal).unwrap();
+    bytes.extend_from_slice(&[0x40, 0x00]);
+    std::fs::write(&wal, &bytes).unwrap();
+    d.spawn(&[]);
+    for a in &acked {
+        let r: SearchResponse = d.post("/api/search", &json!({"id": a.doc_id}));
+        assert_eq!(r.count, 1, "{} lost after a torn tail", a.doc_id);
+    }
+    assert!(d.log_text().contains("torn"), "recovery says what it did: {}", d.log_text());
+    // A corrupt tail: a complete frame whose checksum is wrong.
+    let more: RecordResponseResponse = d.post("/api/record-response", &json!({"key_takeaway": "after the first crash"}));
+    d.kill9();
+    let wal = newest_wal(d.data_dir());
+    let mut bytes = std::fs::read(&wal).unwrap();
+    let garbage = [16u8, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef];
+    bytes.extend_from_slice(&garbage);
+    bytes.extend_from_slice(&[7u8; 16]);
+    std::fs::write(&wal, &bytes).unwrap();
+    d.spawn(&[]);
+    for id in acked.iter().map(|a| &a.doc_id).chain([&more.doc_id]) {
+        let r: SearchResponse = d.post("/api/search", &json!({"id": id}));
+        assert_eq!(r.count, 1, "{id} lost after a corrupt tail");
+    }
+    assert!(d.log_text().contains("corrupt"), "{}", d.log_text());
+    // and the store takes writes again
+    let _: RecordResponseResponse = d.post("/api/record-response", &json!({"key_takeaway": "still writable"}));
+}
