@@ -520,6 +520,7 @@ impl Core {
                     .filter(|(k, _)| !k.starts_with("sidecar_runs_day_"))
                     .map(|(k, v)| (k.clone(), *v))
                     .collect(),
+                conversations: s.sessions.conversations.len(),
                 knowledge_graph: s.graph.sizes(),
                 recent_hooks: Vec::new(),
                 sidecar: SidecarStatus::default(),

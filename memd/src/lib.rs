@@ -37,6 +37,7 @@ pub mod core;
 pub mod daemon;
 pub mod embed;
 pub mod error;
+pub mod eval;
 pub mod export;
 pub mod http;
 pub mod index;

@@ -141,11 +141,11 @@ impl TraceEntry {
         let note = if already_scored {
             Some("already_scored".to_string())
         } else {
-            source.map(word)
+            source.map(source_word)
         };
         TraceEntry {
             scored: ids(scored),
-            outcome: Some(word(outcome)),
+            outcome: Some(outcome_word(outcome)),
             note,
             ..TraceEntry::new(TraceEvent::RecordOutcome, conversation_id)
         }
@@ -208,14 +208,18 @@ fn clip(s: &str) -> String {
     s.chars().take(MAX_FIELD_CHARS).collect()
 }
 
-/// Outcome and source words come from requests: keep them to a short identifier shape so a
-/// caller cannot smuggle text into the ledger through them.
-fn word(s: &str) -> String {
-    s.trim()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-        .take(32)
-        .collect()
+/// Outcome and source words come from requests: only known words reach the ledger, so a caller
+/// cannot smuggle text into it through them.
+fn outcome_word(s: &str) -> String {
+    proto::Outcome::parse(s).map_or("other", |o| o.as_str()).to_string()
+}
+
+fn source_word(s: &str) -> String {
+    let s = s.trim().to_ascii_lowercase();
+    match s.as_str() {
+        "agent" | "sidecar" | "mcp" | "hook" | "cli" => s,
+        _ => "other".to_string(),
+    }
 }
 
 fn ids(list: &[String]) -> Vec<String> {
@@ -405,8 +409,10 @@ mod tests {
         }
         assert!(raw.contains(&sha256_tag(context)));
         let entries = t.read(None, 10);
-        assert_eq!(entries[1].outcome.as_deref(), Some("workedUsersaidhunter2-Zq9ismypas"));
-        assert_eq!(entries[1].note.as_deref(), Some("agentdroptable"));
+        assert_eq!(entries[1].outcome.as_deref(), Some("other"));
+        assert_eq!(entries[1].note.as_deref(), Some("other"));
+        let fine = TraceEntry::record_outcome("c", " Worked ", &[], Some("Sidecar"), false);
+        assert_eq!((fine.outcome.as_deref(), fine.note.as_deref()), (Some("worked"), Some("sidecar")));
     }
 
     #[test]

@@ -208,6 +208,9 @@ pub struct StatsResponse {
     pub index: IndexStats,
     /// Lifecycle transitions since the store was created.
     pub lifecycle: BTreeMap<String, u64>,
+    /// Conversations whose hook state memd currently keeps (expire after the session TTL).
+    #[serde(default)]
+    pub conversations: usize,
     /// Knowledge-graph sizes (routing concepts, action keys, content entities).
     pub knowledge_graph: BTreeMap<String, usize>,
     /// Last hook calls seen by the daemon, newest first.

@@ -15,6 +15,7 @@ import os
 import re
 import sys
 
+import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -91,7 +92,9 @@ async def full(rec, tag):
     return {"bank_id": bank_id}
 
 
-async def score(rec, _tag):
+async def score(rec, tag):
+    # What get_context_insights shows is scored with the exchange when `related` is left out.
+    await rec.call("context", "get_context_insights", {"query": tag})
     await rec.call("score", "score_response", {"outcome": "worked"})
     await rec.call("score_again", "score_response", {"outcome": "worked"})
     return {}
@@ -102,7 +105,19 @@ async def smoke(rec, tag):
     return {}
 
 
-SCENARIOS = {"full": full, "score": score, "smoke": smoke}
+async def restart(rec, tag):
+    """Calls, then waits (the test restarts or stops the daemon meanwhile), then calls again."""
+    fact = f"The user works on the billing service ({tag})"
+    added = await rec.call("add_before", "add_to_memory_bank", {"content": fact})
+    print(PAUSE_MARKER, file=sys.stderr, flush=True)
+    await anyio.to_thread.run_sync(sys.stdin.readline)
+    await rec.call("search_after", "search_memory", {"query": f"billing service {tag}"})
+    await rec.call("context_after", "get_context_insights", {"query": f"billing service {tag}"})
+    return {"bank_id": first_id(added, "memory_bank_")}
+
+
+PAUSE_MARKER = "drive.py: paused, press enter"
+SCENARIOS = {"full": full, "score": score, "smoke": smoke, "restart": restart}
 
 
 async def main():

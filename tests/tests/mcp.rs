@@ -134,6 +134,84 @@ fn drive(args: &[&str], env: &[(String, String)]) -> Value {
     })
 }
 
+/// A driver running the `restart` scenario, stopped after its first calls until [`resume`].
+struct PausedDriver {
+    child: std::process::Child,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// What drive.py prints on stderr when it waits for the test.
+const PAUSE_MARKER: &str = "drive.py: paused, press enter";
+
+impl PausedDriver {
+    fn start(args: &[&str], env: &[(String, String)]) -> PausedDriver {
+        use std::io::BufRead;
+        let mut cmd = Command::new(python());
+        cmd.arg(script())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("run drive.py");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (paused_tx, paused_rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line == PAUSE_MARKER {
+                    let _ = paused_tx.send(());
+                }
+                sink.lock().expect("log").push_str(&format!("{line}\n"));
+            }
+        });
+        let mut driver = PausedDriver { child, log };
+        if paused_rx.recv_timeout(Duration::from_secs(120)).is_err() {
+            driver.child.kill().ok();
+            panic!("drive.py never paused:\n{}", driver.log());
+        }
+        driver
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Lets the script finish and returns its report.
+    fn resume(mut self) -> Value {
+        use std::io::Write;
+        if let Some(mut stdin) = self.child.stdin.take() {
+            stdin.write_all(b"\n").expect("resume drive.py");
+        }
+        let mut stdout = String::new();
+        if let Some(mut out) = self.child.stdout.take() {
+            use std::io::Read;
+            out.read_to_string(&mut stdout).ok();
+        }
+        let status = self.child.wait().expect("drive.py exit");
+        assert!(
+            status.success(),
+            "drive.py failed after resuming ({status}):\n{}",
+            self.log()
+        );
+        serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("no report ({e}): {stdout}\n{}", self.log()))
+    }
+}
+
+impl Drop for PausedDriver {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
 fn drive_http(d: &Daemon, mode: &str, scenario: &str, tag: &str) -> Value {
     let url = d.url("/mcp");
     let args = [
@@ -308,11 +386,15 @@ fn check_catalog(r: &Report) {
     );
     let score = &r.tool("score_response")["input_schema"];
     assert_eq!(score["required"], serde_json::json!(["outcome"]));
-    assert!(
-        r.0["instructions"]
-            .as_str()
-            .is_some_and(|i| i.contains("get_context_insights"))
-    );
+    // A client pinned to 2026-07-28 skips discovery and so never receives the instructions.
+    if r.0["protocol_version"] != "2026-07-28" || r.0["instructions"].is_string() {
+        let i = &r.0["instructions"];
+        assert!(
+            i.as_str()
+                .is_some_and(|i| i.contains("get_context_insights")),
+            "{i}"
+        );
+    }
 }
 
 /// Everything the `full` scenario of drive.py did, judged.
@@ -446,6 +528,11 @@ fn tools_over_streamable_http_stateless_2026() {
     // A client that probes (`server/discover`) lands on the modern protocol too.
     let probed = Report(drive_http(&d, "auto", "smoke", "http-auto"));
     assert_eq!(probed.0["protocol_version"], "2026-07-28");
+    assert!(
+        probed.0["instructions"].is_string(),
+        "discovery carries the instructions"
+    );
+    check_catalog(&probed);
     assert!(probed.ok("search_days").starts_with("Found"));
 }
 
@@ -460,6 +547,76 @@ fn tools_over_the_stdio_bridge() {
         "the bridge relays the stateless protocol too"
     );
     assert!(modern.ok("search_days").starts_with("Found"));
+}
+
+#[test]
+fn stdio_bridge_survives_a_daemon_restart() {
+    let mut d = Daemon::start();
+    let memd = tests::bin("memd").display().to_string();
+    let args = [
+        "--transport",
+        "stdio",
+        "--memd",
+        &memd,
+        "--mode",
+        "legacy",
+        "--scenario",
+        "restart",
+        "--tag",
+        "restart",
+    ];
+    let paused = PausedDriver::start(&args, &d.env());
+    let old_port = d.port;
+    d.restart();
+    assert_ne!(
+        d.port, old_port,
+        "the restarted daemon listens elsewhere (MEMD_PORT=0)"
+    );
+    let r = Report(paused.resume());
+    let bank_id = r.0["extra"]["bank_id"]
+        .as_str()
+        .expect("stored before the restart")
+        .to_string();
+    // Same client session: the bridge found the new port, opened a new session and retried.
+    assert!(r.ok("search_after").contains(&format!("[id:{bank_id}]")));
+    assert!(r.ok("context_after").contains("KNOWN CONTEXT"));
+}
+
+#[test]
+fn sigterm_ends_open_mcp_sessions_promptly() {
+    let mut d = Daemon::start();
+    let url = d.url("/mcp");
+    let token = d.token.clone();
+    let args = [
+        "--transport",
+        "http",
+        "--url",
+        &url,
+        "--token",
+        &token,
+        "--mode",
+        "legacy",
+        "--scenario",
+        "restart",
+    ];
+    // The SDK holds a GET event stream open for the whole session.
+    let paused = PausedDriver::start(&args, &[]);
+    let started = Instant::now();
+    assert!(
+        d.terminate(),
+        "memd did not exit cleanly:\n{}",
+        d.log_text()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "shutdown waited {:?} on MCP streams",
+        started.elapsed()
+    );
+    let log = d.log_text();
+    assert!(log.contains("memd: stopped"), "{log}");
+    // The MCP layer holds the core weakly, so the daemon gets the store back for its snapshot.
+    assert!(!log.contains("core still shared"), "{log}");
+    drop(paused);
 }
 
 /// Stops a daemon the bridge started, even when an assertion fails first.
@@ -552,21 +709,29 @@ fn stop(d: &Daemon, conv: &str, user: &str, answer: &str) -> proto::StopResponse
 
 #[test]
 fn score_response_over_mcp_completes_the_hook_turn() {
-    let d = Daemon::start();
-    // Control: the same turn without a score makes the stop hook ask for a sidecar.
-    prompt(&d, "control", "How do I rotate the staging keys?");
+    // Control (its own daemon: score_response takes the most recent pending exchange of any
+    // conversation): the same turn without a score makes the stop hook ask for a sidecar.
+    let control = Daemon::start();
+    prompt(&control, "control", "How do I rotate the staging keys?");
     stop(
-        &d,
+        &control,
         "control",
         "How do I rotate the staging keys?",
         "Run the rotate script.",
     );
-    assert!(prompt(&d, "control", "Thanks, that worked").scoring_required);
-    let unscored = stop(&d, "control", "Thanks, that worked", "Glad it helped.");
+    assert!(prompt(&control, "control", "Thanks, that worked").scoring_required);
+    let unscored = stop(
+        &control,
+        "control",
+        "Thanks, that worked",
+        "Glad it helped.",
+    );
     assert!(
         unscored.needs_sidecar && !unscored.scoring_complete,
         "control: {unscored:?}"
     );
+
+    let d = Daemon::start();
 
     prompt(&d, "turns", "Which port does the staging database use?");
     stop(
@@ -579,18 +744,41 @@ fn score_response_over_mcp_completes_the_hook_turn() {
     assert!(
         second.scoring_required && second.formatted_injection.contains("<memd-score-required>")
     );
-    let r = Report(drive_http(&d, "legacy", "score", "score"));
+    // A fact the hook did not inject last turn, which the agent then recalls over MCP.
+    let fact: proto::MemoryBankResponse = d.post(
+        "/api/memory-bank/add",
+        &proto::MemoryBankAdd {
+            content: "The staging database listens on port 5433".into(),
+            ..Default::default()
+        },
+    );
+    let query = "staging database port 5433";
+    let r = Report(drive_http(&d, "legacy", "score", query));
+    assert!(r.ok("context").contains(&format!("[id:{}]", fact.doc_id)));
     let scored = r.ok("score");
     assert!(
         scored.starts_with("Scored ") && scored.contains(" as worked"),
         "{scored}"
     );
+    let again = r.ok("score_again");
     assert!(
-        r.ok("score_again").starts_with("Nothing to score"),
-        "exactly once"
+        again.starts_with("Nothing to score"),
+        "exactly once: {again}"
     );
     let done = stop(&d, "turns", "Great, that was right", "Anything else?");
     assert!(!done.needs_sidecar && done.scoring_complete, "{done:?}");
+    let looked_up: proto::SearchResponse = d.post(
+        "/api/search",
+        &proto::SearchRequest {
+            id: Some(fact.doc_id.clone()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        looked_up.results.first().map(|m| m.uses),
+        Some(1),
+        "the recalled fact shared the exchange's outcome"
+    );
 }
 
 /// Raw POST to /mcp with chosen headers; (status, session id header).

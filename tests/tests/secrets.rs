@@ -92,19 +92,15 @@ fn write_transcript(path: &Path, user: &str, assistant: &str) {
     std::fs::write(path, text).expect("transcript");
 }
 
-/// At most 540 characters of `text` around `secret`, from the start of its line when that is
-/// close enough: what a model would plausibly pass to a 600-character memory tool.
+/// At most 540 characters of `text` ending with the line that holds `secret`, so the lines
+/// before it (a key block's header, a netrc `machine` line) come along: what a model would
+/// plausibly pass to a 600-character memory tool.
 fn snippet(text: &str, secret: &str) -> Option<String> {
     let pos = text.find(secret)?;
-    if secret.chars().count() > 500 {
-        return None;
-    }
-    let line_start = text[..pos].rfind('\n').map_or(0, |p| p + 1);
-    let mut start = line_start.max(pos.saturating_sub(250));
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    let clip: String = text[start..].chars().take(540).collect();
+    let after = pos + secret.len();
+    let end = text[after..].find('\n').map_or(text.len(), |p| after + p);
+    let before: Vec<char> = text[..end].chars().collect();
+    let clip: String = before[before.len().saturating_sub(540)..].iter().collect();
     clip.contains(secret).then_some(clip)
 }
 
@@ -277,4 +273,51 @@ fn malformed_hook_input_does_not_copy_text_into_the_hook_log() {
     let log = std::fs::read_to_string(d.data_dir().join("logs/hooks.log")).unwrap_or_default();
     assert!(log.lines().count() >= inputs.len(), "each failure is logged:\n{log}");
     assert!(!log.contains(secret), "the hook log quotes input text:\n{log}");
+}
+
+/// Text that reaches the store beside the main content (tags, metadata, titles, sources,
+/// conversation ids, sidecar report words) is scrubbed too.
+#[test]
+fn secrets_in_side_fields_are_not_stored() {
+    let d = Daemon::start();
+    let gh = "ghp_R8mT2xKq9ZwV4nLs7YbP1cJd6FhG3uAe5oWi";
+    let aws = "AKIAZ7QXK2MVN4PLR8TW";
+    let slack = "xoxb-2741950183-8823017726401-Rk3Tq9ZmXw7LpVs2NbYc4Hd";
+    let needles = Needles(vec![gh.into(), aws.into(), slack.into()]);
+    let writes = [
+        ("/api/memory-bank/add", json!({"content": "deploy keys live in the vault", "tags": [gh],
+            "metadata": {"note": format!("key {aws}"), "nested": {"k": [slack]}, gh: 1}})),
+        ("/api/record-response", json!({"key_takeaway": "rotate the CI token monthly", "conversation_id": format!("conv {gh}")})),
+        ("/api/ingest", json!({"title": format!("runbook {aws}"), "content": "rotate keys monthly", "source": format!("https://x.example/?t={slack}")})),
+        ("/api/sidecar/report", json!({"conversation_id": "c1", "scored": false,
+            "attempts": [{"target": gh, "model": aws, "status": 401, "latency_ms": 3, "result": slack}]})),
+    ];
+    for (path, body) in &writes {
+        let (status, text) = d.post_raw(path, body.to_string().as_bytes(), true);
+        assert_eq!(status, 200, "{path}: {text}");
+    }
+    let id = {
+        let r: proto::SearchResponse = d.post("/api/search", &json!({"days_back": 1, "collections": ["memory_bank"]}));
+        r.results[0].id.clone()
+    };
+    let (status, text) = d.post_raw("/api/memory-bank/update",
+        json!({"id": id, "tags": [format!("x {slack}")]}).to_string().as_bytes(), true);
+    assert_eq!(status, 200, "{text}");
+    let mut leaks = Vec::new();
+    for f in files_under(d.data_dir()) {
+        let found = needles.found_in(&std::fs::read(&f).unwrap_or_default()).len();
+        if found > 0 {
+            leaks.push(format!("{} ({found})", f.display()));
+        }
+    }
+    for path in ["/api/stats", "/api/books"] {
+        if !needles.found_in(d.get_raw(path, true).1.as_bytes()).is_empty() {
+            leaks.push(path.to_string());
+        }
+    }
+    let (_, all) = d.post_raw("/api/search", br#"{"days_back": 1, "limit": 100}"#, true);
+    if !needles.found_in(all.as_bytes()).is_empty() {
+        leaks.push("/api/search answer".into());
+    }
+    assert!(leaks.is_empty(), "secrets in side fields were stored: {leaks:?}");
 }

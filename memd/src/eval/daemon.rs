@@ -104,7 +104,7 @@ impl SpawnedDaemon {
                 && let Some(port) = v["port"].as_u64()
             {
                 self.port = u16::try_from(port).context("daemon.json port out of range")?;
-                self.token = std::fs::read_to_string(self.data_dir().join("token"))
+                self.token = std::fs::read_to_string(self.data_dir().join(proto::paths::TOKEN_FILE))
                     .unwrap_or_default()
                     .trim()
                     .to_string();
@@ -141,7 +141,7 @@ impl SpawnedDaemon {
 
     fn answer<R: DeserializeOwned>(
         path: &str,
-        reply: Result<http::Response<ureq::Body>, ureq::Error>,
+        reply: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<R> {
         let mut reply = reply.map_err(|e| anyhow!("{path}: {e}"))?;
         let status = reply.status().as_u16();

@@ -419,10 +419,12 @@ impl fmt::Display for Report {
             writeln!(f, "{c}")?;
         }
         writeln!(f)?;
+        let shipped = Ranking::default();
         writeln!(
             f,
-            "outcome prior under noise: fused lw=0.50 after {NOISE_ROUNDS} outcomes on 2/3 of the \
-             memories (1/3 worked, 1/3 failed, unrelated to relevance)"
+            "outcome prior under noise: vector {:.2} + lexical {:.2} after {NOISE_ROUNDS} outcomes \
+             on 2/3 of the memories (1/3 worked, 1/3 failed, unrelated to relevance; no lifecycle)",
+            shipped.vector_weight, shipped.lexical_weight
         )?;
         for c in &self.noise {
             writeln!(f, "{c}")?;

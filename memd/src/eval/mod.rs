@@ -11,17 +11,20 @@
 //! is read from the directory the caller names.
 
 mod daemon;
-mod floor;
+pub mod dataset;
+pub mod floor;
 pub mod learning;
-mod learning_report;
+pub mod learning_report;
 pub mod locomo;
-mod metrics;
-mod scenario;
+pub mod metrics;
+pub mod scenario;
 mod tempdir;
 
-pub use learning::{LearningOptions, LearningReport, run_learning};
+pub use floor::{FloorRow, FloorStudy};
+pub use learning::{LearningOptions, run_learning};
+pub use learning_report::{LearningReport, MemoryFate, SessionRun};
 pub use locomo::{LocomoOptions, Report, run_locomo, run_locomo_on};
-pub use metrics::Recall;
+pub use metrics::{ConfigResult, Recall};
 
 use crate::embed::RuntimePaths;
 use std::path::PathBuf;

@@ -47,6 +47,8 @@ pub async fn route(server: &Server, req: Request<Incoming>) -> Response<Body> {
         }
         (&Method::POST, "/api/ingest") => post!(INGEST_MAX_BYTES + 64 * 1024, |b| core.ingest(&b)),
         (&Method::GET, "/api/books") => respond(core.books()),
+        (&Method::GET, "/api/export") => crate::export::export_response(core, req.uri().query()),
+        (&Method::POST, "/api/import") => crate::export::import_response(core, req).await,
         (&Method::POST, "/api/remove-book") => post!(BODY_MAX_BYTES, |b| core.remove_book(&b)),
         (_, p) if p.starts_with("/api/") => error_response(&ApiError {
             status: if known_path(p) { 405 } else { 404 },

@@ -22,7 +22,10 @@ pub fn decode<T: DeserializeOwned>(
     serde_path_to_error::deserialize(serde_json::Value::Object(args)).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        if let Some(name) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+        if let Some(name) = inner
+            .strip_prefix("missing field `")
+            .and_then(|r| r.split('`').next())
+        {
             ApiError::bad(name, format!("{name} is required"))
         } else if path.is_empty() || path == "." {
             ApiError::bad_request(format!("invalid arguments: {inner}"))

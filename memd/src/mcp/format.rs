@@ -78,7 +78,11 @@ pub fn result_list(header: &str, results: &[MemoryView]) -> String {
 /// One memory with everything memd knows about it (the `id=` lookup).
 pub fn full_memory(m: &MemoryView) -> String {
     let mut out = format!("[{}] [id:{}]\n{}\n", m.collection, m.id, m.content.trim());
-    let ago = if m.age == "now" { "just now".to_string() } else { format!("{} ago", m.age) };
+    let ago = if m.age == "now" {
+        "just now".to_string()
+    } else {
+        format!("{} ago", m.age)
+    };
     out.push_str(&format!("\ncreated: {} ({ago})", m.created_at));
     match Collection::parse(&m.collection) {
         Some(Collection::MemoryBank) => {

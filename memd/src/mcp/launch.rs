@@ -70,6 +70,8 @@ impl Endpoint {
 
     /// Makes sure a daemon answers, starting one if this endpoint is ours to manage.
     pub fn ensure_running(&mut self) -> Result<()> {
+        // A restarted daemon may listen on another port: look before starting a second one.
+        self.refresh();
         if health_ok(&self.base_url) {
             return Ok(());
         }
@@ -159,8 +161,8 @@ fn start_detached(data_dir: &Path) -> Result<Child> {
         .append(true)
         .open(logs.join("daemon.log"))
     {
-        Ok(f) if logs.is_dir() => cmd.stderr(f),
-        _ => cmd.stderr(Stdio::null()),
+        Ok(f) => cmd.stderr(f),
+        Err(_) => cmd.stderr(Stdio::null()),
     };
     #[cfg(unix)]
     {

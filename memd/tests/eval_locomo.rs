@@ -1,0 +1,133 @@
+//! `memd eval locomo` on one LoCoMo conversation, through the real store, indexes, embedder
+//! and ranking: fusion must not lose recall against vectors alone, the outcome prior must be
+//! neutral when nothing was scored, and recall must be in a sane range.
+//!
+//! Needs the embedding runtime (install/fetch-runtime.sh) and the LoCoMo conversation files:
+//! `MEMD_LOCOMO_DIR`, else an `eval/locomo` or `shared/eval/locomo` directory above the
+//! workspace. Set MEMD_SKIP_MODEL_TESTS=1 to skip.
+
+use memd::embed::RuntimePaths;
+use memd::eval::locomo::{LEXICAL_ONLY, SHIPPED, VECTOR_ONLY};
+use memd::eval::{LocomoOptions, run_locomo_on};
+use memd::search::Ranking;
+use std::path::{Path, PathBuf};
+
+/// The conversation used (the first of the public file names present, else any).
+const PREFERRED: &str = "26.json";
+
+fn skip_requested() -> bool {
+    if std::env::var("MEMD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {
+        eprintln!("MEMD_SKIP_MODEL_TESTS=1: skipping the LoCoMo evaluation (needs the model)");
+        return true;
+    }
+    false
+}
+
+fn locomo_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("MEMD_LOCOMO_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .flat_map(|a| [a.join("eval/locomo"), a.join("shared/eval/locomo")])
+        .find(|d| d.is_dir())
+        .unwrap_or_else(|| {
+            panic!(
+                "LoCoMo data not found: set MEMD_LOCOMO_DIR to the directory holding the \
+                 conversation files (or MEMD_SKIP_MODEL_TESTS=1 to skip)"
+            )
+        })
+}
+
+fn conversation_file() -> PathBuf {
+    let dir = locomo_dir();
+    let preferred = dir.join(PREFERRED);
+    if preferred.is_file() {
+        return preferred;
+    }
+    memd::eval::dataset::conversation_files(&dir)
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .remove(0)
+}
+
+fn runtime() -> RuntimePaths {
+    let paths = RuntimePaths::resolve();
+    if let Err(msg) = paths.check() {
+        panic!("{msg}\n(set MEMD_SKIP_MODEL_TESTS=1 to skip tests that need the model)");
+    }
+    paths
+}
+
+#[test]
+fn fusion_keeps_vector_recall_and_an_unscored_prior_is_neutral() {
+    if skip_requested() {
+        return;
+    }
+    let shipped_lw = Ranking::default().lexical_weight;
+    let options = LocomoOptions {
+        lexical_weights: vec![shipped_lw],
+        prior_weights: vec![0.0, 0.4],
+        embed_threads: 2,
+    };
+    let report = run_locomo_on(&[conversation_file()], &runtime(), &options)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    println!("{report}");
+    let get = |name: &str| {
+        report
+            .config(name)
+            .unwrap_or_else(|| panic!("no configuration {name:?} in the report"))
+            .overall
+    };
+    let vector = get(VECTOR_ONLY);
+    let lexical = get(LEXICAL_ONLY);
+    let shipped = get(SHIPPED);
+    let fused_no_prior = get(&format!("fused lw={shipped_lw:.2}"));
+
+    assert!(report.questions > 50, "{} questions", report.questions);
+    assert!(
+        shipped.r10 >= vector.r10 - 0.01,
+        "fusion lost recall: R@10 {:.3} vs vector-only {:.3}",
+        shipped.r10,
+        vector.r10
+    );
+    assert!(shipped.r10 > 0.4, "R@10 {:.3} is not sane", shipped.r10);
+    assert!(
+        vector.r5 > 0.2 && lexical.r5 > 0.2,
+        "each signal alone finds something: vector {:.3}, lexical {:.3}",
+        vector.r5,
+        lexical.r5
+    );
+    assert!(shipped.r1 <= shipped.r5 && shipped.r5 <= shipped.r10);
+    assert!(shipped.all5 <= shipped.r5 && shipped.mrr <= shipped.r10);
+    // Nothing is outcome-scored in LoCoMo: the prior must change nothing at all.
+    assert_eq!(shipped, fused_no_prior);
+    // Recording noise outcomes leaves the prior-free ranking untouched…
+    let noise = |w: f64| {
+        report
+            .noise
+            .iter()
+            .find(|c| c.name == format!("noise prior w={w:.2}"))
+            .unwrap_or_else(|| panic!("no noise run at {w}"))
+            .overall
+    };
+    assert_eq!(noise(0.0), fused_no_prior);
+    // …and a strong prior fed with outcomes unrelated to relevance must cost recall: the
+    // prior is live, not ignored.
+    assert!(
+        noise(0.4).r5 < fused_no_prior.r5,
+        "a 0.4 prior over random outcomes changed nothing: {:.3}",
+        noise(0.4).r5
+    );
+    let floor = &report.floor;
+    assert_eq!(floor.off_topic_probes, 50);
+    let at = |x: f32| {
+        floor
+            .rows
+            .iter()
+            .find(|r| (r.floor - x).abs() < 1e-6)
+            .unwrap_or_else(|| panic!("no floor row {x}"))
+    };
+    assert!(at(0.20).off_topic_injecting >= at(0.45).off_topic_injecting);
+    assert!(at(0.20).relevant_top1_lost <= at(0.45).relevant_top1_lost);
+}
