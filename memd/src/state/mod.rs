@@ -167,6 +167,9 @@ impl MemState {
         let mut rec = rec.clone();
         rec.key = key;
         self.ids.insert(rec.id.clone(), key);
+        for old in &rec.former_ids {
+            self.ids.entry(old.clone()).or_insert(key);
+        }
         let id = rec.id.clone();
         self.records.insert(key, rec);
         self.index_record(key);
