@@ -50,20 +50,32 @@ impl Rng {
             2 => [json!(-1), json!(u64::MAX), json!(1e308), json!(0.5)][self.below(4)].clone(),
             3 | 4 => json!(self.text(60)),
             5 => Value::Array((0..self.below(4)).map(|_| self.value(depth - 1)).collect()),
-            _ => Value::Object((0..self.below(4)).map(|_| (self.text(8), self.value(depth - 1))).collect()),
+            _ => Value::Object(
+                (0..self.below(4))
+                    .map(|_| (self.text(8), self.value(depth - 1)))
+                    .collect(),
+            ),
         }
     }
 }
 
 fn seed() -> u64 {
-    std::env::var("MEMD_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        (t.as_nanos() as u64) | 1
-    })
+    std::env::var("MEMD_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            (t.as_nanos() as u64) | 1
+        })
 }
 
 fn rounds() -> usize {
-    std::env::var("MEMD_FUZZ_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(120)
+    std::env::var("MEMD_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120)
 }
 
 const FIXTURES: [&str; 10] = [
@@ -89,7 +101,13 @@ fn odd_paths(dir: &Path) -> Vec<String> {
     let garbage = dir.join("garbage.jsonl");
     let _ = std::fs::write(&garbage, Rng(7).bytes(200_000));
     let long_line = dir.join("long.jsonl");
-    let _ = std::fs::write(&long_line, format!("{{\"type\":\"user\",\"message\":{{\"content\":\"{}\"}}}}", "a".repeat(3 << 20)));
+    let _ = std::fs::write(
+        &long_line,
+        format!(
+            "{{\"type\":\"user\",\"message\":{{\"content\":\"{}\"}}}}",
+            "a".repeat(3 << 20)
+        ),
+    );
     vec![
         "/dev/zero".into(),
         "/dev/urandom".into(),
@@ -108,7 +126,8 @@ fn odd_paths(dir: &Path) -> Vec<String> {
 
 /// One fixture with a random field set to a random value (or removed, or a hostile path).
 fn mutated_fixture(rng: &mut Rng, paths: &[String]) -> Vec<u8> {
-    let mut v: Value = serde_json::from_slice(&event_fixture(FIXTURES[rng.below(FIXTURES.len())])).unwrap_or(Value::Null);
+    let mut v: Value = serde_json::from_slice(&event_fixture(FIXTURES[rng.below(FIXTURES.len())]))
+        .unwrap_or(Value::Null);
     if let Value::Object(map) = &mut v {
         let keys: Vec<String> = map.keys().cloned().collect();
         for _ in 0..1 + rng.below(3) {
@@ -118,7 +137,10 @@ fn mutated_fixture(rng: &mut Rng, paths: &[String]) -> Vec<u8> {
                     map.remove(&key);
                 }
                 1 => {
-                    map.insert("transcript_path".into(), json!(paths[rng.below(paths.len())]));
+                    map.insert(
+                        "transcript_path".into(),
+                        json!(paths[rng.below(paths.len())]),
+                    );
                 }
                 2 => {
                     map.insert(key, json!("x".repeat(rng.below(300_000))));
@@ -156,7 +178,13 @@ fn malformed(rng: &mut Rng) -> Vec<Vec<u8>> {
 }
 
 /// Runs one input and checks the contract; returns a problem description if it broke.
-fn check(sandbox: &Sandbox, bin: &Path, args: &[&str], input: Input, label: &str) -> Option<String> {
+fn check(
+    sandbox: &Sandbox,
+    bin: &Path,
+    args: &[&str],
+    input: Input,
+    label: &str,
+) -> Option<String> {
     let run = sandbox.run_with(bin, args, input);
     let cursor = !args.is_empty();
     let out = run.stdout.trim();
@@ -168,12 +196,20 @@ fn check(sandbox: &Sandbox, bin: &Path, args: &[&str], input: Input, label: &str
     let limit = Duration::from_millis(DEADLINE_MS) + SLACK;
     let problems = [
         (run.code != Some(0), format!("exit {:?}", run.code)),
-        (run.stderr.contains("panicked") || run.stdout.contains("panicked"), "panic message".to_string()),
+        (
+            run.stderr.contains("panicked") || run.stdout.contains("panicked"),
+            "panic message".to_string(),
+        ),
         (run.elapsed > limit, format!("took {:?}", run.elapsed)),
         (!output_ok, format!("stdout {:.120}", run.stdout)),
     ];
-    let found: Vec<String> = problems.into_iter().filter(|(bad, _)| *bad).map(|(_, why)| why).collect();
-    (!found.is_empty()).then(|| format!("{} {args:?} [{label}]: {}", bin.display(), found.join(", ")))
+    let found: Vec<String> = problems
+        .into_iter()
+        .filter(|(bad, _)| *bad)
+        .map(|(_, why)| why)
+        .collect();
+    (!found.is_empty())
+        .then(|| format!("{} {args:?} [{label}]: {}", bin.display(), found.join(", ")))
 }
 
 fn fuzz_binary(bin: &Path) -> (usize, Vec<String>) {
@@ -196,7 +232,10 @@ fn fuzz_binary(bin: &Path) -> (usize, Vec<String>) {
             };
             inputs.push((format!("round {i}"), Input::Bytes(bytes)));
         }
-        inputs.push(("stdin never closed".into(), Input::NeverClose(b"{\"hook_event_name\":".to_vec())));
+        inputs.push((
+            "stdin never closed".into(),
+            Input::NeverClose(b"{\"hook_event_name\":".to_vec()),
+        ));
         for (label, input) in inputs {
             runs += 1;
             if let Some(p) = check(&sandbox, bin, args, input, &format!("seed {seed} {label}")) {
@@ -204,7 +243,10 @@ fn fuzz_binary(bin: &Path) -> (usize, Vec<String>) {
             }
         }
     }
-    for line in std::fs::read_to_string(sandbox.dir().join("logs/hooks.log")).unwrap_or_default().lines() {
+    for line in std::fs::read_to_string(sandbox.dir().join("logs/hooks.log"))
+        .unwrap_or_default()
+        .lines()
+    {
         if serde_json::from_str::<Value>(line).is_err() {
             problems.push(format!("hook log line is not JSON: {line:.120}"));
         }
@@ -227,7 +269,9 @@ fn hook_prompt_survives_random_stdin() {
 #[test]
 fn hook_stop_survives_random_stdin() {
     let Some(bin) = hook_stop_binary() else {
-        return eprintln!("SKIPPED: hook-stop is not built next to hook-prompt; run `cargo build --workspace` first");
+        return eprintln!(
+            "SKIPPED: hook-stop is not built next to hook-prompt; run `cargo build --workspace` first"
+        );
     };
     let (runs, problems) = fuzz_binary(&bin);
     eprintln!("hook-stop: {runs} runs, {} problems", problems.len());

@@ -166,7 +166,12 @@ impl TraceEntry {
 
     /// One human-readable line for `memd trace` (still no content: ids and digests only).
     pub fn display_line(&self) -> String {
-        let mut line = format!("{} {:<14} {}", self.ts, self.event.as_str(), self.conversation_id);
+        let mut line = format!(
+            "{} {:<14} {}",
+            self.ts,
+            self.event.as_str(),
+            self.conversation_id
+        );
         let mut push = |label: &str, value: &str| {
             line.push_str(&format!(" {label}={value}"));
         };
@@ -211,7 +216,9 @@ fn clip(s: &str) -> String {
 /// Outcome and source words come from requests: only known words reach the ledger, so a caller
 /// cannot smuggle text into it through them.
 fn outcome_word(s: &str) -> String {
-    proto::Outcome::parse(s).map_or("other", |o| o.as_str()).to_string()
+    proto::Outcome::parse(s)
+        .map_or("other", |o| o.as_str())
+        .to_string()
 }
 
 fn source_word(s: &str) -> String {
@@ -363,7 +370,10 @@ mod tests {
             ]
         );
         assert_eq!(all[0].injected, injected);
-        assert_eq!(all[0].prompt_sha256.as_deref(), Some(sha256_tag("hello").as_str()));
+        assert_eq!(
+            all[0].prompt_sha256.as_deref(),
+            Some(sha256_tag("hello").as_str())
+        );
         assert_eq!(all[1].note.as_deref(), Some("needs_sidecar"));
         assert_eq!(all[2].scored, strings(&["working_3", "memory_bank_1"]));
         assert_eq!(all[2].outcome.as_deref(), Some("worked"));
@@ -404,7 +414,14 @@ mod tests {
         ))
         .unwrap();
         let raw = fs::read_to_string(t.path()).unwrap();
-        for needle in ["hunter2", "weather", "5433", "staging", "drop table", "User said"] {
+        for needle in [
+            "hunter2",
+            "weather",
+            "5433",
+            "staging",
+            "drop table",
+            "User said",
+        ] {
             assert!(!raw.contains(needle), "{needle:?} leaked into {raw}");
         }
         assert!(raw.contains(&sha256_tag(context)));
@@ -412,7 +429,10 @@ mod tests {
         assert_eq!(entries[1].outcome.as_deref(), Some("other"));
         assert_eq!(entries[1].note.as_deref(), Some("other"));
         let fine = TraceEntry::record_outcome("c", " Worked ", &[], Some("Sidecar"), false);
-        assert_eq!((fine.outcome.as_deref(), fine.note.as_deref()), (Some("worked"), Some("sidecar")));
+        assert_eq!(
+            (fine.outcome.as_deref(), fine.note.as_deref()),
+            (Some("worked"), Some("sidecar"))
+        );
     }
 
     #[test]
@@ -430,8 +450,13 @@ mod tests {
             .into_iter()
             .filter_map(|e| e.doc_id)
             .collect();
-        let newest: Vec<String> = (12 - docs.len()..12).map(|i| format!("working_{i}")).collect();
-        assert_eq!(docs, newest, "entries of both files, oldest first, none twice");
+        let newest: Vec<String> = (12 - docs.len()..12)
+            .map(|i| format!("working_{i}"))
+            .collect();
+        assert_eq!(
+            docs, newest,
+            "entries of both files, oldest first, none twice"
+        );
         assert!(docs.len() >= 4, "the rotated file is read too: {docs:?}");
     }
 
@@ -444,7 +469,11 @@ mod tests {
             .unwrap();
         drop(f);
         t.try_append(&TraceEntry::sidecar("c", false, 2)).unwrap();
-        let notes: Vec<_> = t.read(None, 10).into_iter().filter_map(|e| e.note).collect();
+        let notes: Vec<_> = t
+            .read(None, 10)
+            .into_iter()
+            .filter_map(|e| e.note)
+            .collect();
         // The torn fragment joins the next line, so that line is lost too; the ledger still
         // reads every other entry.
         assert_eq!(notes, ["scored_after_1_attempts"]);

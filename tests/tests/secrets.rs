@@ -146,37 +146,81 @@ fn feed(d: &Daemon, i: usize, ex: &Exchange, transcripts: &Path, needles: &Needl
     env.push(("MEMD_HOOK_DEADLINE_MS".into(), "60000".into()));
     let session = format!("secrets-{i}");
     let transcript = transcripts.join(format!("{session}.jsonl"));
-    let prompt = format!("{}\n<private>{}</private>\nthanks", ex.user, private_marker(i));
-    let (code, out, err, _) = run_hook("hook-prompt", &[], &prompt_stdin(&session, &prompt, &transcript), &env);
+    let prompt = format!(
+        "{}\n<private>{}</private>\nthanks",
+        ex.user,
+        private_marker(i)
+    );
+    let (code, out, err, _) = run_hook(
+        "hook-prompt",
+        &[],
+        &prompt_stdin(&session, &prompt, &transcript),
+        &env,
+    );
     assert_eq!(code, 0, "hook-prompt exit: {err}");
     needles.assert_absent("hook-prompt output (get-context)", out.as_bytes());
     write_transcript(&transcript, &prompt, &ex.assistant);
-    let (code, out, err, _) = run_hook("hook-stop", &[], &stop_stdin(&session, &ex.assistant, &transcript), &env);
+    let (code, out, err, _) = run_hook(
+        "hook-stop",
+        &[],
+        &stop_stdin(&session, &ex.assistant, &transcript),
+        &env,
+    );
     assert_eq!((code, out.as_str()), (0, ""), "hook-stop: {err}");
 
     let mut ids = Vec::new();
     let secret = &ex.secrets[i % ex.secrets.len()];
     let near = snippet(&ex.user, secret).or_else(|| snippet(&ex.assistant, secret));
-    let summary = near.clone().unwrap_or_else(|| format!("exchange {i} summary"));
-    let r = post_ok(d, "/api/record-outcome",
-        &json!({"conversation_id": session, "outcome": "worked", "exchange_summary": summary}), needles);
+    let summary = near
+        .clone()
+        .unwrap_or_else(|| format!("exchange {i} summary"));
+    let r = post_ok(
+        d,
+        "/api/record-outcome",
+        &json!({"conversation_id": session, "outcome": "worked", "exchange_summary": summary}),
+        needles,
+    );
     assert_eq!(r["summary_stored"], true, "exchange {i}: {r}");
     if let Some(text) = near {
         let bank = format!("{text}\n<private>{}</private>", private_marker(i));
-        let r = post_ok(d, "/api/memory-bank/add", &json!({"content": bank.chars().take(600).collect::<String>(),
-            "tags": ["secrets"]}), needles);
+        let r = post_ok(
+            d,
+            "/api/memory-bank/add",
+            &json!({"content": bank.chars().take(600).collect::<String>(),
+            "tags": ["secrets"]}),
+            needles,
+        );
         ids.push(r["doc_id"].as_str().unwrap_or_default().to_string());
-        let r = post_ok(d, "/api/record-response",
-            &json!({"key_takeaway": text, "conversation_id": session, "initial_score": "worked"}), needles);
+        let r = post_ok(
+            d,
+            "/api/record-response",
+            &json!({"key_takeaway": text, "conversation_id": session, "initial_score": "worked"}),
+            needles,
+        );
         ids.push(r["doc_id"].as_str().unwrap_or_default().to_string());
     }
-    let book = format!("{}\n\n{}\n<private>{}</private>", ex.user, ex.assistant, private_marker(i));
-    post_ok(d, "/api/ingest", &json!({"title": format!("secrets book {i}"), "content": book}), needles);
+    let book = format!(
+        "{}\n\n{}\n<private>{}</private>",
+        ex.user,
+        ex.assistant,
+        private_marker(i)
+    );
+    post_ok(
+        d,
+        "/api/ingest",
+        &json!({"title": format!("secrets book {i}"), "content": book}),
+        needles,
+    );
     ids
 }
 
 /// Every read route that can show stored text; returns how many answers were checked.
-fn assert_answers_clean(d: &Daemon, corpus: &[Exchange], ids: &[String], needles: &Needles) -> usize {
+fn assert_answers_clean(
+    d: &Daemon,
+    corpus: &[Exchange],
+    ids: &[String],
+    needles: &Needles,
+) -> usize {
     let mut answers = 0;
     let mut check = |path: &str, body: Value| {
         post_ok(d, path, &body, needles);
@@ -184,15 +228,24 @@ fn assert_answers_clean(d: &Daemon, corpus: &[Exchange], ids: &[String], needles
     };
     for c in ["books", "working", "history", "patterns", "memory_bank"] {
         for sort in ["recency", "score", "relevance"] {
-            check("/api/search", json!({"days_back": 365, "collections": [c], "limit": 100,
-                "sort_by": sort, "include_archived": true}));
+            check(
+                "/api/search",
+                json!({"days_back": 365, "collections": [c], "limit": 100,
+                "sort_by": sort, "include_archived": true}),
+            );
         }
     }
     for i in 0..corpus.len() {
-        check("/api/search", json!({"days_back": 1, "limit": 100,
-            "metadata_filters": {"conversation_id": format!("secrets-{i}")}}));
-        check("/api/search", json!({"days_back": 1, "limit": 100,
-            "metadata_filters": {"title": format!("secrets book {i}")}}));
+        check(
+            "/api/search",
+            json!({"days_back": 1, "limit": 100,
+            "metadata_filters": {"conversation_id": format!("secrets-{i}")}}),
+        );
+        check(
+            "/api/search",
+            json!({"days_back": 1, "limit": 100,
+            "metadata_filters": {"title": format!("secrets book {i}")}}),
+        );
     }
     for id in ids.iter().filter(|id| !id.is_empty()) {
         check("/api/search", json!({"id": id}));
@@ -200,7 +253,10 @@ fn assert_answers_clean(d: &Daemon, corpus: &[Exchange], ids: &[String], needles
     for (i, ex) in corpus.iter().enumerate() {
         let query: String = ex.user.chars().take(2000).collect();
         check("/api/search", json!({"query": query, "limit": 20}));
-        check("/api/hooks/get-context", json!({"query": ex.user, "conversation_id": format!("reader-{i}")}));
+        check(
+            "/api/hooks/get-context",
+            json!({"query": ex.user, "conversation_id": format!("reader-{i}")}),
+        );
     }
     for path in ["/api/stats", "/api/books", "/api/health"] {
         let (status, text) = d.get_raw(path, true);
@@ -225,7 +281,10 @@ fn no_secret_or_private_span_is_stored_or_answered() {
     d.wait_embedded(Duration::from_secs(300));
     let stats: proto::StatsResponse = d.get("/api/stats");
     let stored: usize = stats.collections.values().map(|c| c.count).sum();
-    assert!(stored >= corpus.len() * 3, "the corpus was stored: {stats:?}");
+    assert!(
+        stored >= corpus.len() * 3,
+        "the corpus was stored: {stats:?}"
+    );
 
     // Before any snapshot: the WAL holds everything.
     let (files, bytes) = assert_data_dir_clean(&d, &needles, "before snapshot");
@@ -234,7 +293,10 @@ fn no_secret_or_private_span_is_stored_or_answered() {
     assert!(d.terminate(), "clean exit");
     let snapshots = files_under(d.data_dir())
         .iter()
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("snapshot.")))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("snapshot."))
+        })
         .count();
     assert!(snapshots >= 1, "a snapshot was written at shutdown");
     let (files_after, bytes_after) = assert_data_dir_clean(&d, &needles, "after snapshot");
@@ -271,8 +333,14 @@ fn malformed_hook_input_does_not_copy_text_into_the_hook_log() {
         }
     }
     let log = std::fs::read_to_string(d.data_dir().join("logs/hooks.log")).unwrap_or_default();
-    assert!(log.lines().count() >= inputs.len(), "each failure is logged:\n{log}");
-    assert!(!log.contains(secret), "the hook log quotes input text:\n{log}");
+    assert!(
+        log.lines().count() >= inputs.len(),
+        "each failure is logged:\n{log}"
+    );
+    assert!(
+        !log.contains(secret),
+        "the hook log quotes input text:\n{log}"
+    );
 }
 
 /// Text that reaches the store beside the main content (tags, metadata, titles, sources,
@@ -285,33 +353,58 @@ fn secrets_in_side_fields_are_not_stored() {
     let slack = "xoxb-2741950183-8823017726401-Rk3Tq9ZmXw7LpVs2NbYc4Hd";
     let needles = Needles(vec![gh.into(), aws.into(), slack.into()]);
     let writes = [
-        ("/api/memory-bank/add", json!({"content": "deploy keys live in the vault", "tags": [gh],
-            "metadata": {"note": format!("key {aws}"), "nested": {"k": [slack]}, gh: 1}})),
-        ("/api/record-response", json!({"key_takeaway": "rotate the CI token monthly", "conversation_id": format!("conv {gh}")})),
-        ("/api/ingest", json!({"title": format!("runbook {aws}"), "content": "rotate keys monthly", "source": format!("https://x.example/?t={slack}")})),
-        ("/api/sidecar/report", json!({"conversation_id": "c1", "scored": false,
-            "attempts": [{"target": gh, "model": aws, "status": 401, "latency_ms": 3, "result": slack}]})),
+        (
+            "/api/memory-bank/add",
+            json!({"content": "deploy keys live in the vault", "tags": [gh],
+            "metadata": {"note": format!("key {aws}"), "nested": {"k": [slack]}, gh: 1}}),
+        ),
+        (
+            "/api/record-response",
+            json!({"key_takeaway": "rotate the CI token monthly", "conversation_id": format!("conv {gh}")}),
+        ),
+        (
+            "/api/ingest",
+            json!({"title": format!("runbook {aws}"), "content": "rotate keys monthly", "source": format!("https://x.example/?t={slack}")}),
+        ),
+        (
+            "/api/sidecar/report",
+            json!({"conversation_id": "c1", "scored": false,
+            "attempts": [{"target": gh, "model": aws, "status": 401, "latency_ms": 3, "result": slack}]}),
+        ),
     ];
     for (path, body) in &writes {
         let (status, text) = d.post_raw(path, body.to_string().as_bytes(), true);
         assert_eq!(status, 200, "{path}: {text}");
     }
     let id = {
-        let r: proto::SearchResponse = d.post("/api/search", &json!({"days_back": 1, "collections": ["memory_bank"]}));
+        let r: proto::SearchResponse = d.post(
+            "/api/search",
+            &json!({"days_back": 1, "collections": ["memory_bank"]}),
+        );
         r.results[0].id.clone()
     };
-    let (status, text) = d.post_raw("/api/memory-bank/update",
-        json!({"id": id, "tags": [format!("x {slack}")]}).to_string().as_bytes(), true);
+    let (status, text) = d.post_raw(
+        "/api/memory-bank/update",
+        json!({"id": id, "tags": [format!("x {slack}")]})
+            .to_string()
+            .as_bytes(),
+        true,
+    );
     assert_eq!(status, 200, "{text}");
     let mut leaks = Vec::new();
     for f in files_under(d.data_dir()) {
-        let found = needles.found_in(&std::fs::read(&f).unwrap_or_default()).len();
+        let found = needles
+            .found_in(&std::fs::read(&f).unwrap_or_default())
+            .len();
         if found > 0 {
             leaks.push(format!("{} ({found})", f.display()));
         }
     }
     for path in ["/api/stats", "/api/books"] {
-        if !needles.found_in(d.get_raw(path, true).1.as_bytes()).is_empty() {
+        if !needles
+            .found_in(d.get_raw(path, true).1.as_bytes())
+            .is_empty()
+        {
             leaks.push(path.to_string());
         }
     }
@@ -319,5 +412,167 @@ fn secrets_in_side_fields_are_not_stored() {
     if !needles.found_in(all.as_bytes()).is_empty() {
         leaks.push("/api/search answer".into());
     }
-    assert!(leaks.is_empty(), "secrets in side fields were stored: {leaks:?}");
+    assert!(
+        leaks.is_empty(),
+        "secrets in side fields were stored: {leaks:?}"
+    );
+}
+
+/// The trace ledger records each hook step of a conversation with ids and digests only: the
+/// digest of the context matches what the hook printed, and no prompt text is in the file.
+#[test]
+fn trace_ledger_records_hook_steps_with_digests_only() {
+    let d = Daemon::start();
+    let transcripts = tempfile::tempdir().expect("transcript dir");
+    let mut env = d.env();
+    env.push(("MEMD_HOOK_DEADLINE_MS".into(), "60000".into()));
+    let fact = "The billing staging database listens on port 5433";
+    let r = post_ok(
+        &d,
+        "/api/memory-bank/add",
+        &json!({"content": fact}),
+        &Needles(Vec::new()),
+    );
+    let fact_id = r["doc_id"].as_str().unwrap_or_default().to_string();
+    d.wait_embedded(Duration::from_secs(120));
+    let session = "trace-1";
+    let transcript = transcripts.path().join("t.jsonl");
+    let prompt = "which port does the billing staging database use?";
+    let (_, out, _, _) = run_hook(
+        "hook-prompt",
+        &[],
+        &prompt_stdin(session, prompt, &transcript),
+        &env,
+    );
+    let printed: Value = serde_json::from_str(&out).expect("hook printed context");
+    let context = printed["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(context.contains(&fact_id), "{context}");
+    write_transcript(&transcript, prompt, "It is 5433.");
+    run_hook(
+        "hook-stop",
+        &[],
+        &stop_stdin(session, "It is 5433.", &transcript),
+        &env,
+    );
+    post_ok(
+        &d,
+        "/api/record-outcome",
+        &json!({"conversation_id": session, "outcome": "worked", "source": "agent"}),
+        &Needles(Vec::new()),
+    );
+    let raw = std::fs::read_to_string(d.data_dir().join("logs/trace.jsonl")).unwrap_or_default();
+    for text in [prompt, "5433", "billing"] {
+        assert!(!raw.contains(text), "trace holds text {text:?}:\n{raw}");
+    }
+    let lines: Vec<Value> = raw
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &Value| v["conversation_id"] == session)
+        .collect();
+    let events: Vec<&str> = lines.iter().filter_map(|v| v["event"].as_str()).collect();
+    assert_eq!(events, ["get-context", "stop", "record-outcome"], "{raw}");
+    assert_eq!(lines[0]["injected"], json!([fact_id]));
+    assert_eq!(
+        lines[0]["prompt_sha256"],
+        format!("sha256:{}", sha256_hex(prompt.as_bytes()))
+    );
+    assert_eq!(
+        lines[0]["context_sha256"],
+        format!("sha256:{}", sha256_hex(context.as_bytes()))
+    );
+    assert!(
+        lines[1]["doc_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("working_"))
+    );
+    assert_eq!(lines[2]["outcome"], "worked");
+    assert_eq!(lines[2]["note"], "agent");
+    assert!(lines[2]["scored"].as_array().is_some_and(|s| !s.is_empty()));
+}
+
+/// SHA-256 (FIPS 180-4), so the test can recompute the ledger's digests without a dependency.
+fn sha256_hex(data: &[u8]) -> String {
+    const K: [u32; 64] = [
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2,
+    ];
+    let mut h: [u32; 8] = [
+        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+        0x5be0cd19,
+    ];
+    let mut msg = data.to_vec();
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&((data.len() as u64) * 8).to_be_bytes());
+    for block in msg.chunks(64) {
+        let mut w = [0u32; 64];
+        for (i, word) in block.chunks(4).enumerate() {
+            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        }
+        for i in 16..64 {
+            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16]
+                .wrapping_add(s0)
+                .wrapping_add(w[i - 7])
+                .wrapping_add(s1);
+        }
+        let mut v = h;
+        for i in 0..64 {
+            let s1 = v[4].rotate_right(6) ^ v[4].rotate_right(11) ^ v[4].rotate_right(25);
+            let ch = (v[4] & v[5]) ^ (!v[4] & v[6]);
+            let t1 = v[7]
+                .wrapping_add(s1)
+                .wrapping_add(ch)
+                .wrapping_add(K[i])
+                .wrapping_add(w[i]);
+            let s0 = v[0].rotate_right(2) ^ v[0].rotate_right(13) ^ v[0].rotate_right(22);
+            let maj = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
+            let t2 = s0.wrapping_add(maj);
+            v = [
+                t1.wrapping_add(t2),
+                v[0],
+                v[1],
+                v[2],
+                v[3].wrapping_add(t1),
+                v[4],
+                v[5],
+                v[6],
+            ];
+        }
+        for (x, y) in h.iter_mut().zip(v) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    h.iter().map(|x| format!("{x:08x}")).collect()
+}
+
+#[test]
+fn sha256_matches_the_standard_vectors() {
+    assert_eq!(
+        sha256_hex(b""),
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    );
+    assert_eq!(
+        sha256_hex(b"abc"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    let long = b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    assert_eq!(
+        sha256_hex(long),
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+    );
 }

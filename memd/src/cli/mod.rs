@@ -40,6 +40,11 @@ pub enum Command {
         #[arg(long)]
         port: Option<u16>,
     },
+    /// Serve memd's MCP tools over stdio, for clients that only launch stdio servers (starts the daemon if needed).
+    Mcp,
+    /// Offline evaluations: retrieval on LoCoMo, outcome learning on a scripted session.
+    #[command(subcommand)]
+    Eval(crate::eval::EvalCommand),
     /// Wire memd into Claude Code and Cursor: hooks, MCP server, tool permissions.
     ///
     /// Configures the clients it finds (~/.claude or `claude` on PATH; ~/.cursor) unless
@@ -181,6 +186,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),
+        // The bridge owns stdout: nothing else may print there.
+        Command::Mcp => crate::mcp::run_stdio_bridge().map(|()| ExitCode::SUCCESS),
+        Command::Eval(cmd) => crate::eval::run(cmd).map(|()| ExitCode::SUCCESS),
         other => dispatch(other),
     };
     match result {
@@ -195,6 +203,8 @@ pub fn main() -> ExitCode {
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),
+        Command::Mcp => crate::mcp::run_stdio_bridge().map(|()| ExitCode::SUCCESS),
+        Command::Eval(cmd) => crate::eval::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Init {
             claude_code,
             cursor,

@@ -42,6 +42,7 @@ impl SpawnedDaemon {
     /// Starts `memd serve` with `config_toml` as its config file and waits until it answers
     /// with the embedding model loaded.
     pub(crate) fn start(memd: &Path, runtime: &RuntimePaths, config_toml: &str) -> Result<Self> {
+        runtime.check().map_err(|msg| anyhow!(msg))?;
         let dir = TempDir::new("memd-eval-daemon")?;
         let config_dir = dir.path().join("config");
         std::fs::create_dir_all(&config_dir)?;
@@ -92,6 +93,7 @@ impl SpawnedDaemon {
     fn wait_ready(&mut self) -> Result<()> {
         let started = Instant::now();
         let info = self.data_dir().join(proto::paths::DAEMON_FILE);
+        let mut model_state = String::from("not answering");
         loop {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
@@ -115,13 +117,12 @@ impl SpawnedDaemon {
                 if h.model_loaded {
                     return Ok(());
                 }
-                if let Some(e) = h.model_error {
-                    bail!("memd could not load the embedding model: {e}");
-                }
+                // "loading" while the model loads; a real failure stays until the deadline.
+                model_state = h.model_error.unwrap_or_default();
             }
             if started.elapsed() > START_LIMIT {
                 bail!(
-                    "memd not ready with its model after {START_LIMIT:?}:\n{}",
+                    "memd not ready with its model after {START_LIMIT:?} ({model_state}):\n{}",
                     self.log_tail()
                 );
             }

@@ -53,7 +53,8 @@ mod tests {
             let mut ok = false;
             let mut errors = Vec::new();
             for s in any {
-                match check(doc, s, v, strict, at) {
+                // Branches only add constraints; undeclared keys are judged by the parent.
+                match check(doc, s, v, false, at) {
                     Ok(()) => ok = true,
                     Err(e) => errors.push(e),
                 }
@@ -61,6 +62,19 @@ mod tests {
             if !ok {
                 return Err(format!("{at}: no anyOf branch matches: {errors:?}"));
             }
+        }
+        for part in schema
+            .get("allOf")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            check(doc, part, v, false, at)?;
+        }
+        if let Some(not) = schema.get("not")
+            && check(doc, not, v, false, at).is_ok()
+        {
+            return Err(format!("{at}: matches the excluded shape {not}"));
         }
         if let Some(t) = schema.get("type") {
             let types: Vec<&str> = match t {
@@ -77,7 +91,8 @@ mod tests {
                 Value::Array(_) => "array",
                 Value::Object(_) => "object",
             };
-            let fits = types.contains(&actual) || (actual == "integer" && types.contains(&"number"));
+            let fits =
+                types.contains(&actual) || (actual == "integer" && types.contains(&"number"));
             if !fits {
                 return Err(format!("{at}: {actual} where the schema says {types:?}"));
             }
@@ -96,9 +111,10 @@ mod tests {
                     return Err(format!("{at}: more than {max} items"));
                 }
                 match schema.get("items") {
-                    Some(s) => items.iter().enumerate().try_for_each(|(i, x)| {
-                        check(doc, s, x, strict, &format!("{at}[{i}]"))
-                    }),
+                    Some(s) => items
+                        .iter()
+                        .enumerate()
+                        .try_for_each(|(i, x)| check(doc, s, x, strict, &format!("{at}[{i}]"))),
                     None => Ok(()),
                 }
             }
@@ -145,7 +161,10 @@ mod tests {
         }
         for (k, x) in map {
             let path = format!("{at}.{k}");
-            match (props.and_then(|p| p.get(k)), schema.get("additionalProperties")) {
+            match (
+                props.and_then(|p| p.get(k)),
+                schema.get("additionalProperties"),
+            ) {
                 (Some(s), _) => check(doc, s, x, strict, &path)?,
                 (None, Some(Value::Bool(true))) => {}
                 (None, Some(Value::Bool(false))) => return Err(format!("{path}: not allowed")),
@@ -305,7 +324,10 @@ mod tests {
             },
         );
         let mut meta = Metadata::new();
-        meta.insert("k".into(), Value2::List(vec![Value2::Null, Value2::Bool(true)]));
+        meta.insert(
+            "k".into(),
+            Value2::List(vec![Value2::Null, Value2::Bool(true)]),
+        );
         assert_valid(
             "MemoryBankAdd",
             &MemoryBankAdd {
@@ -393,8 +415,20 @@ mod tests {
 
     #[test]
     fn answers_full_and_default_match_their_schemas() {
-        assert_valid("ErrorBody", &ErrorBody { error: "e".into(), field: Some("f".into()) });
-        assert_valid("SearchResponse", &SearchResponse { results: vec![memory()], count: 1 });
+        assert_valid(
+            "ErrorBody",
+            &ErrorBody {
+                error: "e".into(),
+                field: Some("f".into()),
+            },
+        );
+        assert_valid(
+            "SearchResponse",
+            &SearchResponse {
+                results: vec![memory()],
+                count: 1,
+            },
+        );
         assert_valid("SearchResponse", &SearchResponse::default());
         assert_valid("MemoryBankResponse", &MemoryBankResponse::default());
         assert_valid("IngestResponse", &IngestResponse::default());
@@ -518,16 +552,35 @@ mod tests {
     fn the_checker_rejects_what_it_should() {
         let d = doc();
         let bad = [
-            ("MemoryBankResponse", json!({"success": true, "doc_id": "x"})),
-            ("MemoryBankResponse", json!({"success": 1, "doc_id": "x", "duplicate": false})),
+            (
+                "MemoryBankResponse",
+                json!({"success": true, "doc_id": "x"}),
+            ),
+            (
+                "MemoryBankResponse",
+                json!({"success": 1, "doc_id": "x", "duplicate": false}),
+            ),
             ("SearchRequest", json!({"limit": 0})),
             ("SearchRequest", json!({"collections": ["nope"]})),
             ("MemoryBankAdd", json!({"content": "x".repeat(601)})),
             ("MemoryBankUpdate", json!({"content": "x"})),
-            ("SidecarReport", json!({"conversation_id": "c", "attempts": [], "scored": false, "x": 1})),
+            ("MemoryBankUpdate", json!({"id": "a", "doc_id": "b"})),
+            (
+                "RecordOutcomeRequest",
+                json!({"outcome": "worked", "exchange_outcome": "failed"}),
+            ),
+            ("RecordOutcomeRequest", json!({"outcome": "great"})),
+            ("SearchRequest", json!({"limit": 5})),
+            (
+                "SidecarReport",
+                json!({"conversation_id": "c", "attempts": [], "scored": false, "x": 1}),
+            ),
         ];
         for (name, v) in bad {
-            assert!(check(&d, &schema(name), &v, true, name).is_err(), "{name} {v}");
+            assert!(
+                check(&d, &schema(name), &v, true, name).is_err(),
+                "{name} {v}"
+            );
         }
     }
 

@@ -9,6 +9,12 @@
 //! R@5 58.7 / MRR 0.465, b 0.5 60.0 / 0.477, b 0.3 60.9 / 0.485; k1 0.9–1.5 moved nothing
 //! beyond noise. b = 0.5 keeps most of the gain while still damping long ingested book chunks,
 //! which would otherwise win on raw term counts; LoCoMo has no long documents to test that.
+//!
+//! Scale (100k documents of 40 words of real English, 4.0M words, 2.8M terms after stopwords;
+//! one thread, optimised build, busy 2-core machine): full build 270-330 ms, +42 MiB RSS;
+//! 12-word query, k = 20: p50 0.23 ms, p99 0.7-1.0 ms (CPU); insert ~3 µs, remove ~2 µs.
+//! The hot path is tokenising and the term-dictionary lookup, hence integer term ids, a cheap
+//! hasher, packed stopwords and a per-thread score buffer that is reset, not reallocated.
 
 use std::cell::RefCell;
 use std::cmp::Ordering;
@@ -182,6 +188,7 @@ impl Lexical {
     }
 
     fn top_k(&self, scratch: &Scratch, k: usize, keep: &dyn Fn(u64) -> bool) -> Vec<(u64, f32)> {
+        let k = k.min(scratch.touched.len());
         let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(k + 1);
         for &slot in &scratch.touched {
             let Some(doc) = &self.docs[slot as usize] else {
@@ -235,7 +242,8 @@ impl PartialOrd for Ranked {
 }
 
 /// Per-thread score accumulator, reused across queries so a search allocates only its result
-/// (and the buffers grow once to the collection size instead of per query).
+/// (and the buffers grow once to the collection size instead of per query): 4 bytes per
+/// document slot per searching thread, 400 KB at 100k documents.
 #[derive(Default)]
 struct Scratch {
     scores: Vec<f32>,
@@ -372,6 +380,7 @@ mod tests {
         assert!(ix.search("the and of", 5, &all).is_empty());
         assert!(ix.search("kubernetes helm", 5, &all).is_empty());
         assert!(ix.search("clippy", 0, &all).is_empty());
+        assert_eq!(ix.search("repository", usize::MAX, &all).len(), 2);
         assert!(Lexical::new().search("clippy", 5, &all).is_empty());
     }
 

@@ -8,7 +8,8 @@
 /// Words so common in prompts and memories that they only add noise and long posting lists.
 /// Kept small on purpose: negations ("not", "no") and pronoun-like words that carry meaning in
 /// a coding context ("this", "that") matter little for BM25 but would hide exact phrases.
-/// Measured on LoCoMo: dropping them lifts BM25 R@5 from 51.2 to 57.2 (MRR 0.386 → 0.444).
+/// Measured on LoCoMo (BM25 alone, plural stemming, b 0.75): dropping them lifts R@5 from 51.2
+/// to 57.2 and MRR from 0.386 to 0.444.
 const STOPWORDS: &[&str] = &[
     "a", "about", "am", "an", "and", "are", "as", "at", "be", "been", "but", "by", "did", "do",
     "does", "for", "from", "had", "has", "have", "he", "her", "him", "his", "i", "if", "in",
@@ -88,10 +89,11 @@ fn strip_verb_ending(term: &mut String) {
         [.., b'e', b'd'] => term.truncate(n - 2),
         _ => return,
     }
-    if let [.., x, y] = term.as_bytes() {
-        if x == y && !b"aeiouylsz".contains(y) {
-            term.pop();
-        }
+    if let [.., x, y] = term.as_bytes()
+        && x == y
+        && !b"aeiouylsz".contains(y)
+    {
+        term.pop();
     }
 }
 

@@ -28,7 +28,7 @@ const PROTOCOL_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 /// First protocol version whose requests carry `Mcp-Method` / `Mcp-Name` headers.
 const STANDARD_HEADERS_VERSION: &str = "2026-07-28";
 
-/// Runs the bridge until stdin closes. The lead's CLI calls this for `memd mcp`.
+/// `memd mcp`: runs the bridge until stdin closes.
 pub fn run_stdio_bridge() -> anyhow::Result<()> {
     let mut endpoint = Endpoint::locate()?;
     endpoint.ensure_running()?;

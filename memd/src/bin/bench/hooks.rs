@@ -1,0 +1,117 @@
+//! Wall time of the real hook processes (spawn → exit), fed Claude Code's stdin JSON.
+//!
+//! Owns the hook run loop and its checks. A hook exits 0 even when it could not reach memd, so
+//! a fast run proves nothing by itself: this module checks afterwards that every stop stored its
+//! exchange, that no run left a failure line in the hook log, and counts prompts that got
+//! context. Must never time the bench's own bookkeeping (transcript writes happen untimed).
+
+use super::corpus::{self, Corpus};
+use super::daemon::{Daemon, Instance};
+use super::report::Samples;
+use anyhow::{Context, Result, bail};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+const CWD: &str = "/home/dev/project";
+
+/// What the hook runs measured.
+pub struct HookRuns {
+    pub prompt: Samples,
+    pub stop: Samples,
+    /// Prompt runs that printed context (KNOWN CONTEXT and/or a scoring prompt).
+    pub with_context: usize,
+}
+
+/// Runs `hook` with `stdin`; returns (wall time, stdout). Non-zero exit is an error.
+fn run_hook(hook: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<(f64, String)> {
+    let mut cmd = Command::new(hook);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .env_remove("CURSOR_VERSION")
+        .env_remove("MEMD_URL")
+        .env_remove("MEMD_PORT")
+        .env_remove("MEMD_HOOK_DEADLINE_MS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("spawning {}", hook.display()))?;
+    if let Some(mut sin) = child.stdin.take() {
+        sin.write_all(stdin)?;
+    }
+    let out = child.wait_with_output()?;
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    if !out.status.success() {
+        bail!("{} exited with {}", hook.display(), out.status);
+    }
+    Ok((ms, String::from_utf8_lossy(&out.stdout).into_owned()))
+}
+
+fn hook_log(inst: &Instance) -> PathBuf {
+    inst.data_dir().join("logs").join("hooks.log")
+}
+
+/// `runs` turns, each a new Claude Code conversation: hook-prompt, then hook-stop. A new
+/// conversation never has an unscored previous exchange, so the stop never waits for a score
+/// or asks for a sidecar: what is timed is the hook's own path.
+pub fn run(
+    d: &Daemon,
+    inst: &Instance,
+    hook_dir: &Path,
+    runs: usize,
+    corpus: &mut Corpus,
+    tag: &str,
+) -> Result<HookRuns> {
+    let prompt_bin = hook_dir.join("hook-prompt");
+    let stop_bin = hook_dir.join("hook-stop");
+    let env = inst.env();
+    let transcripts = inst.root.join("transcripts");
+    std::fs::create_dir_all(&transcripts)?;
+    let log_before = std::fs::metadata(hook_log(inst)).map_or(0, |m| m.len());
+    let stored_before = d.memory_count()?;
+    let mut out = HookRuns {
+        prompt: Samples::default(),
+        stop: Samples::default(),
+        with_context: 0,
+    };
+    for i in 0..runs {
+        let session = format!("bench-hook-{tag}-{i:05}");
+        let transcript = transcripts.join(format!("{session}.jsonl"));
+        let prompt = corpus.prompt();
+        let answer = corpus.answer(&prompt);
+        let (ms, stdout) = run_hook(
+            &prompt_bin,
+            &corpus::claude_prompt_stdin(&session, &prompt, &transcript, CWD),
+            &env,
+        )?;
+        out.prompt.0.push(ms);
+        if stdout.contains("additionalContext") {
+            out.with_context += 1;
+        }
+        corpus::append_transcript_turn(&transcript, &session, &prompt, &answer)?;
+        let (ms, stdout) = run_hook(
+            &stop_bin,
+            &corpus::claude_stop_stdin(&session, &answer, &transcript, CWD),
+            &env,
+        )?;
+        if !stdout.trim().is_empty() {
+            bail!("hook-stop printed {stdout:?}: it must stay silent for Claude Code");
+        }
+        out.stop.0.push(ms);
+    }
+    let log_after = std::fs::metadata(hook_log(inst)).map_or(0, |m| m.len());
+    if log_after != log_before {
+        let text = std::fs::read_to_string(hook_log(inst)).unwrap_or_default();
+        bail!("hooks logged failures during the run:\n{text}");
+    }
+    let stored = d.memory_count()? - stored_before;
+    if stored < runs {
+        bail!("only {stored} of {runs} hook-stop runs stored their exchange");
+    }
+    Ok(out)
+}
