@@ -177,14 +177,15 @@ fn malformed(rng: &mut Rng) -> Vec<Vec<u8>> {
     out
 }
 
-/// Runs one input and checks the contract; returns a problem description if it broke.
+/// Runs one input and checks the contract; returns a problem description if it broke, and
+/// how long the run took.
 fn check(
     sandbox: &Sandbox,
     bin: &Path,
     args: &[&str],
     input: Input,
     label: &str,
-) -> Option<String> {
+) -> (Option<String>, Duration) {
     let run = sandbox.run_with(bin, args, input);
     let cursor = !args.is_empty();
     let out = run.stdout.trim();
@@ -208,18 +209,20 @@ fn check(
         .filter(|(bad, _)| *bad)
         .map(|(_, why)| why)
         .collect();
-    (!found.is_empty())
-        .then(|| format!("{} {args:?} [{label}]: {}", bin.display(), found.join(", ")))
+    let problem = (!found.is_empty())
+        .then(|| format!("{} {args:?} [{label}]: {}", bin.display(), found.join(", ")));
+    (problem, run.elapsed)
 }
 
-fn fuzz_binary(bin: &Path) -> (usize, Vec<String>) {
+/// Runs every input through `bin` in both modes: (runs, runs cut off at the deadline, problems).
+fn fuzz_binary(bin: &Path) -> (usize, usize, Vec<String>) {
     let seed = seed();
     let mut rng = Rng(seed);
     let mut sandbox = Sandbox::new(Some("http://127.0.0.1:9"));
     sandbox.set("MEMD_HOOK_DEADLINE_MS", &DEADLINE_MS.to_string());
     let paths = odd_paths(sandbox.dir());
     let mut problems = Vec::new();
-    let mut runs = 0;
+    let (mut runs, mut cut_off) = (0, 0);
     for args in [&[][..], &["--cursor"][..]] {
         let mut inputs: Vec<(String, Input)> = malformed(&mut rng)
             .into_iter()
@@ -236,10 +239,20 @@ fn fuzz_binary(bin: &Path) -> (usize, Vec<String>) {
             "stdin never closed".into(),
             Input::NeverClose(b"{\"hook_event_name\":".to_vec()),
         ));
+        for path in &paths {
+            let stop = support::hook::event_fixture_with("claude_stop.json", |v| {
+                v["transcript_path"] = json!(path);
+                v["last_assistant_message"] = Value::Null;
+            });
+            inputs.push((format!("transcript {path:.40}"), Input::Bytes(stop)));
+        }
         for (label, input) in inputs {
             runs += 1;
-            if let Some(p) = check(&sandbox, bin, args, input, &format!("seed {seed} {label}")) {
-                problems.push(p);
+            let (problem, took) =
+                check(&sandbox, bin, args, input, &format!("seed {seed} {label}"));
+            problems.extend(problem);
+            if took >= Duration::from_millis(DEADLINE_MS) {
+                cut_off += 1;
             }
         }
     }
@@ -251,7 +264,7 @@ fn fuzz_binary(bin: &Path) -> (usize, Vec<String>) {
             problems.push(format!("hook log line is not JSON: {line:.120}"));
         }
     }
-    (runs, problems)
+    (runs, cut_off, problems)
 }
 
 fn hook_stop_binary() -> Option<PathBuf> {
@@ -261,8 +274,11 @@ fn hook_stop_binary() -> Option<PathBuf> {
 
 #[test]
 fn hook_prompt_survives_random_stdin() {
-    let (runs, problems) = fuzz_binary(Path::new(env!("CARGO_BIN_EXE_hook-prompt")));
-    eprintln!("hook-prompt: {runs} runs, {} problems", problems.len());
+    let (runs, cut_off, problems) = fuzz_binary(Path::new(env!("CARGO_BIN_EXE_hook-prompt")));
+    eprintln!(
+        "hook-prompt: {runs} runs ({cut_off} ended by the deadline), {} problems",
+        problems.len()
+    );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
@@ -273,7 +289,14 @@ fn hook_stop_survives_random_stdin() {
             "SKIPPED: hook-stop is not built next to hook-prompt; run `cargo build --workspace` first"
         );
     };
-    let (runs, problems) = fuzz_binary(&bin);
-    eprintln!("hook-stop: {runs} runs, {} problems", problems.len());
+    let (runs, cut_off, problems) = fuzz_binary(&bin);
+    eprintln!(
+        "hook-stop: {runs} runs ({cut_off} ended by the deadline), {} problems",
+        problems.len()
+    );
+    assert!(
+        cut_off >= 2,
+        "the never-closed stdin and the fifo transcript hit the deadline"
+    );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

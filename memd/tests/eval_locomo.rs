@@ -69,6 +69,7 @@ fn fusion_keeps_vector_recall_and_an_unscored_prior_is_neutral() {
         lexical_weights: vec![shipped_lw],
         prior_weights: vec![0.0, 0.4],
         embed_threads: 2,
+        ..LocomoOptions::default()
     };
     let report = run_locomo_on(&[conversation_file()], &runtime(), &options)
         .unwrap_or_else(|e| panic!("{e:#}"));

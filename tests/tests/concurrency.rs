@@ -318,6 +318,7 @@ fn eight_clients_mixed_reads_and_writes_stay_consistent() {
     assert!(d.terminate(), "clean shutdown");
     d.spawn(&[]);
     check(&d, "after a restart");
+    assert!(!d.log_text().contains("panicked"), "{}", d.log_text());
     eprintln!(
         "consistent: {} memory_bank entries, {expected_learned} working-side memories",
         bank.len()

@@ -15,7 +15,7 @@ use fuzz::inputs::{malformed_bodies, mutate, random_json};
 use fuzz::schema::{Schemas, conforms};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -87,6 +87,16 @@ fn rounds() -> usize {
         .unwrap_or(300)
 }
 
+/// No task of the daemon panicked (a panic in a handler or a background worker is caught by
+/// the runtime, so health alone would not show it).
+fn assert_no_panic(d: &Daemon) {
+    let log = d.log_text();
+    assert!(
+        !log.contains("panicked"),
+        "the daemon panicked:\n{log:.3000}"
+    );
+}
+
 /// Waits (bounded) until the embedding model is loaded, so the semantic paths run too; a
 /// machine without the runtime fuzzes the lexical paths only.
 fn wait_for_model(d: &Daemon) {
@@ -108,16 +118,105 @@ fn wait_for_model(d: &Daemon) {
     }
 }
 
-/// The POST operations of the served document: (path, operation, request schema).
-fn post_routes(doc: &Value) -> Vec<(String, Value, Value)> {
+/// The POST operations of the served document. JSON Lines routes (import) carry the schema of
+/// one line in `x-line-schema`.
+fn post_routes(doc: &Value) -> Vec<Route> {
     let mut out = Vec::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         if let Some(op) = item.get("post") {
-            let req = op["requestBody"]["content"]["application/json"]["schema"].clone();
-            out.push((path.clone(), op.clone(), req));
+            let content = &op["requestBody"]["content"];
+            let lines = &content["application/x-ndjson"]["x-line-schema"];
+            out.push(Route {
+                path: path.clone(),
+                op: op.clone(),
+                schema: if lines.is_null() {
+                    content["application/json"]["schema"].clone()
+                } else {
+                    lines.clone()
+                },
+                json_lines: !lines.is_null(),
+            });
         }
     }
     out
+}
+
+struct Route {
+    path: String,
+    op: Value,
+    /// The body's schema, or one line's for a JSON Lines route.
+    schema: Value,
+    json_lines: bool,
+}
+
+/// One body for `route`: a JSON value, or 1-4 lines of them for a JSON Lines route.
+fn body_for(route: &Route, rng: &mut StdRng, mut one: impl FnMut(&mut StdRng) -> Value) -> Vec<u8> {
+    if !route.json_lines {
+        return one(rng).to_string().into_bytes();
+    }
+    let lines: Vec<String> = (0..rng.random_range(1..5))
+        .map(|_| one(rng).to_string())
+        .collect();
+    lines.join("\n").into_bytes()
+}
+
+/// Every line `GET /api/export` writes (after the fuzzing stored whatever it stored) matches
+/// the documented `Record`, the export holds every stored memory, and every stored memory can
+/// be read back through the routes that render it (search by id, text search, get-context):
+/// a record the writes accepted must never break a later read.
+fn check_stored(d: &Daemon, schemas: &Schemas, tally: &mut Tally) {
+    let (status, text) = d.get_raw("/api/export", true);
+    assert_eq!(status, 200, "export: {text:.200}");
+    let record = json!({"$ref": "#/components/schemas/Record"});
+    let mut records = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("export line {n}: {e}"));
+        if let Err(e) = conforms(schemas, &record, &v, "$") {
+            panic!("export line {n} does not match Record: {e}\n{line:.300}");
+        }
+        records.push(v);
+    }
+    let health: proto::HealthResponse = d.get("/api/health");
+    let stored: usize = health.counts.values().sum();
+    assert!(
+        records.len() >= stored,
+        "export lines {} vs stored memories {stored}",
+        records.len()
+    );
+    let search = schemas.0["paths"]["/api/search"]["post"].clone();
+    let context = schemas.0["paths"]["/api/hooks/get-context"]["post"].clone();
+    for (n, r) in records.iter().enumerate().take(400) {
+        let text: String = r["content"]
+            .as_str()
+            .unwrap_or_default()
+            .chars()
+            .take(200)
+            .collect();
+        let mut reads = vec![("/api/search", &search, json!({"id": r["id"]}))];
+        if n < 100 {
+            reads.push((
+                "/api/search",
+                &search,
+                json!({"query": text, "include_archived": true}),
+            ));
+            reads.push((
+                "/api/hooks/get-context",
+                &context,
+                json!({"query": text, "conversation_id": "reader"}),
+            ));
+        }
+        for (path, op, body) in reads {
+            let (status, answer) = d.post_raw(path, body.to_string().as_bytes(), true);
+            let problem = judge(schemas, op, status, &answer)
+                .map(|p| format!("reading back {} via {path}: {p}", r["id"]));
+            tally.note(path, status, problem);
+        }
+    }
+    eprintln!(
+        "read back: {} stored records match the Record schema",
+        records.len()
+    );
 }
 
 #[test]
@@ -129,7 +228,7 @@ fn every_post_route_survives_random_malformed_and_typed_bodies() {
     let doc: Value = serde_json::from_str(&text).expect("document is JSON");
     let schemas = Schemas(doc.clone());
     let routes = post_routes(&doc);
-    assert_eq!(routes.len(), 11, "every POST route is documented");
+    assert_eq!(routes.len(), 12, "every POST route is documented");
     let seed = seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut tally = Tally::default();
@@ -144,25 +243,37 @@ fn every_post_route_survives_random_malformed_and_typed_bodies() {
         });
         tally.note(path, status, problem);
     };
-    for (path, op, req) in &routes {
+    for route in &routes {
+        let (path, op, req) = (&route.path, &route.op, &route.schema);
         for (label, body) in malformed_bodies(&mut rng) {
             send(&mut tally, path, op, &label, &body);
         }
         for round in 0..rounds() {
-            let (label, value) = match round % 4 {
-                0 => ("typed", schemas.typed(&mut rng, req, 0, false)),
-                1 => ("typed at the edges", schemas.typed(&mut rng, req, 0, true)),
-                2 => {
-                    let valid = schemas.typed(&mut rng, req, 0, false);
-                    ("mutated", mutate(&mut rng, &valid))
-                }
-                _ => ("random", random_json(&mut rng, 4)),
+            let (label, body) = match round % 4 {
+                0 => (
+                    "typed",
+                    body_for(route, &mut rng, |r| schemas.typed(r, req, 0, false)),
+                ),
+                1 => (
+                    "typed at the edges",
+                    body_for(route, &mut rng, |r| schemas.typed(r, req, 0, true)),
+                ),
+                2 => (
+                    "mutated",
+                    body_for(route, &mut rng, |r| {
+                        let valid = schemas.typed(r, req, 0, false);
+                        mutate(r, &valid)
+                    }),
+                ),
+                _ => ("random", body_for(route, &mut rng, |r| random_json(r, 4))),
             };
-            send(&mut tally, path, op, label, value.to_string().as_bytes());
+            send(&mut tally, path, op, label, &body);
         }
     }
+    check_stored(&d, &schemas, &mut tally);
     let (status, _) = d.get_raw("/api/health", false);
     assert_eq!(status, 200, "daemon healthy after the run");
+    assert_no_panic(&d);
     eprintln!(
         "fuzz seed {seed}: {} requests in {:.1?}; by status {:?}; by route {:?}",
         tally.sent,
@@ -329,5 +440,6 @@ fn raw_socket_garbage_never_kills_the_daemon() {
         "daemon healthy after raw garbage"
     );
     assert!(faults.is_empty(), "{faults:?}");
+    assert_no_panic(&d);
     eprintln!("raw socket: {} inputs, daemon still healthy", inputs.len());
 }

@@ -383,6 +383,17 @@ fn secrets_in_side_fields_are_not_stored() {
         );
         r.results[0].id.clone()
     };
+    let line = json!({"key": 1, "id": "patterns_5e1f0a9b3c7d", "collection": "patterns",
+        "content": "imported pattern", "created_at": 1_700_000_000_000i64,
+        "updated_at": 1_700_000_000_000i64, "score": 0.5, "uses": 0, "success_count": 0.0,
+        "outcome_history": [], "last_outcome": null, "last_used": null, "tags": [gh],
+        "importance": null, "confidence": null, "archived": false, "former_ids": [],
+        "metadata": {"origin": format!("token {slack}")}});
+    let (status, text) = d.post_raw("/api/import", line.to_string().as_bytes(), true);
+    assert!(
+        status == 200 && text.contains("\"imported\":1"),
+        "import: {status} {text}"
+    );
     let (status, text) = d.post_raw(
         "/api/memory-bank/update",
         json!({"id": id, "tags": [format!("x {slack}")]})

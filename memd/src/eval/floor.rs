@@ -246,7 +246,7 @@ impl fmt::Display for FloorStudy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "relevance floor (default ranking, get-context emulated: floor on cosine, then top {INJECT_MAX}); \
+            "relevance floor (get-context emulated: floor on cosine, then top {INJECT_MAX}); \
              {} questions, {} with a relevant top-1, {} off-topic probes, {} foreign-conversation probes",
             self.questions, self.relevant_top1, self.off_topic_probes, self.foreign_probes
         )?;

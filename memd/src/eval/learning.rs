@@ -3,15 +3,16 @@
 //!
 //! One simulated session per prior weight: notes are stored with `/api/record-response`, then
 //! every turn runs get-context → record-outcome (the previous turn's injected notes, judged by
-//! the fixed rule of `scenario`) → stop, as an agent with hooks does. After every scoring the
-//! run waits, bounded, until the lifecycle worker has applied whatever the new scores call for
-//! (decided with `learn::lifecycle`, the rules the worker itself uses); after every turn it
-//! probes each topic with `/api/search`. Must never read the daemon's files or call it other
-//! than over HTTP.
+//! the fixed rule of `scenario`) → stop, as an agent with hooks does. After the warm-up the
+//! facts of one topic change: its notes go stale and replacements are stored. After every
+//! scoring the run waits, bounded, until the lifecycle worker has applied whatever the new
+//! scores call for (decided with `learn::lifecycle`, the rules the worker itself uses); after
+//! every turn it probes each topic with `/api/search`, over everything and over notes only.
+//! Must never read the daemon's files or call it other than over HTTP.
 
 use super::daemon::SpawnedDaemon;
-use super::learning_report::{Left, LearningReport, MemoryFate, SessionRun, TimelineRow};
-use super::scenario::{self, Role, Seed, TOPICS};
+use super::learning_report::{LearningReport, MemoryFate, Placement, SessionRun, TimelineRow};
+use super::scenario::{self, Role, Seed, TOPICS, WARMUP_TURNS};
 use crate::clock;
 use crate::core::Core;
 use crate::embed::RuntimePaths;
@@ -20,13 +21,13 @@ use anyhow::{Context, Result, bail};
 use proto::{
     Collection, GetContextRequest, GetContextResponse, MemoryView, Outcome, RecordOutcomeRequest,
     RecordOutcomeResponse, RecordResponseRequest, RecordResponseResponse, SearchRequest,
-    SearchResponse, StatsResponse, StopRequest, StopResponse,
+    SearchResponse, StatsResponse, StopRequest, StopResponse, Value,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Turns of the simulated session.
+/// Turns of the simulated session after the warm-up.
 pub const DEFAULT_TURNS: usize = 60;
 /// Prior weights compared by default.
 pub const DEFAULT_PRIOR_WEIGHTS: [f64; 5] = [0.0, 0.1, 0.15, 0.25, 0.4];
@@ -37,13 +38,14 @@ const CONVERSATION: &str = "eval-learning-session";
 /// How deep each probe search looks (ranks beyond it count as "not found").
 const PROBE_DEPTH: usize = 20;
 /// Top-k that decides "in the top 5".
-const TOP: usize = 5;
+pub(crate) const TOP: usize = 5;
 /// Longer than the lifecycle worker's 30 s timer, which covers a wake-up it missed.
 const SETTLE_LIMIT: Duration = Duration::from_secs(45);
 const EMBED_LIMIT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone)]
 pub struct LearningOptions {
+    /// Turns after the warm-up.
     pub turns: usize,
     pub prior_weights: Vec<f64>,
     /// The `memd` binary to spawn.
@@ -81,11 +83,17 @@ fn run_session(options: &LearningOptions, prior_weight: f64) -> Result<SessionRu
     let started = std::time::Instant::now();
     let config = format!("[learning]\nprior_weight = {prior_weight}\n");
     let daemon = SpawnedDaemon::start(&options.memd, &options.runtime, &config)?;
-    let mut sim = Simulation::seed(&daemon, options.turns)?;
+    let total = WARMUP_TURNS + options.turns;
+    let mut sim = Simulation::new(&daemon, total);
+    sim.store_notes(|s| !s.after_change)?;
     sim.probe(0)?;
-    for turn in 1..=options.turns {
+    for turn in 1..=total {
         sim.turn(turn)
             .with_context(|| format!("prior {prior_weight}, turn {turn}"))?;
+        if turn == WARMUP_TURNS {
+            // The facts change: the replacement notes are written down.
+            sim.store_notes(|s| s.after_change)?;
+        }
         sim.probe(turn)?;
     }
     let run = sim.finish(prior_weight)?;
@@ -103,41 +111,74 @@ struct Track {
     injected: u32,
     worked: u32,
     failed: u32,
-    /// (rank, final_rank_score) in the first and the latest probe.
-    first: Option<(usize, f64)>,
-    latest: Option<(usize, f64)>,
-    was_in_top: bool,
-    left: Option<Left>,
-    returned: bool,
+    /// Over everything `/api/search` returns, and over notes only (exchange records aside).
+    search: Placement,
+    notes: Placement,
+    /// (collection, score) at the baseline probe.
+    at_baseline: Option<(String, f64)>,
     deleted_at: Option<usize>,
 }
 
 /// The previous turn, whose injected notes the next prompt scores.
 struct Previous {
+    turn: usize,
     topic: usize,
     injected: Vec<(String, Option<usize>)>,
     doc_id: String,
 }
 
+/// Same-topic notes injected since the last timeline row.
+#[derive(Debug, Default, Clone, Copy)]
+struct Window {
+    correct: u32,
+    misleading: u32,
+    turns: u32,
+}
+
+impl Window {
+    fn add(&mut self, other: Window) {
+        self.correct += other.correct;
+        self.misleading += other.misleading;
+        self.turns += other.turns;
+    }
+}
+
 struct Simulation<'a> {
     d: &'a SpawnedDaemon,
     seeds: Vec<Seed>,
-    ids: Vec<String>,
+    /// The id each note got when stored (`None` until then).
+    ids: Vec<Option<String>>,
     tracks: Vec<Track>,
     previous: Option<Previous>,
     timeline: Vec<TimelineRow>,
-    /// Turns the session will run (the last one always gets a timeline row).
+    /// The last turn (it always gets a timeline row).
     turns: usize,
-    /// Same-topic (correct, misleading) notes injected since the last timeline row, and turns.
-    window: (u32, u32, u32),
+    window: Window,
+    /// Everything injected over the session (windows added up).
+    total: Window,
 }
 
 impl<'a> Simulation<'a> {
-    fn seed(d: &'a SpawnedDaemon, turns: usize) -> Result<Self> {
+    fn new(d: &'a SpawnedDaemon, turns: usize) -> Self {
         let seeds = scenario::seeds();
-        let mut ids = Vec::with_capacity(seeds.len());
-        for s in &seeds {
-            let r: RecordResponseResponse = d.post(
+        Simulation {
+            d,
+            ids: vec![None; seeds.len()],
+            tracks: vec![Track::default(); seeds.len()],
+            seeds,
+            previous: None,
+            timeline: Vec::new(),
+            turns,
+            window: Window::default(),
+            total: Window::default(),
+        }
+    }
+
+    /// Stores the notes `which` selects, as the agent's key takeaways, and waits for their
+    /// embeddings.
+    fn store_notes(&mut self, which: impl Fn(&Seed) -> bool) -> Result<()> {
+        for (i, s) in self.seeds.iter().enumerate().filter(|(_, s)| which(s)) {
+            let r: RecordResponseResponse = self.d.post(
                 "/api/record-response",
                 &RecordResponseRequest {
                     key_takeaway: s.content.to_string(),
@@ -145,19 +186,9 @@ impl<'a> Simulation<'a> {
                     conversation_id: None,
                 },
             )?;
-            ids.push(r.doc_id);
+            self.ids[i] = Some(r.doc_id);
         }
-        d.wait_embedded(EMBED_LIMIT)?;
-        Ok(Simulation {
-            d,
-            tracks: vec![Track::default(); seeds.len()],
-            seeds,
-            ids,
-            previous: None,
-            timeline: Vec::new(),
-            turns,
-            window: (0, 0, 0),
-        })
+        self.d.wait_embedded(EMBED_LIMIT)
     }
 
     fn seed_of(&self, content: &str) -> Option<usize> {
@@ -184,13 +215,14 @@ impl<'a> Simulation<'a> {
             .iter()
             .map(|m| (m.id.clone(), self.seed_of(&m.content)))
             .collect();
-        self.window.2 += 1;
+        self.window.turns += 1;
         for (_, seed) in &injected {
             let Some(i) = *seed else { continue };
             self.tracks[i].injected += 1;
-            match (self.seeds[i].topic == Some(topic), self.seeds[i].role) {
-                (true, Role::Correct) => self.window.0 += 1,
-                (true, Role::Misleading) => self.window.1 += 1,
+            let s = &self.seeds[i];
+            match (s.topic == Some(topic), s.role_at(turn)) {
+                (true, Role::Correct) => self.window.correct += 1,
+                (true, Role::Misleading) => self.window.misleading += 1,
                 _ => {}
             }
         }
@@ -199,14 +231,17 @@ impl<'a> Simulation<'a> {
             &StopRequest {
                 conversation_id: CONVERSATION.into(),
                 user_message: query.to_string(),
+                // Unique per turn, as real answers are: identical exchanges would be merged
+                // into one record and scored again and again.
                 assistant_response: format!(
-                    "Answered the {} question from the project notes.",
+                    "Answered the {} question from the project notes (turn {turn}).",
                     TOPICS[topic].name
                 ),
                 client: None,
             },
         )?;
         self.previous = Some(Previous {
+            turn,
             topic,
             injected,
             doc_id: stop.doc_id,
@@ -228,7 +263,7 @@ impl<'a> Simulation<'a> {
             .injected
             .iter()
             .map(|(id, seed)| {
-                let o = scenario::judge(seed.map(|i| &self.seeds[i]), prev.topic);
+                let o = scenario::judge(seed.map(|i| &self.seeds[i]), prev.topic, prev.turn);
                 (id.clone(), *seed, o)
             })
             .collect();
@@ -300,43 +335,80 @@ impl<'a> Simulation<'a> {
         Ok(())
     }
 
-    /// Searches each topic's first question and updates ranks, top-5 membership, timeline.
+    /// The top `PROBE_DEPTH` for a topic's first question; notes only when `notes_only`.
+    fn probe_search(&self, topic: usize, notes_only: bool) -> Result<Vec<MemoryView>> {
+        let filters = notes_only.then(|| {
+            BTreeMap::from([("memory_type".to_string(), Value::from("key_takeaway"))])
+        });
+        let r: SearchResponse = self.d.post(
+            "/api/search",
+            &SearchRequest {
+                query: Some(TOPICS[topic].queries[0].to_string()),
+                limit: Some(PROBE_DEPTH as i64),
+                metadata_filters: filters,
+                ..SearchRequest::default()
+            },
+        )?;
+        Ok(r.results)
+    }
+
+    /// Probes every topic, updates ranks and top-5 membership, adds a timeline row when due.
     fn probe(&mut self, turn: usize) -> Result<()> {
         let mut per_topic = Vec::with_capacity(TOPICS.len());
-        for (t, topic) in TOPICS.iter().enumerate() {
-            let r: SearchResponse = self.d.post(
-                "/api/search",
-                &SearchRequest {
-                    query: Some(topic.queries[0].to_string()),
-                    limit: Some(PROBE_DEPTH as i64),
-                    ..SearchRequest::default()
-                },
-            )?;
-            let ranked: Vec<(Option<usize>, &MemoryView)> = r
-                .results
-                .iter()
-                .map(|m| (self.seed_of(&m.content), m))
-                .collect();
-            per_topic.push(top_counts(&self.seeds, t, &ranked));
+        let mut notes_correct = 0usize;
+        for t in 0..TOPICS.len() {
+            let all = self.probe_search(t, false)?;
+            let notes = self.probe_search(t, true)?;
+            let all: Vec<(Option<usize>, &MemoryView)> =
+                all.iter().map(|m| (self.seed_of(&m.content), m)).collect();
+            let notes: Vec<(Option<usize>, &MemoryView)> =
+                notes.iter().map(|m| (self.seed_of(&m.content), m)).collect();
+            per_topic.push(top_counts(&self.seeds, t, turn, &all));
+            notes_correct += top_counts(&self.seeds, t, turn, &notes).0;
             for i in (0..self.seeds.len()).filter(|&i| self.seeds[i].topic == Some(t)) {
-                let rank = ranked
-                    .iter()
-                    .position(|(s, _)| *s == Some(i))
-                    .map(|p| (p + 1, ranked[p].1.final_rank_score.unwrap_or(0.0)));
-                self.tracks[i].update_rank(rank, turn);
+                let baseline = self.seeds[i].baseline_turn();
+                if turn < baseline {
+                    continue;
+                }
+                let failed = self.tracks[i].failed;
+                let track = &mut self.tracks[i];
+                track.search.update(rank_in(&all, i), turn, baseline, failed);
+                track.notes.update(rank_in(&notes, i), turn, baseline, failed);
             }
         }
+        self.record_baselines(turn)?;
         if turn == 0 || turn.is_multiple_of(TIMELINE_EVERY) || turn == self.turns {
-            let (c, m, n) = std::mem::take(&mut self.window);
-            let per_turn = |x: u32| if n == 0 { 0.0 } else { f64::from(x) / f64::from(n) };
+            let w = std::mem::take(&mut self.window);
+            self.total.add(w);
+            let per_turn = |x: u32| {
+                if w.turns == 0 {
+                    0.0
+                } else {
+                    f64::from(x) / f64::from(w.turns)
+                }
+            };
+            let slots = (TOP * TOPICS.len()) as f64;
             self.timeline.push(TimelineRow {
                 turn,
-                precision_at5: per_topic.iter().map(|p| p.0 as f64 / TOP as f64).sum::<f64>()
-                    / per_topic.len() as f64,
+                precision_at5: per_topic.iter().map(|p| p.0).sum::<usize>() as f64 / slots,
+                notes_precision_at5: notes_correct as f64 / slots,
                 per_topic,
-                injected_correct: per_turn(c),
-                injected_misleading: per_turn(m),
+                injected_correct: per_turn(w.correct),
+                injected_misleading: per_turn(w.misleading),
             });
+        }
+        Ok(())
+    }
+
+    /// Each note's collection and score at its baseline probe (stale notes: when the facts
+    /// changed, after the warm-up promoted them).
+    fn record_baselines(&mut self, turn: usize) -> Result<()> {
+        for i in 0..self.seeds.len() {
+            if self.seeds[i].topic.is_none() || self.seeds[i].baseline_turn() != turn {
+                continue;
+            }
+            let Some(id) = self.ids[i].clone() else { continue };
+            self.tracks[i].at_baseline = self.find(&id)?.map(|v| (v.collection, v.score));
         }
         Ok(())
     }
@@ -344,20 +416,22 @@ impl<'a> Simulation<'a> {
     fn finish(self, prior_weight: f64) -> Result<SessionRun> {
         let mut memories = Vec::new();
         for (i, s) in self.seeds.iter().enumerate() {
-            let Some(topic) = s.topic else { continue };
-            let now = self.find(&self.ids[i])?;
+            let (Some(topic), Some(id)) = (s.topic, &self.ids[i]) else {
+                continue;
+            };
+            let now = self.find(id)?;
             let t = &self.tracks[i];
             memories.push(MemoryFate {
                 topic: TOPICS[topic].name,
                 role: s.role,
+                stale: s.stale,
                 content: s.content,
                 injected: t.injected,
                 worked: t.worked,
                 failed: t.failed,
-                first: t.first,
-                latest: t.latest,
-                left_top5: t.left,
-                returned_to_top5: t.returned,
+                at_baseline: t.at_baseline.clone(),
+                search: t.search.clone(),
+                notes: t.notes.clone(),
                 deleted_at: t.deleted_at,
                 final_collection: now
                     .as_ref()
@@ -368,7 +442,10 @@ impl<'a> Simulation<'a> {
         let stats: StatsResponse = self.d.get("/api/stats")?;
         Ok(SessionRun {
             prior_weight,
+            warmup_turns: WARMUP_TURNS,
             turns: self.turns,
+            injected_right: self.total.correct,
+            injected_wrong: self.total.misleading,
             timeline: self.timeline,
             memories,
             collections: stats
@@ -381,41 +458,32 @@ impl<'a> Simulation<'a> {
     }
 }
 
-impl Track {
-    fn update_rank(&mut self, rank: Option<(usize, f64)>, turn: usize) {
-        if turn == 0 {
-            self.first = rank;
-        }
-        self.latest = rank;
-        let in_top = rank.is_some_and(|(r, _)| r <= TOP);
-        if in_top {
-            self.was_in_top = true;
-            if self.left.is_some() {
-                self.returned = true;
-            }
-        } else if self.was_in_top && self.left.is_none() {
-            self.left = Some(Left {
-                turn,
-                failures: self.failed,
-            });
-        }
-    }
+/// (rank, final_rank_score) of note `i` in a probe's results.
+fn rank_in(ranked: &[(Option<usize>, &MemoryView)], i: usize) -> Option<(usize, f64)> {
+    ranked
+        .iter()
+        .position(|(s, _)| *s == Some(i))
+        .map(|p| (p + 1, ranked[p].1.final_rank_score.unwrap_or(0.0)))
 }
 
-/// (correct, misleading, exchange records) of topic `t` among the top 5 of a probe.
+/// (correct, misleading, exchange records) of topic `t` among the top 5 of a probe, with
+/// roles as they are at `turn`.
 fn top_counts(
     seeds: &[Seed],
     t: usize,
+    turn: usize,
     ranked: &[(Option<usize>, &MemoryView)],
 ) -> (usize, usize, usize) {
+    let exchange = Value::from("exchange");
     let mut counts = (0, 0, 0);
     for (seed, m) in ranked.iter().take(TOP) {
         match seed.map(|i| &seeds[i]) {
-            Some(s) if s.topic == Some(t) && s.role == Role::Correct => counts.0 += 1,
-            Some(s) if s.topic == Some(t) && s.role == Role::Misleading => counts.1 += 1,
-            None if m.metadata.get("memory_type") == Some(&proto::Value::from("exchange")) => {
-                counts.2 += 1
-            }
+            Some(s) if s.topic == Some(t) => match s.role_at(turn) {
+                Role::Correct => counts.0 += 1,
+                Role::Misleading => counts.1 += 1,
+                Role::Filler => {}
+            },
+            None if m.metadata.get("memory_type") == Some(&exchange) => counts.2 += 1,
             _ => {}
         }
     }

@@ -9,6 +9,7 @@
 //! Must never write outside its temporary directories or depend on timing for its figures.
 
 use super::dataset::{self, Conversation, Question};
+use super::eviction::{self, EvictionStudy};
 use super::floor::{self, FloorSamples, FloorStudy, OFF_TOPIC_QUERIES};
 use super::metrics::{ConfigResult, Scorer};
 use super::tempdir::TempDir;
@@ -50,14 +51,18 @@ pub struct LocomoOptions {
     pub prior_weights: Vec<f64>,
     /// ONNX Runtime intra-op threads (0: one per physical core).
     pub embed_threads: usize,
+    /// Lexical weight of the ranking the floor, noise and eviction studies use (the shipped
+    /// one unless a candidate default is being checked).
+    pub study_lexical_weight: f32,
 }
 
 impl Default for LocomoOptions {
     fn default() -> Self {
         LocomoOptions {
-            lexical_weights: vec![0.1, 0.25, 0.5, 0.75, 1.0, 1.5],
-            prior_weights: vec![0.0, 0.1, 0.15, 0.25, 0.4],
+            lexical_weights: vec![0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
+            prior_weights: vec![0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4],
             embed_threads: 0,
+            study_lexical_weight: Ranking::default().lexical_weight,
         }
     }
 }
@@ -76,7 +81,10 @@ pub struct Report {
     pub configs: Vec<ConfigResult>,
     /// Fused with the prior at each weight after random outcomes were recorded.
     pub noise: Vec<ConfigResult>,
+    /// Lexical weight of the ranking behind the noise, floor and eviction studies.
+    pub study_lexical_weight: f32,
     pub floor: FloorStudy,
+    pub eviction: EvictionStudy,
 }
 
 impl Report {
@@ -121,7 +129,9 @@ pub fn run_locomo_on(
         .into_iter()
         .map(|(name, ranking)| score_config(&indexed, &name, &ranking))
         .collect();
-    let floor = floor_samples(&indexed, &off_topic).study();
+    let study = study_ranking(options);
+    let floor = floor_samples(&indexed, &off_topic, &study).study();
+    let eviction = eviction::study(&relevance_lists(&indexed, &study));
     for ix in &indexed {
         ix.record_noise_outcomes()?;
     }
@@ -131,7 +141,7 @@ pub fn run_locomo_on(
         .map(|&w| {
             let ranking = Ranking {
                 prior_weight: w,
-                ..Ranking::default()
+                ..study_ranking(options)
             };
             score_config(&indexed, &format!("noise prior w={w:.2}"), &ranking)
         })
@@ -148,7 +158,9 @@ pub fn run_locomo_on(
         skipped_without_evidence: indexed.iter().map(|ix| ix.skipped).sum(),
         configs,
         noise,
+        study_lexical_weight: options.study_lexical_weight,
         floor,
+        eviction,
     })
 }
 
@@ -157,6 +169,14 @@ pub fn shipped_ranking() -> Ranking {
     Ranking {
         prior_weight: LearningConfig::default().prior_weight,
         ..Ranking::default()
+    }
+}
+
+/// The shipped ranking with the lexical weight under study.
+fn study_ranking(options: &LocomoOptions) -> Ranking {
+    Ranking {
+        lexical_weight: options.study_lexical_weight,
+        ..shipped_ranking()
     }
 }
 
@@ -313,8 +333,14 @@ impl Indexed {
     }
 
     /// get-context's view of a probe: its ranked list as `(similarity, relevant)`.
-    fn probe(&self, s: &MemState, text: &str, qvec: &[f32], evidence: &[String]) -> floor::Ranked {
-        let hits = self.rank(s, text, qvec, &shipped_ranking(), floor::INJECT_MAX);
+    fn probe(
+        &self,
+        s: &MemState,
+        q: (&str, &[f32]),
+        evidence: &[String],
+        ranking: &Ranking,
+    ) -> floor::Ranked {
+        let hits = self.rank(s, q.0, q.1, ranking, floor::INJECT_MAX);
         floor::ranked(&hits, |h| {
             self.labels
                 .get(&h.key)
@@ -367,27 +393,47 @@ fn turn_record(t: &dataset::Turn) -> crate::record::Record {
     rec
 }
 
-/// Every probe of the floor study, through the shipped ranking.
-fn floor_samples(indexed: &[Indexed], off_topic: &[Vec<f32>]) -> FloorSamples {
+/// Every probe of the floor study.
+fn floor_samples(indexed: &[Indexed], off_topic: &[Vec<f32>], ranking: &Ranking) -> FloorSamples {
     let mut samples = FloorSamples::default();
     for (i, ix) in indexed.iter().enumerate() {
         // The next conversation's questions are about other people: hard negatives.
         let foreign = (indexed.len() > 1).then(|| &indexed[(i + 1) % indexed.len()]);
         ix.store.read(|s| {
             for (q, v) in ix.questions.iter().zip(&ix.question_vecs) {
-                samples.locomo.push(ix.probe(s, &q.text, v, &q.evidence));
+                samples
+                    .locomo
+                    .push(ix.probe(s, (&q.text, v), &q.evidence, ranking));
             }
             for (text, v) in OFF_TOPIC_QUERIES.iter().zip(off_topic) {
-                samples.off_topic.push(ix.probe(s, text, v, &[]));
+                samples.off_topic.push(ix.probe(s, (text, v), &[], ranking));
             }
             if let Some(other) = foreign {
                 for (q, v) in other.questions.iter().zip(&other.question_vecs) {
-                    samples.foreign.push(ix.probe(s, &q.text, v, &[]));
+                    samples.foreign.push(ix.probe(s, (&q.text, v), &[], ranking));
                 }
             }
         });
     }
     samples
+}
+
+/// Each question's fused scores with the prior off (relevance only), best first.
+fn relevance_lists(indexed: &[Indexed], study: &Ranking) -> Vec<Vec<f64>> {
+    let ranking = Ranking {
+        prior_weight: 0.0,
+        ..*study
+    };
+    let mut lists = Vec::new();
+    for ix in indexed {
+        ix.store.read(|s| {
+            for (q, v) in ix.questions.iter().zip(&ix.question_vecs) {
+                let hits = ix.rank(s, &q.text, v, &ranking, TOP_K);
+                lists.push(hits.iter().map(|h| h.rank_score).collect());
+            }
+        });
+    }
+    lists
 }
 
 /// FNV-1a: a fixed, platform-independent hash for choosing noise outcomes.
@@ -415,21 +461,39 @@ impl fmt::Display for Report {
             search::RRF_K
         )?;
         writeln!(f)?;
+        let shipped = self.config(SHIPPED);
         for c in &self.configs {
-            writeln!(f, "{c}")?;
+            match shipped.filter(|s| s.name != c.name) {
+                Some(s) => {
+                    let (w, l) = c.wins_losses_at5(s);
+                    writeln!(f, "{c} | vs shipped at R@5: +{w} -{l}")?;
+                }
+                None => writeln!(f, "{c}")?,
+            }
         }
         writeln!(f)?;
-        let shipped = Ranking::default();
         writeln!(
             f,
-            "outcome prior under noise: vector {:.2} + lexical {:.2} after {NOISE_ROUNDS} outcomes \
+            "outcome prior under noise: vector 1.00 + lexical {:.2} after {NOISE_ROUNDS} outcomes \
              on 2/3 of the memories (1/3 worked, 1/3 failed, unrelated to relevance; no lifecycle)",
-            shipped.vector_weight, shipped.lexical_weight
+            self.study_lexical_weight
         )?;
         for c in &self.noise {
-            writeln!(f, "{c}")?;
+            match shipped {
+                Some(s) => {
+                    let (w, l) = c.wins_losses_at5(s);
+                    writeln!(f, "{c} | vs shipped at R@5: +{w} -{l}")?;
+                }
+                None => writeln!(f, "{c}")?,
+            }
         }
         writeln!(f)?;
-        write!(f, "{}", self.floor)
+        writeln!(
+            f,
+            "studies below rank with vector 1.00 + lexical {:.2}",
+            self.study_lexical_weight
+        )?;
+        writeln!(f, "{}", self.floor)?;
+        write!(f, "{}", self.eviction)
     }
 }

@@ -92,12 +92,15 @@ fn all_found(evidence: &[String], top: &[&[String]]) -> bool {
 pub(crate) struct Scorer {
     overall: Tally,
     by_category: [Tally; 4],
+    hit5: Vec<bool>,
 }
 
 impl Scorer {
     /// `ranked[i]` holds the evidence labels (dia_ids) of the i-th result, best first.
     pub(crate) fn add(&mut self, category: u8, evidence: &[String], ranked: &[&[String]]) {
+        let before = self.overall.hit5;
         self.overall.add(evidence, ranked);
+        self.hit5.push(self.overall.hit5 > before);
         if let Some(i) = CATEGORIES.iter().position(|(c, _)| *c == category) {
             self.by_category[i].add(evidence, ranked);
         }
@@ -112,6 +115,7 @@ impl Scorer {
                 .zip(&self.by_category)
                 .map(|((c, _), t)| (*c, t.recall()))
                 .collect(),
+            hit5: self.hit5.clone(),
         }
     }
 }
@@ -123,6 +127,16 @@ pub struct ConfigResult {
     pub overall: Recall,
     /// `(category, recall)` for categories 1–4.
     pub by_category: Vec<(u8, Recall)>,
+    /// Per question, in order: an evidence turn in the top 5.
+    pub hit5: Vec<bool>,
+}
+
+impl ConfigResult {
+    /// Questions this configuration finds in the top 5 and `other` does not, and the reverse.
+    pub fn wins_losses_at5(&self, other: &ConfigResult) -> (usize, usize) {
+        let pairs = self.hit5.iter().zip(&other.hit5);
+        pairs.fold((0, 0), |(w, l), (a, b)| (w + usize::from(*a && !*b), l + usize::from(!*a && *b)))
+    }
 }
 
 impl fmt::Display for ConfigResult {
@@ -165,6 +179,8 @@ mod tests {
         s.add(4, &labels(&["D1:3", "D9:9"]), &ranked);
         s.add(2, &labels(&["D1:6"]), &ranked);
         let r = s.finish("x");
+        assert_eq!(r.hit5, [true, false]);
+        assert_eq!(r.wins_losses_at5(&r), (0, 0));
         assert_eq!(r.overall.questions, 2);
         assert_eq!(r.overall.r1, 0.0);
         assert_eq!(r.overall.r5, 0.5);

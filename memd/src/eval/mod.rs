@@ -12,6 +12,7 @@
 
 mod daemon;
 pub mod dataset;
+pub mod eviction;
 pub mod floor;
 pub mod learning;
 pub mod learning_report;
@@ -20,9 +21,10 @@ pub mod metrics;
 pub mod scenario;
 mod tempdir;
 
+pub use eviction::{EvictionStudy, Start};
 pub use floor::{FloorRow, FloorStudy};
 pub use learning::{LearningOptions, run_learning};
-pub use learning_report::{LearningReport, MemoryFate, SessionRun};
+pub use learning_report::{LearningReport, MemoryFate, Placement, SessionRun};
 pub use locomo::{LocomoOptions, Report, run_locomo, run_locomo_on};
 pub use metrics::{ConfigResult, Recall};
 
@@ -38,6 +40,9 @@ pub enum EvalCommand {
         /// Directory holding the LoCoMo conversation files (`*.json`).
         #[arg(long)]
         data: PathBuf,
+        /// Lexical weight for the floor, noise and eviction studies (default: the shipped one).
+        #[arg(long)]
+        lexical_weight: Option<f32>,
     },
     /// Outcome learning: a simulated session against a spawned daemon, once per prior weight.
     Learning {
@@ -57,8 +62,16 @@ pub enum EvalCommand {
 pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
     let runtime = RuntimePaths::resolve();
     match cmd {
-        EvalCommand::Locomo { data } => {
-            let report = run_locomo(&data, &runtime)?;
+        EvalCommand::Locomo {
+            data,
+            lexical_weight,
+        } => {
+            let mut options = LocomoOptions::default();
+            if let Some(lw) = lexical_weight {
+                options.study_lexical_weight = lw;
+            }
+            let files = dataset::conversation_files(&data)?;
+            let report = run_locomo_on(&files, &runtime, &options)?;
             print!("{report}");
         }
         EvalCommand::Learning {

@@ -33,15 +33,26 @@ pub struct Topic {
     pub queries: &'static [&'static str],
     /// `initial_score` the notes were stored with (`None`: neutral 0.5).
     pub initial: Option<&'static str>,
+    /// Right all along (for a topic with stale notes: stored when the facts change).
     pub correct: &'static [&'static str],
     pub misleading: &'static [&'static str],
+    /// Right during the warm-up, wrong after the facts change (the tooling moved).
+    pub stale: &'static [&'static str],
 }
 
-/// Deploy notes start as `worked` (0.7): the agent believed every one. Three failures leave a
-/// misleading one at 0.1, still above the deletion threshold of a new memory, so leaving the
-/// top 5 by then is the ranking prior's work, not deletion's. The other topics start neutral
-/// (0.5), where two failures already delete.
-pub const TOPICS: [Topic; 3] = [
+/// Turns at the start that ask only about the topic with stale notes, while those are still
+/// right: enough `worked` outcomes to promote them to patterns (score 1.0), as a note that
+/// served well for weeks would be. Then the facts change.
+pub const WARMUP_TURNS: usize = 8;
+/// The topic whose notes go stale.
+pub const STALE_TOPIC: usize = 3;
+
+/// Deploy notes start as `worked` (0.7): the agent believed every one; three failures take a
+/// misleading one to 0 and deletion. Migration and test notes start neutral (0.5): two
+/// failures delete. The CI notes are the hard case: promoted to patterns at 1.0 during the
+/// warm-up, three failures leave them at 0.1, above the deletion threshold (0.1 for memories
+/// younger than 7 days), so leaving the top 5 by then is the ranking prior's work alone.
+pub const TOPICS: [Topic; 4] = [
     Topic {
         name: "deploy",
         queries: &[
@@ -62,6 +73,7 @@ pub const TOPICS: [Topic; 3] = [
             "Lantern deploys to production automatically on every push to main, so there is no release step to run.",
             "Deploying lantern means copying the binary to the production hosts with scp and restarting the systemd unit; lantern does not use containers.",
         ],
+        stale: &[],
     },
     Topic {
         name: "migrations",
@@ -80,6 +92,7 @@ pub const TOPICS: [Topic; 3] = [
             "Lantern schema changes are applied by connecting to the production database with psql and running the ALTER statements directly.",
             "Lantern migrations can drop columns freely because the database is recreated from scratch on every deploy.",
         ],
+        stale: &[],
     },
     Topic {
         name: "tests",
@@ -97,6 +110,26 @@ pub const TOPICS: [Topic; 3] = [
         misleading: &[
             "Lantern's tests are run with `npm test`; the repository has no make target for tests.",
             "Lantern's integration tests use an in-memory SQLite database, so no docker container is needed to run them.",
+        ],
+        stale: &[],
+    },
+    Topic {
+        name: "ci",
+        queries: &[
+            "Where does lantern's CI run and how do I trigger a build?",
+            "How do I rerun a failed lantern CI build?",
+            "Where are lantern's CI build artifacts stored?",
+            "How is continuous integration set up for lantern?",
+        ],
+        initial: None,
+        correct: &[
+            "Lantern CI runs on GitHub Actions (.github/workflows/ci.yml); rerun a failed build from the pull request's Checks tab.",
+            "Lantern CI build artifacts are published as GitHub release assets by the ci.yml workflow.",
+        ],
+        misleading: &[],
+        stale: &[
+            "Lantern CI runs on the Jenkins server; trigger or rerun a build from the lantern-main Jenkins job.",
+            "Lantern CI build artifacts are uploaded by Jenkins to the Nexus repository under lantern/builds.",
         ],
     },
 ];
@@ -130,19 +163,53 @@ pub const FILLER: [&str; 20] = [
 pub struct Seed {
     /// Index into `TOPICS`; `None` for filler.
     pub topic: Option<usize>,
+    /// Its role once the facts changed (a stale note is `Misleading` here).
     pub role: Role,
+    /// Right before the facts changed, wrong after.
+    pub stale: bool,
+    /// Stored when the facts change (the replacement notes), not at the start.
+    pub after_change: bool,
     pub content: &'static str,
     pub initial: Option<&'static str>,
 }
 
-/// Every note of the scenario: each topic's correct then misleading notes, then filler.
+impl Seed {
+    /// The note's role at `turn`: a stale note is correct until the warm-up ends.
+    pub fn role_at(&self, turn: usize) -> Role {
+        if self.stale && turn <= WARMUP_TURNS {
+            Role::Correct
+        } else {
+            self.role
+        }
+    }
+
+    /// The first turn whose probe counts for eviction and rank changes: the one after the
+    /// facts changed for stale and replacement notes, the start for the others.
+    pub fn baseline_turn(&self) -> usize {
+        if self.stale || self.after_change {
+            WARMUP_TURNS
+        } else {
+            0
+        }
+    }
+}
+
+/// Every note of the scenario: each topic's correct, misleading and stale notes, then filler.
 pub fn seeds() -> Vec<Seed> {
     let mut out = Vec::new();
     for (i, t) in TOPICS.iter().enumerate() {
-        for (role, list) in [(Role::Correct, t.correct), (Role::Misleading, t.misleading)] {
+        let has_stale = !t.stale.is_empty();
+        let lists = [
+            (Role::Correct, t.correct, false, has_stale),
+            (Role::Misleading, t.misleading, false, false),
+            (Role::Misleading, t.stale, true, false),
+        ];
+        for (role, list, stale, after_change) in lists {
             out.extend(list.iter().map(|content| Seed {
                 topic: Some(i),
                 role,
+                stale,
+                after_change,
                 content,
                 initial: t.initial,
             }));
@@ -151,25 +218,34 @@ pub fn seeds() -> Vec<Seed> {
     out.extend(FILLER.iter().map(|content| Seed {
         topic: None,
         role: Role::Filler,
+        stale: false,
+        after_change: false,
         content,
         initial: None,
     }));
     out
 }
 
-/// The topic and question of turn `turn` (1-based): topics in rotation, paraphrases in turn.
+/// The topic and question of turn `turn` (1-based): the stale topic during the warm-up, then
+/// every topic in rotation, paraphrases in turn.
 pub fn question(turn: usize) -> (usize, &'static str) {
     let i = turn.saturating_sub(1);
+    if i < WARMUP_TURNS {
+        let queries = TOPICS[STALE_TOPIC].queries;
+        return (STALE_TOPIC, queries[i % queries.len()]);
+    }
+    let i = i - WARMUP_TURNS;
     let topic = i % TOPICS.len();
     let queries = TOPICS[topic].queries;
     (topic, queries[(i / TOPICS.len()) % queries.len()])
 }
 
-/// The simulated user's rule for one injected note, given the topic asked about: a note of
-/// that topic worked if correct and failed if misleading; anything else was not used.
-pub fn judge(seed: Option<&Seed>, asked: usize) -> Outcome {
+/// The simulated user's rule for one note injected at `turn`, given the topic asked about: a
+/// note of that topic worked if right at the time and failed if wrong; anything else was not
+/// used.
+pub fn judge(seed: Option<&Seed>, asked: usize, turn: usize) -> Outcome {
     match seed {
-        Some(s) if s.topic == Some(asked) => match s.role {
+        Some(s) if s.topic == Some(asked) => match s.role_at(turn) {
             Role::Correct => Outcome::Worked,
             Role::Misleading => Outcome::Failed,
             Role::Filler => Outcome::Unknown,
@@ -195,12 +271,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn topics_rotate_and_paraphrases_advance_per_round() {
-        assert_eq!(question(1), (0, TOPICS[0].queries[0]));
-        assert_eq!(question(2), (1, TOPICS[1].queries[0]));
-        assert_eq!(question(4), (0, TOPICS[0].queries[1]));
-        let n = TOPICS[0].queries.len() * TOPICS.len();
-        assert_eq!(question(1 + n), question(1));
+    fn the_warm_up_asks_the_stale_topic_then_topics_rotate() {
+        assert_eq!(question(1), (STALE_TOPIC, TOPICS[STALE_TOPIC].queries[0]));
+        assert_eq!(question(WARMUP_TURNS).0, STALE_TOPIC);
+        let first = WARMUP_TURNS + 1;
+        assert_eq!(question(first), (0, TOPICS[0].queries[0]));
+        assert_eq!(question(first + 1), (1, TOPICS[1].queries[0]));
+        assert_eq!(question(first + TOPICS.len()), (0, TOPICS[0].queries[1]));
+        // Paraphrase counts are 5 and 4: every (topic, question) pair recurs after 4 × 20 turns.
+        let period = TOPICS.len() * 20;
+        assert_eq!(question(first + period), question(first));
     }
 
     #[test]
@@ -208,15 +288,32 @@ mod tests {
         let seeds = seeds();
         let correct = seeds.iter().find(|s| s.role == Role::Correct).unwrap();
         let misleading = seeds.iter().find(|s| s.role == Role::Misleading).unwrap();
-        assert_eq!(judge(Some(correct), 0), Outcome::Worked);
-        assert_eq!(judge(Some(misleading), 0), Outcome::Failed);
-        assert_eq!(judge(Some(misleading), 1), Outcome::Unknown);
-        assert_eq!(judge(None, 0), Outcome::Unknown);
+        let late = WARMUP_TURNS + 1;
+        assert_eq!(judge(Some(correct), 0, late), Outcome::Worked);
+        assert_eq!(judge(Some(misleading), 0, late), Outcome::Failed);
+        assert_eq!(judge(Some(misleading), 1, late), Outcome::Unknown);
+        assert_eq!(judge(None, 0, late), Outcome::Unknown);
         assert_eq!(
             exchange_outcome(&[Outcome::Worked, Outcome::Failed]),
             Outcome::Failed
         );
         assert_eq!(exchange_outcome(&[Outcome::Unknown]), Outcome::Unknown);
+    }
+
+    #[test]
+    fn stale_notes_turn_from_right_to_wrong_when_the_facts_change() {
+        let seeds = seeds();
+        let stale = seeds.iter().find(|s| s.stale).unwrap();
+        assert_eq!(stale.topic, Some(STALE_TOPIC));
+        assert_eq!(judge(Some(stale), STALE_TOPIC, WARMUP_TURNS), Outcome::Worked);
+        assert_eq!(
+            judge(Some(stale), STALE_TOPIC, WARMUP_TURNS + 1),
+            Outcome::Failed
+        );
+        assert_eq!(stale.baseline_turn(), WARMUP_TURNS);
+        let replacement = seeds.iter().find(|s| s.after_change).unwrap();
+        assert_eq!(replacement.role, Role::Correct);
+        assert!(seeds.iter().filter(|s| s.after_change).all(|s| s.topic == Some(STALE_TOPIC)));
     }
 
     #[test]
@@ -226,6 +323,6 @@ mod tests {
         contents.sort();
         contents.dedup();
         assert_eq!(contents.len(), seeds.len());
-        assert_eq!(seeds.iter().filter(|s| s.role == Role::Misleading).count(), 7);
+        assert_eq!(seeds.iter().filter(|s| s.role == Role::Misleading).count(), 9);
     }
 }

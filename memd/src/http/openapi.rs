@@ -280,14 +280,16 @@ mod tests {
                 }
                 if method == "post" {
                     posts += 1;
-                    for code in ["400", "413", "422", "503", "507"] {
+                    for code in ["400", "413", "503", "507"] {
                         assert!(op["responses"][code].is_object(), "{path} {code}");
                     }
+                    let json_body = op["requestBody"]["content"]["application/json"].is_object();
+                    assert_eq!(json_body, op["responses"]["422"].is_object(), "{path} 422");
                 }
             }
         }
-        assert_eq!(paths.len(), 15);
-        assert_eq!(posts, 11);
+        assert_eq!(paths.len(), 17);
+        assert_eq!(posts, 12);
     }
 
     #[test]
@@ -473,6 +475,7 @@ mod tests {
                 disk_bytes: 10,
                 index: IndexStats::default(),
                 lifecycle: counters,
+                conversations: 2,
                 knowledge_graph: graph,
                 recent_hooks: vec![HookCall {
                     at: "2026-01-02T03:04:05Z".into(),
@@ -546,6 +549,51 @@ mod tests {
         );
         assert_valid("RecordResponseResponse", &RecordResponseResponse::default());
         assert_valid("SuccessResponse", &json!({"success": true}));
+        assert_valid(
+            "ImportResponse",
+            &crate::export::ImportResponse {
+                rejected: 1,
+                errors: vec![crate::export::RejectedLine {
+                    line: 3,
+                    reason: "not a memd record".into(),
+                }],
+                ..Default::default()
+            },
+        );
+        let mut record = crate::record::Record {
+            key: 7,
+            id: "history_3fa9c2e1b07d".into(),
+            collection: Collection::History,
+            content: "c".into(),
+            created_at: 1,
+            updated_at: 2,
+            score: 0.5,
+            uses: 1,
+            success_count: 1.0,
+            outcome_history: vec![crate::record::OutcomeEntry {
+                outcome: Outcome::Worked,
+                at: 2,
+            }],
+            last_outcome: Some(Outcome::Worked),
+            last_used: Some(2),
+            tags: vec!["t".into()],
+            importance: Some(0.5),
+            confidence: Some(0.5),
+            archived: false,
+            former_ids: vec!["working_3fa9c2e1b07d".into()],
+            metadata: memory().metadata,
+        };
+        assert_valid("Record", &record);
+        (
+            record.last_outcome,
+            record.last_used,
+            record.importance,
+            record.confidence,
+        ) = (None, None, None, None);
+        assert_valid("Record", &record);
+        let line = serde_json::to_value(&record).unwrap();
+        let back: crate::record::Record = serde_json::from_value(line).unwrap();
+        assert_eq!(back, record, "export lines import as the same record");
     }
 
     #[test]

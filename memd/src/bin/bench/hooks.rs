@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const CWD: &str = "/home/dev/project";
 
@@ -58,7 +58,8 @@ fn hook_log(inst: &Instance) -> PathBuf {
 
 /// `runs` turns, each a new Claude Code conversation: hook-prompt, then hook-stop. A new
 /// conversation never has an unscored previous exchange, so the stop never waits for a score
-/// or asks for a sidecar: what is timed is the hook's own path.
+/// or asks for a sidecar: what is timed is the hook's own path. Each prompt starts on an idle
+/// daemon (the previous exchange already embedded), as after a human's think time.
 pub fn run(
     d: &Daemon,
     inst: &Instance,
@@ -84,6 +85,9 @@ pub fn run(
         let transcript = transcripts.join(format!("{session}.jsonl"));
         let prompt = corpus.prompt();
         let answer = corpus.answer(&prompt);
+        // The previous stop queued its exchange for embedding; a user's next prompt comes
+        // seconds later, when that is done. Untimed.
+        d.wait_embedded(Duration::from_secs(600))?;
         let (ms, stdout) = run_hook(
             &prompt_bin,
             &corpus::claude_prompt_stdin(&session, &prompt, &transcript, CWD),

@@ -49,9 +49,18 @@ impl Failures {
     }
 }
 
-/// POSTs every text to `/api/record-response` from `clients` threads, then waits until the
-/// daemon has embedded all of them.
-pub fn ingest(d: &Daemon, texts: &[String], clients: usize) -> Result<Ingest> {
+/// What posting a batch of takeaways measured.
+pub struct Posted {
+    /// First request sent → last acknowledgement.
+    pub elapsed: Duration,
+    pub request: Samples,
+    pub errors: usize,
+    pub first_error: Option<String>,
+}
+
+/// POSTs every text to `/api/record-response` from `clients` threads; returns once every
+/// answer arrived (an acknowledged memory is durable; its embedding may still be queued).
+pub fn post_takeaways(d: &Daemon, texts: &[String], clients: usize) -> Posted {
     let next = AtomicUsize::new(0);
     let failures = Failures::default();
     let samples = Mutex::new(Samples::default());
@@ -83,18 +92,46 @@ pub fn ingest(d: &Daemon, texts: &[String], clients: usize) -> Result<Ingest> {
             });
         }
     });
-    let durable = start.elapsed();
-    // ~50/s is the slowest embedding rate seen on a loaded 2-core machine; double it for margin.
-    let limit = Duration::from_secs(120 + texts.len() as u64 / 25);
-    d.wait_embedded(limit)?;
-    let embedded = start.elapsed();
-    Ok(Ingest {
-        durable,
-        embedded,
+    Posted {
+        elapsed: start.elapsed(),
         request: samples.into_inner().unwrap_or_default(),
         errors: failures.count.load(Ordering::Relaxed),
         first_error: failures.first(),
+    }
+}
+
+/// Stores every text through the API, then waits until the daemon has embedded all of them.
+pub fn ingest(d: &Daemon, texts: &[String], clients: usize) -> Result<Ingest> {
+    let start = Instant::now();
+    let posted = post_takeaways(d, texts, clients);
+    // ~50/s is the slowest embedding rate seen on a loaded 2-core machine; double it for margin.
+    let limit = Duration::from_secs(120 + texts.len() as u64 / 25);
+    d.wait_embedded(limit)?;
+    Ok(Ingest {
+        durable: posted.elapsed,
+        embedded: start.elapsed(),
+        request: posted.request,
+        errors: posted.errors,
+        first_error: posted.first_error,
     })
+}
+
+/// `/api/search` with new queries while the daemon embeds a backlog of `backlog` new memories
+/// (the query embedding shares the model with the background worker). Returns the samples and
+/// how many memories were still waiting for their embedding when the last query finished.
+pub fn search_during_backlog(
+    d: &Daemon,
+    queries: &[String],
+    backlog: &[String],
+) -> Result<(Samples, usize)> {
+    let posted = post_takeaways(d, backlog, 8);
+    if posted.errors > 0 {
+        bail!("backlog not stored: {:?}", posted.first_error);
+    }
+    let s = search_fresh(d, queries)?;
+    let pending = d.stats()?.index.pending_embeddings;
+    d.wait_embedded(Duration::from_secs(600))?;
+    Ok((s, pending))
 }
 
 /// Times `f` once per item, sequentially; any failure aborts the measurement.

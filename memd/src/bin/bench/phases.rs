@@ -28,6 +28,9 @@ const HOOK_STOP_P50_MS: f64 = 5.0;
 const CACHED_POOL: usize = 50;
 /// Clients used when a size is filled through the API (not a figure).
 const FILL_CLIENTS: usize = 8;
+/// Memories stored just before the busy-search loop (their embedding runs during it).
+const BACKLOG: usize = 500;
+const BUSY_QUERIES: usize = 100;
 
 /// Everything the phases need, resolved once.
 pub struct Bench {
@@ -219,10 +222,16 @@ impl Bench {
         let mut fill_corpus = Corpus::new(self.seed + 100);
         let mut daemon: Option<Daemon> = None;
         let mut count = 0usize;
+        let mut synthetic = false;
+        let mut last_label = String::new();
         for size in sizes {
             let label = size_label(size);
             println!("--- size {label} ---");
-            count = self.fill(&inst, &mut daemon, &mut fill_corpus, count, size)?;
+            let filled = self.fill(&inst, &mut daemon, &mut fill_corpus, count, size)?;
+            count = filled.0;
+            synthetic |= filled.1;
+            // Sizes holding synthetic vectors are named apart from fully real ones.
+            let label = if synthetic { format!("{label}-syn") } else { label };
             if let Some(d) = daemon.take() {
                 self.disk_live(&inst, &label, count);
                 let took = d.stop()?;
@@ -237,15 +246,26 @@ impl Bench {
             self.workloads(&d, &inst, size, &label)?;
             count = d.memory_count()?;
             daemon = Some(d);
+            last_label = label;
             self.save()?;
         }
         if let Some(d) = daemon {
-            d.stop()?;
+            let n = d.memory_count()?;
+            let label = format!("{last_label}.end");
+            self.disk_live(&inst, &label, n);
+            let took = d.stop()?;
+            self.report.add(
+                Figure::value(&format!("shutdown.{label}"), "ms", took.as_secs_f64() * 1000.0)
+                    .with_note(format!("{n} memories, after the workloads (final snapshot)")),
+            );
+            self.disk_clean(&inst, &label, n);
+            self.save()?;
         }
         Ok(())
     }
 
-    /// Brings the ladder store from `count` to `size` memories; returns the new count.
+    /// Brings the ladder store from `count` to `size` memories; returns the new count and
+    /// whether memories were added offline.
     fn fill(
         &mut self,
         inst: &Instance,
@@ -253,7 +273,7 @@ impl Bench {
         corpus: &mut Corpus,
         count: usize,
         size: usize,
-    ) -> Result<usize> {
+    ) -> Result<(usize, bool)> {
         let api_target = if self.opts.synthetic_bulk {
             size.min(self.opts.real_max.max(count))
         } else {
@@ -292,7 +312,7 @@ impl Bench {
                 corpus,
                 self.seed + size as u64,
             )?;
-            let label = size_label(size);
+            let label = format!("{}-syn", size_label(size));
             self.report.add(
                 Figure::value(
                     &format!("fill.offline.{label}"),
@@ -313,9 +333,9 @@ impl Bench {
                  real, {} with synthetic vectors (a real pool embedding + Gaussian noise, cos ~0.86)",
                 b.added, b.real, b.synthetic
             ));
-            count += add;
+            return Ok((count + add, true));
         }
-        Ok(count)
+        Ok((count, false))
     }
 
     /// Restarts the daemon `starts` times on the stopped store; returns the last one running.
@@ -365,6 +385,18 @@ impl Bench {
                 .with_note(format!(
                     "{at}; {CACHED_POOL} queries repeated: query vector from memd's cache"
                 )),
+        );
+        let backlog: Vec<String> = (0..BACKLOG).map(|_| corpus.takeaway()).collect();
+        let busy: Vec<String> = (0..BUSY_QUERIES.min(self.opts.queries))
+            .map(|_| corpus.query())
+            .collect();
+        let (s, pending) = load::search_during_backlog(d, &busy, &backlog)?;
+        self.report.add(
+            Figure::latency(&format!("search.embed_busy.{label}"), &s).with_note(format!(
+                "{at}; new queries right after {BACKLOG} new memories were stored, while the \
+                 background worker embeds them (one model shared); {pending} still queued after \
+                 the last query"
+            )),
         );
         let prompts: Vec<String> = (0..self.opts.queries).map(|_| corpus.prompt()).collect();
         let (s, injected) = load::get_context_fresh(d, &prompts, label)?;
