@@ -104,9 +104,8 @@ pub fn event_name(raw: &[u8]) -> Option<String> {
 
 /// Parses the stdin of a hook invoked in `mode`.
 pub fn parse_event(raw: &[u8], mode: Mode) -> Result<Event, EventError> {
-    // serde_json's messages name positions and expectations, never the input text.
     let input: RawInput =
-        serde_json::from_slice(raw).map_err(|e| EventError::Malformed(e.to_string()))?;
+        serde_json::from_slice(raw).map_err(|e| EventError::Malformed(describe_json_error(&e)))?;
     let name = input.hook_event_name.clone().unwrap_or_default();
     match mode {
         Mode::Claude if input.cursor_version.is_some() => Ok(Event::Ignored {
@@ -115,6 +114,18 @@ pub fn parse_event(raw: &[u8], mode: Mode) -> Result<Event, EventError> {
         Mode::Claude => claude_event(&name, input),
         Mode::Cursor => cursor_event(&name, input),
     }
+}
+
+/// What went wrong and where, without serde_json's `Display`: it quotes the offending value
+/// (`invalid type: string "sk-..."`), and the hook log must never hold input text.
+fn describe_json_error(e: &serde_json::Error) -> String {
+    let what = match e.classify() {
+        serde_json::error::Category::Io => "read error",
+        serde_json::error::Category::Syntax => "invalid JSON",
+        serde_json::error::Category::Data => "a field has the wrong type",
+        serde_json::error::Category::Eof => "truncated JSON",
+    };
+    format!("{what} at line {} column {}", e.line(), e.column())
 }
 
 fn claude_event(name: &str, input: RawInput) -> Result<Event, EventError> {

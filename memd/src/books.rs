@@ -20,7 +20,8 @@ const INGEST_BATCH: usize = 256;
 
 impl Core {
     pub async fn ingest(&self, req: &IngestRequest) -> Result<IngestResponse, ApiError> {
-        let title = req.title.trim();
+        let title = redact::scrub(req.title.trim()).text;
+        let title = title.as_str();
         if title.is_empty() {
             return Err(ApiError::bad("title", "title must not be empty"));
         }
@@ -47,7 +48,7 @@ impl Core {
                 .insert("chunk_count".into(), Value::Number(total as f64));
             if let Some(src) = &req.source {
                 rec.metadata
-                    .insert("source".into(), Value::from(src.as_str()));
+                    .insert("source".into(), Value::from(redact::scrub(src).text));
             }
             ops.push(Op::Insert(Box::new(rec)));
         }

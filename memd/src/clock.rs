@@ -35,7 +35,7 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
 
 /// Short relative age: `now`, `12m`, `5h`, `3d`, `4mo`, `2y`.
 pub fn age(from_ms: i64, now_ms: i64) -> String {
-    let d = (now_ms - from_ms).max(0);
+    let d = now_ms.saturating_sub(from_ms).max(0);
     if d < MINUTE_MS {
         "now".into()
     } else if d < HOUR_MS {

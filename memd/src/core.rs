@@ -45,11 +45,14 @@ pub struct Core {
     queued: std::sync::atomic::AtomicU64,
     applied: tokio::sync::watch::Sender<u64>,
     pub started: Instant,
+    /// What the hooks did, per conversation (ids and digests only).
+    pub trace: crate::trace::Trace,
 }
 
 impl Core {
     pub fn new(cfg: Config, store: Store<MemState>) -> Core {
         Core {
+            trace: crate::trace::Trace::open(&cfg.data_dir.join("logs")),
             cfg,
             store,
             embedder: RwLock::new(None),
@@ -275,7 +278,7 @@ impl Core {
         rec.tags = tags;
         rec.importance = Some(importance);
         rec.confidence = Some(confidence);
-        rec.metadata = req.metadata.clone().unwrap_or_default();
+        rec.metadata = scrub_metadata(req.metadata.clone().unwrap_or_default());
         let (doc_id, duplicate) = self.insert(rec).await?;
         Ok(MemoryBankResponse {
             success: true,
@@ -438,7 +441,7 @@ impl Core {
             .insert("memory_type".into(), Value::from("key_takeaway"));
         if let Some(c) = &req.conversation_id {
             rec.metadata
-                .insert("conversation_id".into(), Value::from(c.as_str()));
+                .insert("conversation_id".into(), Value::from(redact::scrub(c).text));
         }
         let (doc_id, _) = self.insert(rec).await?;
         Ok(RecordResponseResponse {
@@ -544,7 +547,7 @@ fn validate_tags(tags: &[String]) -> Result<Vec<String>, ApiError> {
     }
     tags.iter()
         .map(|t| {
-            let t = t.trim().to_lowercase();
+            let t = redact::scrub(t.trim()).text.to_lowercase();
             if t.is_empty() || t.chars().count() > limits::TAG_MAX_CHARS {
                 Err(ApiError::bad(
                     "tags",
@@ -555,4 +558,20 @@ fn validate_tags(tags: &[String]) -> Result<Vec<String>, ApiError> {
             }
         })
         .collect()
+}
+
+/// Metadata keys and string values get the same redaction as content.
+pub(crate) fn scrub_metadata(m: Metadata) -> Metadata {
+    m.into_iter()
+        .map(|(k, v)| (redact::scrub(&k).text, scrub_value(v)))
+        .collect()
+}
+
+fn scrub_value(v: Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(redact::scrub(&s).text),
+        Value::List(l) => Value::List(l.into_iter().map(scrub_value).collect()),
+        Value::Map(m) => Value::Map(scrub_metadata(m)),
+        other => other,
+    }
 }

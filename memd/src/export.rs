@@ -107,6 +107,8 @@ impl Core {
             }
             rec.key = 0;
             rec.content = redact::scrub(&rec.content).text;
+            rec.tags = rec.tags.iter().map(|t| redact::scrub(t).text).collect();
+            rec.metadata = crate::core::scrub_metadata(std::mem::take(&mut rec.metadata));
             pending.push((line_no, Op::Insert(Box::new(rec))));
         }
         while !pending.is_empty() {

@@ -325,7 +325,7 @@ fn decode_base64_prefix(encoded: &str) -> Vec<u8> {
 /// marker. Token prefixes use an ASCII word boundary, which the lazy DFA handles on any text.
 #[rustfmt::skip]
 const RULE_TABLE: &[(SecretKind, &str, Judge)] = &[
-    (SecretKind::PrivateKey, r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=:,.()\s\\-]*?-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|(?:[ \t]*(?:\r?\n|\\n)[ \t]*(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]+:[^\n]*))+)", whole),
+    (SecretKind::PrivateKey, r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=:,.()\s\\-]*?-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|(?:(?:[ \t]*(?:\r?\n|\\n)){1,2}[ \t]*(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]+:[^\n]*))+)", whole),
     (SecretKind::PrivateKey, r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}={0,2}", base64_private_key),
     (SecretKind::AnthropicKey, r"(?-u:\b)sk-ant-[A-Za-z0-9_\-]{20,}", whole),
     (SecretKind::OpenAiKey, r"(?-u:\b)sk-[A-Za-z0-9_\-]{20,}", letters_and_digits),

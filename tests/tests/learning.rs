@@ -90,6 +90,23 @@ fn rank_of(d: &Daemon, query: &str, content: &str, limit: i64) -> Option<usize> 
         .map(|p| p + 1)
 }
 
+/// The stored notes only (key takeaways), without the exchange records each stop adds.
+fn search_notes(d: &Daemon, query: &str, limit: i64) -> Vec<MemoryView> {
+    let body = json!({
+        "query": query,
+        "limit": limit,
+        "metadata_filters": { "memory_type": "key_takeaway" },
+    });
+    d.post::<_, SearchResponse>("/api/search", &body).results
+}
+
+/// (rank among the notes, final_rank_score) of `content` for `query`.
+fn note_rank(d: &Daemon, query: &str, content: &str) -> Option<(usize, f64)> {
+    let notes = search_notes(d, query, 20);
+    let p = notes.iter().position(|m| m.content == content)?;
+    Some((p + 1, notes[p].final_rank_score.unwrap_or(0.0)))
+}
+
 /// Would the lifecycle worker move or delete this memory now? The rules of
 /// memd/src/learn/lifecycle.rs for memories younger than seven days: deleted below 0.1,
 /// working → history at ≥ 0.7 with 2 uses, history → patterns at ≥ 0.9 with 3 uses and 5
@@ -127,7 +144,6 @@ fn settle(d: &Daemon, id: &str) -> Option<MemoryView> {
 #[derive(Debug, Default, Clone)]
 struct Tally {
     failures: u32,
-    worked: u32,
     /// (turn, failures) when it was first out of the top 5 of `QUERIES[0]`.
     left: Option<(usize, u32)>,
 }
@@ -135,27 +151,23 @@ struct Tally {
 #[test]
 fn misleading_notes_leave_the_top_five_within_three_failures() {
     let d = Daemon::start();
-    for c in CORRECT.iter().chain(&MISLEADING) {
-        // The agent believed every deploy note when it stored it.
-        store_note(&d, c, Some("worked"));
-    }
+    // The agent believed every deploy note when it stored it.
+    let correct_ids: Vec<String> = CORRECT
+        .iter()
+        .map(|c| store_note(&d, c, Some("worked")))
+        .collect();
+    let misleading_ids: Vec<String> = MISLEADING
+        .iter()
+        .map(|c| store_note(&d, c, Some("worked")))
+        .collect();
     for c in FILLER {
         store_note(&d, c, None);
     }
     d.wait_embedded(Duration::from_secs(60));
 
     let probe = QUERIES[0];
-    let start_ranks: Vec<Option<usize>> = CORRECT.iter().map(|c| rank_of(&d, probe, c, 20)).collect();
-    let start_scores: Vec<f64> = CORRECT
-        .iter()
-        .map(|c| {
-            search(&d, probe, 20)
-                .iter()
-                .find(|m| m.content == *c)
-                .and_then(|m| m.final_rank_score)
-                .unwrap_or(0.0)
-        })
-        .collect();
+    let start: Vec<Option<(usize, f64)>> =
+        CORRECT.iter().map(|c| note_rank(&d, probe, c)).collect();
     let start_top5: Vec<bool> = MISLEADING
         .iter()
         .map(|c| rank_of(&d, probe, c, 5).is_some())
@@ -187,7 +199,10 @@ fn misleading_notes_leave_the_top_five_within_three_failures() {
         if ctx.scoring_required {
             let asked: Vec<&str> = ctx.scoring_memories.iter().map(|m| m.id.as_str()).collect();
             let injected: Vec<&str> = previous.iter().map(|m| m.id.as_str()).collect();
-            assert_eq!(asked, injected, "memd asks about what it injected last turn");
+            assert_eq!(
+                asked, injected,
+                "memd asks about what it injected last turn"
+            );
             let mut scores = BTreeMap::new();
             let mut any_failed = false;
             for m in &previous {
@@ -219,14 +234,21 @@ fn misleading_notes_leave_the_top_five_within_three_failures() {
             }
         }
         // After the score: every note that failed 3 times is out of the search top 5.
-        let top5: Vec<String> = search(&d, probe, 5).into_iter().map(|m| m.content).collect();
+        let top5: Vec<String> = search(&d, probe, 5)
+            .into_iter()
+            .map(|m| m.content)
+            .collect();
         for (i, t) in tally.iter_mut().enumerate() {
             let inside = top5.iter().any(|c| c == MISLEADING[i]);
             if !inside && t.left.is_none() {
                 t.left = Some((turn, t.failures));
             }
             if t.failures >= FAILURE_BUDGET {
-                assert!(!inside, "turn {turn}: misleading note {i} still in the top 5 after {} failures", t.failures);
+                assert!(
+                    !inside,
+                    "turn {turn}: misleading note {i} still in the top 5 after {} failures",
+                    t.failures
+                );
             }
         }
         previous = ctx.relevant_memories.clone();
@@ -235,7 +257,7 @@ fn misleading_notes_leave_the_top_five_within_three_failures() {
             &json!({
                 "conversation_id": CONV,
                 "user_message": query,
-                "assistant_response": "Answered the deploy question from the project notes.",
+                "assistant_response": format!("Answered the deploy question (turn {turn})."),
             }),
         );
         assert!(stop.stored);
@@ -243,7 +265,7 @@ fn misleading_notes_leave_the_top_five_within_three_failures() {
     }
 
     for (i, t) in tally.iter().enumerate() {
-        let fate = by_id_content(&d, MISLEADING[i]);
+        let fate = where_is(&d, &misleading_ids[i]);
         println!(
             "misleading {i}: {} failures, left the top 5 at {:?} (turn, failures), now {fate}",
             t.failures, t.left
@@ -251,31 +273,40 @@ fn misleading_notes_leave_the_top_five_within_three_failures() {
         assert!(t.left.is_some(), "misleading note {i} never left the top 5");
         if start_top5[i] {
             let (_, failures) = t.left.unwrap_or_default();
-            assert!(failures <= FAILURE_BUDGET, "note {i} needed {failures} failures");
+            assert!(
+                failures <= FAILURE_BUDGET,
+                "note {i} needed {failures} failures"
+            );
         }
     }
+    // Each stop added an exchange record that repeats the question; the notes' learning is
+    // judged among the notes, where nothing but outcomes changed.
     for (i, c) in CORRECT.iter().enumerate() {
-        let end_rank = rank_of(&d, probe, c, 20);
-        let end_score = search(&d, probe, 20)
-            .iter()
-            .find(|m| m.content == *c)
-            .and_then(|m| m.final_rank_score)
-            .unwrap_or(0.0);
+        let end = note_rank(&d, probe, c);
         println!(
-            "correct {i}: worked {} times, rank {:?} -> {:?}, rank score {:.3} -> {:.3}, now {}",
+            "correct {i}: worked {} times, (rank among notes, rank score) {:?} -> {:?}, \
+             overall rank {:?}, now {}",
             correct_worked[i],
-            start_ranks[i],
-            end_rank,
-            start_scores[i],
-            end_score,
-            by_id_content(&d, c)
+            start[i],
+            end,
+            rank_of(&d, probe, c, 20),
+            where_is(&d, &correct_ids[i])
         );
         if correct_worked[i] >= 2 {
-            let (Some(a), Some(b)) = (start_ranks[i], end_rank) else {
-                panic!("correct note {i} scored worked but is not ranked: {start_ranks:?} {end_rank:?}");
+            let (Some((a, score_a)), Some((b, score_b))) = (start[i], end) else {
+                panic!(
+                    "correct note {i} scored worked but is not ranked: {:?} {end:?}",
+                    start[i]
+                );
             };
-            assert!(b <= a, "correct note {i} fell from rank {a} to {b}");
-            assert!(end_score >= start_scores[i], "correct note {i}: rank score fell");
+            assert!(
+                b <= a,
+                "correct note {i} fell from rank {a} to {b} among the notes"
+            );
+            assert!(
+                score_b > score_a,
+                "correct note {i}: rank score {score_a} -> {score_b}"
+            );
         }
     }
     assert!(
@@ -284,13 +315,10 @@ fn misleading_notes_leave_the_top_five_within_three_failures() {
     );
 }
 
-/// Where a note is now: its collection and score, found by content.
-fn by_id_content(d: &Daemon, content: &str) -> String {
-    search(d, content, 3)
-        .into_iter()
-        .find(|m| m.content == content)
-        .map_or_else(
-            || "deleted".to_string(),
-            |m| format!("{} (score {:.2}, uses {})", m.collection, m.score, m.uses),
-        )
+/// Where a note is now (by its original id, which survives promotions).
+fn where_is(d: &Daemon, id: &str) -> String {
+    by_id(d, id).map_or_else(
+        || "deleted".to_string(),
+        |m| format!("{} (score {:.2}, uses {})", m.collection, m.score, m.uses),
+    )
 }

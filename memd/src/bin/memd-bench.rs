@@ -257,7 +257,11 @@ fn existing(p: PathBuf, build: &str) -> Result<PathBuf> {
 }
 
 fn default_runtime_dir() -> PathBuf {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     var("MEMD_RUNTIME_DIR").unwrap_or_else(|| {
         var("XDG_CACHE_HOME")
             .or_else(|| var("HOME").map(|h| h.join(".cache")))

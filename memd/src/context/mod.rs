@@ -131,6 +131,12 @@ pub async fn get_context(
     // follows is fixed now, and the prompt path does not pay an fsync. A crash in between loses
     // only which ids this turn showed, never a memory.
     core.commit_queued(vec![op])?;
+    core.trace.append(&crate::trace::TraceEntry::get_context(
+        req.conversation_id.trim(),
+        &prompt,
+        &injected,
+        &formatted_injection,
+    ));
     if core.cfg.cursor.rules_file && req.client == Some(proto::Client::Cursor) && !req.session_start {
         write_cursor_rules(req.cwd.as_deref(), &context);
     }

@@ -225,13 +225,18 @@ impl Core {
             .iter()
             .map(|a| proto::SidecarAttempt {
                 at: String::new(),
-                target: format::clip(&a.target, 64),
-                model: format::clip(&a.model, 128),
+                target: format::clip(&crate::redact::scrub(&a.target).text, 64),
+                model: format::clip(&crate::redact::scrub(&a.model).text, 128),
                 status: a.status,
                 latency_ms: a.latency_ms,
-                result: format::clip(&a.result, 64),
+                result: format::clip(&crate::redact::scrub(&a.result).text, 64),
             })
             .collect();
+        self.trace.append(&crate::trace::TraceEntry::sidecar(
+            req.conversation_id.trim(),
+            req.scored,
+            req.attempts.len(),
+        ));
         self.commit_one(Op::SidecarAttempts {
             at: clock::now_ms(),
             attempts,

@@ -97,6 +97,7 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
     } else {
         resp.scoring_complete = true;
     }
+    core.trace.append(&crate::trace::TraceEntry::stop(&conv, &resp.doc_id, &user, resp.needs_sidecar));
     Ok(resp)
 }
 
@@ -198,8 +199,16 @@ pub async fn record_outcome(
         ..RecordOutcomeResponse::default()
     };
     match out.first() {
-        Some(Output::Scored(r)) => resp.documents_scored = r.scored.len(),
+        Some(Output::Scored(r)) => {
+            resp.documents_scored = r.scored.len();
+            core.trace.append(&crate::trace::TraceEntry::record_outcome(
+                &conv, outcome.as_str(), &r.scored, req.source.as_deref(), false,
+            ));
+        }
         Some(Output::AlreadyScored) => {
+            core.trace.append(&crate::trace::TraceEntry::record_outcome(
+                &conv, outcome.as_str(), &[], req.source.as_deref(), true,
+            ));
             resp.already_scored = true;
             return Ok(resp);
         }

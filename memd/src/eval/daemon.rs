@@ -98,7 +98,10 @@ impl SpawnedDaemon {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                bail!("memd exited during start-up ({status}):\n{}", self.log_tail());
+                bail!(
+                    "memd exited during start-up ({status}):\n{}",
+                    self.log_tail()
+                );
             }
             if self.port == 0
                 && let Ok(text) = std::fs::read_to_string(&info)
@@ -106,10 +109,11 @@ impl SpawnedDaemon {
                 && let Some(port) = v["port"].as_u64()
             {
                 self.port = u16::try_from(port).context("daemon.json port out of range")?;
-                self.token = std::fs::read_to_string(self.data_dir().join(proto::paths::TOKEN_FILE))
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string();
+                self.token =
+                    std::fs::read_to_string(self.data_dir().join(proto::paths::TOKEN_FILE))
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string();
             }
             if self.port != 0
                 && let Ok(h) = self.get::<proto::HealthResponse>("/api/health")
@@ -156,7 +160,11 @@ impl SpawnedDaemon {
         serde_json::from_str(&text).with_context(|| format!("{path} answered {text}"))
     }
 
-    pub(crate) fn post<B: Serialize, R: DeserializeOwned>(&self, path: &str, body: &B) -> Result<R> {
+    pub(crate) fn post<B: Serialize, R: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<R> {
         let bytes = serde_json::to_vec(body)?;
         let reply = self
             .agent

@@ -66,10 +66,10 @@ pub fn conversation_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 pub fn load_conversation(path: &Path) -> Result<Conversation> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let json: Json = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let json: Json =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -129,7 +129,12 @@ fn parse_question(q: &Json) -> Option<Question> {
         return None;
     }
     let mut evidence: Vec<String> = Vec::new();
-    for raw in q.get("evidence")?.as_array()?.iter().filter_map(Json::as_str) {
+    for raw in q
+        .get("evidence")?
+        .as_array()?
+        .iter()
+        .filter_map(Json::as_str)
+    {
         for id in normalize_evidence(raw) {
             if !evidence.contains(&id) {
                 evidence.push(id);
@@ -178,8 +183,8 @@ pub fn parse_session_date(s: &str) -> Option<i64> {
 fn month_from_name(name: &str) -> Option<time::Month> {
     use time::Month::*;
     let months = [
-        January, February, March, April, May, June, July, August, September, October,
-        November, December,
+        January, February, March, April, May, June, July, August, September, October, November,
+        December,
     ];
     let lower = name.to_ascii_lowercase();
     months

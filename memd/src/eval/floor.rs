@@ -82,7 +82,9 @@ pub(crate) fn ranked(hits: &[Hit], relevant: impl Fn(&Hit) -> bool) -> Ranked {
 
 /// What get-context would inject at `floor`: the first `INJECT_MAX` hits that reach it.
 fn injected(list: &Ranked, floor: f32) -> impl Iterator<Item = &(f32, bool)> {
-    list.iter().filter(move |(s, _)| *s >= floor).take(INJECT_MAX)
+    list.iter()
+        .filter(move |(s, _)| *s >= floor)
+        .take(INJECT_MAX)
 }
 
 /// Ranked lists collected over every conversation.

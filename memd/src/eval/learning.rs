@@ -318,14 +318,16 @@ impl<'a> Simulation<'a> {
 
     /// Waits until the lifecycle worker has moved or deleted `id` if its scores call for it.
     fn settle(&mut self, id: &str, seed: Option<usize>, turn: usize) -> Result<()> {
-        let gone = self
-            .d
-            .wait_for(&format!("the lifecycle pass for {id}"), SETTLE_LIMIT, || {
+        let gone = self.d.wait_for(
+            &format!("the lifecycle pass for {id}"),
+            SETTLE_LIMIT,
+            || {
                 Ok(match self.find(id)? {
                     None => Some(true),
                     Some(v) => (!transition_due(&v)).then_some(false),
                 })
-            })?;
+            },
+        )?;
         if gone
             && let Some(i) = seed
             && self.tracks[i].deleted_at.is_none()
@@ -337,9 +339,8 @@ impl<'a> Simulation<'a> {
 
     /// The top `PROBE_DEPTH` for a topic's first question; notes only when `notes_only`.
     fn probe_search(&self, topic: usize, notes_only: bool) -> Result<Vec<MemoryView>> {
-        let filters = notes_only.then(|| {
-            BTreeMap::from([("memory_type".to_string(), Value::from("key_takeaway"))])
-        });
+        let filters = notes_only
+            .then(|| BTreeMap::from([("memory_type".to_string(), Value::from("key_takeaway"))]));
         let r: SearchResponse = self.d.post(
             "/api/search",
             &SearchRequest {
@@ -361,8 +362,10 @@ impl<'a> Simulation<'a> {
             let notes = self.probe_search(t, true)?;
             let all: Vec<(Option<usize>, &MemoryView)> =
                 all.iter().map(|m| (self.seed_of(&m.content), m)).collect();
-            let notes: Vec<(Option<usize>, &MemoryView)> =
-                notes.iter().map(|m| (self.seed_of(&m.content), m)).collect();
+            let notes: Vec<(Option<usize>, &MemoryView)> = notes
+                .iter()
+                .map(|m| (self.seed_of(&m.content), m))
+                .collect();
             per_topic.push(top_counts(&self.seeds, t, turn, &all));
             notes_correct += top_counts(&self.seeds, t, turn, &notes).0;
             for i in (0..self.seeds.len()).filter(|&i| self.seeds[i].topic == Some(t)) {
@@ -372,8 +375,12 @@ impl<'a> Simulation<'a> {
                 }
                 let failed = self.tracks[i].failed;
                 let track = &mut self.tracks[i];
-                track.search.update(rank_in(&all, i), turn, baseline, failed);
-                track.notes.update(rank_in(&notes, i), turn, baseline, failed);
+                track
+                    .search
+                    .update(rank_in(&all, i), turn, baseline, failed);
+                track
+                    .notes
+                    .update(rank_in(&notes, i), turn, baseline, failed);
             }
         }
         self.record_baselines(turn)?;
@@ -407,7 +414,9 @@ impl<'a> Simulation<'a> {
             if self.seeds[i].topic.is_none() || self.seeds[i].baseline_turn() != turn {
                 continue;
             }
-            let Some(id) = self.ids[i].clone() else { continue };
+            let Some(id) = self.ids[i].clone() else {
+                continue;
+            };
             self.tracks[i].at_baseline = self.find(&id)?.map(|v| (v.collection, v.score));
         }
         Ok(())

@@ -170,7 +170,10 @@ fn clip(s: &str, n: usize) -> String {
 }
 
 fn rank_text(r: Option<(usize, f64)>) -> String {
-    r.map_or_else(|| "-".to_string(), |(rank, score)| format!("{rank} ({score:.2})"))
+    r.map_or_else(
+        || "-".to_string(),
+        |(rank, score)| format!("{rank} ({score:.2})"),
+    )
 }
 
 /// `ok/n` of notes whose placement passes `test`.
@@ -214,7 +217,10 @@ impl SessionRun {
         for t in &TOPICS {
             write!(f, " {:>14}", format!("{} c/m/x", t.name))?;
         }
-        writeln!(f, "   P@5  notes-P@5  inj-correct/turn  inj-misleading/turn")?;
+        writeln!(
+            f,
+            "   P@5  notes-P@5  inj-correct/turn  inj-misleading/turn"
+        )?;
         for row in &self.timeline {
             write!(f, "{:>4} ", row.turn)?;
             for (c, m, x) in &row.per_topic {
@@ -333,8 +339,12 @@ impl fmt::Display for LearningReport {
                 f,
                 "{:.2}   {:>38}  {:>5}  {:>21}  {:>28}  {:>5}  {:>24}  {:>9.3}  {:>9.3}  {:>14}  {:>5}",
                 run.prior_weight,
-                count(run.misleading(false), |m| m.search.evicted_within(EVICTION_BUDGET)),
-                count(run.misleading(false), |m| m.notes.evicted_within(EVICTION_BUDGET)),
+                count(run.misleading(false), |m| m
+                    .search
+                    .evicted_within(EVICTION_BUDGET)),
+                count(run.misleading(false), |m| m
+                    .notes
+                    .evicted_within(EVICTION_BUDGET)),
                 fails_to_leave(run.misleading(false), |m| &m.notes),
                 fails_to_leave(run.misleading(true), |m| &m.search),
                 fails_to_leave(run.misleading(true), |m| &m.notes),

@@ -310,7 +310,14 @@ impl Indexed {
         })
     }
 
-    fn rank(&self, s: &MemState, text: &str, qvec: &[f32], ranking: &Ranking, k: usize) -> Vec<Hit> {
+    fn rank(
+        &self,
+        s: &MemState,
+        text: &str,
+        qvec: &[f32],
+        ranking: &Ranking,
+        k: usize,
+    ) -> Vec<Hit> {
         let q = Query {
             limit: k,
             ..Query::default()
@@ -410,7 +417,9 @@ fn floor_samples(indexed: &[Indexed], off_topic: &[Vec<f32>], ranking: &Ranking)
             }
             if let Some(other) = foreign {
                 for (q, v) in other.questions.iter().zip(&other.question_vecs) {
-                    samples.foreign.push(ix.probe(s, (&q.text, v), &[], ranking));
+                    samples
+                        .foreign
+                        .push(ix.probe(s, (&q.text, v), &[], ranking));
                 }
             }
         });

@@ -135,7 +135,9 @@ impl ConfigResult {
     /// Questions this configuration finds in the top 5 and `other` does not, and the reverse.
     pub fn wins_losses_at5(&self, other: &ConfigResult) -> (usize, usize) {
         let pairs = self.hit5.iter().zip(&other.hit5);
-        pairs.fold((0, 0), |(w, l), (a, b)| (w + usize::from(*a && !*b), l + usize::from(!*a && *b)))
+        pairs.fold((0, 0), |(w, l), (a, b)| {
+            (w + usize::from(*a && !*b), l + usize::from(!*a && *b))
+        })
     }
 }
 
@@ -189,7 +191,10 @@ mod tests {
         assert_eq!(r.overall.all10, 0.5);
         assert!((r.overall.mrr - (1.0 / 3.0 + 1.0 / 6.0) / 2.0).abs() < 1e-12);
         let temporal = r.by_category.iter().find(|(c, _)| *c == 2).unwrap().1;
-        assert_eq!((temporal.questions, temporal.r5, temporal.r10), (1, 0.0, 1.0));
+        assert_eq!(
+            (temporal.questions, temporal.r5, temporal.r10),
+            (1, 0.0, 1.0)
+        );
     }
 
     #[test]

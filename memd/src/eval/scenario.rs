@@ -305,7 +305,10 @@ mod tests {
         let seeds = seeds();
         let stale = seeds.iter().find(|s| s.stale).unwrap();
         assert_eq!(stale.topic, Some(STALE_TOPIC));
-        assert_eq!(judge(Some(stale), STALE_TOPIC, WARMUP_TURNS), Outcome::Worked);
+        assert_eq!(
+            judge(Some(stale), STALE_TOPIC, WARMUP_TURNS),
+            Outcome::Worked
+        );
         assert_eq!(
             judge(Some(stale), STALE_TOPIC, WARMUP_TURNS + 1),
             Outcome::Failed
@@ -313,7 +316,12 @@ mod tests {
         assert_eq!(stale.baseline_turn(), WARMUP_TURNS);
         let replacement = seeds.iter().find(|s| s.after_change).unwrap();
         assert_eq!(replacement.role, Role::Correct);
-        assert!(seeds.iter().filter(|s| s.after_change).all(|s| s.topic == Some(STALE_TOPIC)));
+        assert!(
+            seeds
+                .iter()
+                .filter(|s| s.after_change)
+                .all(|s| s.topic == Some(STALE_TOPIC))
+        );
     }
 
     #[test]
@@ -323,6 +331,9 @@ mod tests {
         contents.sort();
         contents.dedup();
         assert_eq!(contents.len(), seeds.len());
-        assert_eq!(seeds.iter().filter(|s| s.role == Role::Misleading).count(), 9);
+        assert_eq!(
+            seeds.iter().filter(|s| s.role == Role::Misleading).count(),
+            9
+        );
     }
 }

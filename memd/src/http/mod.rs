@@ -5,6 +5,7 @@
 //! a bad request into a 500: handlers return typed `ApiError`s that become 4xx answers.
 
 pub mod guard;
+mod openapi;
 mod routes;
 
 use crate::core::Core;

@@ -20,6 +20,7 @@ pub async fn route(server: &Server, req: Request<Incoming>) -> Response<Body> {
         };
     }
     match (&method, path.as_str()) {
+        (&Method::GET, "/openapi.json") => super::openapi::response(),
         (&Method::GET, "/api/health") => json_response(200, &core.health()),
         (&Method::GET, "/api/stats") => json_response(200, &core.stats()),
         (&Method::POST, "/api/search") => post!(BODY_MAX_BYTES, |b| core.search(&b)),

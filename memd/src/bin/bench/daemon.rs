@@ -150,7 +150,10 @@ impl Daemon {
                 }
             }
             if spawned.elapsed() > START_LIMIT {
-                bail!("memd not healthy after {START_LIMIT:?}; log:\n{}", self.log_tail());
+                bail!(
+                    "memd not healthy after {START_LIMIT:?}; log:\n{}",
+                    self.log_tail()
+                );
             }
             std::thread::sleep(POLL);
         }
@@ -238,7 +241,10 @@ impl Daemon {
         let status = child.wait()?;
         let took = start.elapsed();
         if !status.success() {
-            bail!("memd exited with {status} on SIGTERM; log:\n{}", self.log_tail());
+            bail!(
+                "memd exited with {status} on SIGTERM; log:\n{}",
+                self.log_tail()
+            );
         }
         Ok(took)
     }

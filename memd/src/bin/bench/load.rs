@@ -12,8 +12,8 @@ use super::report::Samples;
 use anyhow::{Result, bail};
 use proto::*;
 use serde_json::json;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// What an ingest run measured.
@@ -262,13 +262,7 @@ pub fn mixed(d: &Daemon, sessions: usize, duration: Duration, seed: u64) -> Resu
     Ok(out)
 }
 
-fn run_session(
-    c: &Client,
-    s: usize,
-    deadline: Instant,
-    seed: u64,
-    failures: &Failures,
-) -> Step {
+fn run_session(c: &Client, s: usize, deadline: Instant, seed: u64, failures: &Failures) -> Step {
     let mut corpus = Corpus::new(seed);
     let conv = format!("bench-mixed-{seed}-{s}");
     let mut st = Step {

@@ -7,10 +7,10 @@
 
 use super::corpus::Corpus;
 use super::daemon::{Daemon, Instance, dir_bytes};
+use super::hooks;
 use super::load;
 use super::prebuild;
 use super::report::{Figure, Report, Samples, Stat, Target, size_label};
-use super::hooks;
 use anyhow::{Result, bail};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -159,10 +159,8 @@ impl Bench {
                 .with_target(Target::at_least(Stat::Value, INGEST_PER_S))
                 .with_note("until /api/stats index.pending_embeddings == 0"),
             );
-            self.report.add(Figure::latency(
-                &format!("ingest.request.c{c}"),
-                &r.request,
-            ));
+            self.report
+                .add(Figure::latency(&format!("ingest.request.c{c}"), &r.request));
             self.report.add(
                 Figure::value(&format!("ingest.errors.c{c}"), "count", r.errors as f64)
                     .with_target(Target::at_most(Stat::Value, 0.0)),
@@ -188,7 +186,12 @@ impl Bench {
     }
 
     fn disk_live(&mut self, inst: &Instance, label: &str, n: usize) {
-        self.disk_figure(inst, &format!("disk.live.{label}"), n, "daemon running (WAL)");
+        self.disk_figure(
+            inst,
+            &format!("disk.live.{label}"),
+            n,
+            "daemon running (WAL)",
+        );
     }
 
     fn disk_clean(&mut self, inst: &Instance, label: &str, n: usize) {
@@ -231,7 +234,11 @@ impl Bench {
             count = filled.0;
             synthetic |= filled.1;
             // Sizes holding synthetic vectors are named apart from fully real ones.
-            let label = if synthetic { format!("{label}-syn") } else { label };
+            let label = if synthetic {
+                format!("{label}-syn")
+            } else {
+                label
+            };
             if let Some(d) = daemon.take() {
                 self.disk_live(&inst, &label, count);
                 let took = d.stop()?;
@@ -255,8 +262,14 @@ impl Bench {
             self.disk_live(&inst, &label, n);
             let took = d.stop()?;
             self.report.add(
-                Figure::value(&format!("shutdown.{label}"), "ms", took.as_secs_f64() * 1000.0)
-                    .with_note(format!("{n} memories, after the workloads (final snapshot)")),
+                Figure::value(
+                    &format!("shutdown.{label}"),
+                    "ms",
+                    took.as_secs_f64() * 1000.0,
+                )
+                .with_note(format!(
+                    "{n} memories, after the workloads (final snapshot)"
+                )),
             );
             self.disk_clean(&inst, &label, n);
             self.save()?;
@@ -375,7 +388,9 @@ impl Bench {
         self.report.add(
             Figure::latency(&format!("search.embed.{label}"), &s)
                 .with_target(Target::at_most(Stat::P99, SEARCH_P99_MS))
-                .with_note(format!("{at}; new query each call: embedding on the request path")),
+                .with_note(format!(
+                    "{at}; new query each call: embedding on the request path"
+                )),
         );
         let pool: Vec<String> = (0..CACHED_POOL).map(|_| corpus.query()).collect();
         let s = load::search_cached(d, &pool, self.opts.queries)?;
@@ -407,7 +422,14 @@ impl Bench {
             )),
         );
         self.save()?;
-        let h = hooks::run(d, inst, &self.hook_dir, self.opts.hook_runs, &mut corpus, label)?;
+        let h = hooks::run(
+            d,
+            inst,
+            &self.hook_dir,
+            self.opts.hook_runs,
+            &mut corpus,
+            label,
+        )?;
         self.report.add(
             Figure::latency(&format!("hook_prompt.{label}"), &h.prompt)
                 .with_target(Target::at_most(Stat::P50, HOOK_PROMPT_P50_MS))
@@ -525,7 +547,8 @@ fn file_name(p: &Path) -> String {
 
 /// `snapshot 1.2 MiB, wal 3.4 MiB, vectors 5.6 MiB` for the store directory.
 fn store_breakdown(store: &Path) -> String {
-    let mut parts: Vec<(&str, u64)> = vec![("snapshot", 0), ("wal", 0), ("vectors", 0), ("other", 0)];
+    let mut parts: Vec<(&str, u64)> =
+        vec![("snapshot", 0), ("wal", 0), ("vectors", 0), ("other", 0)];
     for e in std::fs::read_dir(store).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let len = e.metadata().map(|m| m.len()).unwrap_or(0);

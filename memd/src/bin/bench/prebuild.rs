@@ -155,8 +155,16 @@ fn embed_all(runtime_dir: &Path, texts: &[String]) -> Result<Vec<Vec<f32>>> {
 
 /// `base` plus N(0, σ²) per component, renormalised to unit length.
 fn perturb(base: &[f32], rng: &mut StdRng) -> Vec<f32> {
-    let mut v: Vec<f32> = base.iter().map(|x| x + NOISE_SIGMA * gaussian(rng)).collect();
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+    let mut v: Vec<f32> = base
+        .iter()
+        .map(|x| x + NOISE_SIGMA * gaussian(rng))
+        .collect();
+    let norm = v
+        .iter()
+        .map(|x| x * x)
+        .sum::<f32>()
+        .sqrt()
+        .max(f32::MIN_POSITIVE);
     v.iter_mut().for_each(|x| *x /= norm);
     v
 }
