@@ -15,8 +15,11 @@ use proto::limits;
 use proto::{Collection, MemoryView, SearchRequest, SortBy, Value};
 use std::collections::{BTreeMap, HashMap};
 
-/// Rank constant of reciprocal rank fusion (the usual 60).
-pub const RRF_K: f32 = 60.0;
+/// Rank constant of reciprocal rank fusion. Measured on LoCoMo (5 conversations, 760
+/// questions; `memd eval locomo`): k 60 with lexical weight 0.5 gave R@5 0.543, worse than BM25
+/// alone (0.601); k 5 with equal weights gave R@5 0.638 / R@10 0.727, better than either alone.
+/// A small k lets the top of each list dominate, which suits two lists that disagree often.
+pub const RRF_K: f32 = 5.0;
 
 /// Which retrieval signals to use; the defaults are what `memd eval locomo` measured best.
 #[derive(Debug, Clone, Copy)]
@@ -31,8 +34,8 @@ impl Default for Ranking {
     fn default() -> Self {
         Ranking {
             vector_weight: 1.0,
-            lexical_weight: 0.5,
-            prior_weight: 0.15,
+            lexical_weight: 1.0,
+            prior_weight: 0.10,
             graph_boosts: true,
         }
     }
