@@ -126,7 +126,10 @@ impl Core {
     /// until everything queued this way is applied. Failures are logged.
     pub fn commit_queued(&self, ops: Vec<Op>) -> Result<(), ApiError> {
         let rx = self.store.enqueue(ops)?;
-        let n = self.queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let n = self
+            .queued
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
         let applied = self.applied.clone();
         tokio::spawn(async move {
             if let Ok(Err(e)) = rx.await {

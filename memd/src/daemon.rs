@@ -57,16 +57,19 @@ pub async fn serve(cfg: Config) -> Result<()> {
         token,
         mcp: Some(mcp),
     });
+    // Signal handlers are installed before the daemon announces itself: a SIGTERM sent as
+    // soon as daemon.json appears must shut down cleanly, not kill the process.
+    let signals = Signals::install()?;
+    tokio::spawn(async move {
+        signals.wait().await;
+        eprintln!("memd: shutting down");
+        trigger.fire();
+    });
     write_daemon_file(&data_dir, port)?;
     eprintln!(
         "memd: listening on 127.0.0.1:{port}, data in {}",
         data_dir.display()
     );
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        eprintln!("memd: shutting down");
-        trigger.fire();
-    });
     http::serve(listener, server, stop).await?;
     for w in workers {
         let _ = w.await;
@@ -157,27 +160,35 @@ fn load_model_in_background(core: Arc<Core>) {
     });
 }
 
-async fn wait_for_signal() {
+/// SIGTERM and SIGINT, registered at once so none is missed.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(Signals {})
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn wait(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
     }
 }

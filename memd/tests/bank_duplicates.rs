@@ -5,21 +5,57 @@ use memd::core::BANK_DUPLICATE_COSINE;
 use memd::embed::{Embed, OnnxEmbedder, RuntimePaths};
 
 const SAME: &[(&str, &str)] = &[
-    ("The user's name is Ada Lovelace", "The user is called Ada Lovelace"),
-    ("User prefers tabs over spaces in Go code", "In Go code the user prefers tabs rather than spaces"),
-    ("The billing service deploys with Nomad", "Billing service deployments use Nomad"),
-    ("Ada works at Acme Corp as a backend engineer", "Ada is a backend engineer at Acme Corp"),
-    ("The project uses PostgreSQL 16 for storage", "The project stores its data in PostgreSQL 16"),
-    ("User wants concise answers without preamble", "The user wants concise answers, no preamble"),
+    (
+        "The user's name is Ada Lovelace",
+        "The user is called Ada Lovelace",
+    ),
+    (
+        "User prefers tabs over spaces in Go code",
+        "In Go code the user prefers tabs rather than spaces",
+    ),
+    (
+        "The billing service deploys with Nomad",
+        "Billing service deployments use Nomad",
+    ),
+    (
+        "Ada works at Acme Corp as a backend engineer",
+        "Ada is a backend engineer at Acme Corp",
+    ),
+    (
+        "The project uses PostgreSQL 16 for storage",
+        "The project stores its data in PostgreSQL 16",
+    ),
+    (
+        "User wants concise answers without preamble",
+        "The user wants concise answers, no preamble",
+    ),
 ];
 
 const DIFFERENT: &[(&str, &str)] = &[
-    ("The user's name is Ada Lovelace", "The user's manager is Grace Hopper"),
-    ("User prefers tabs over spaces in Go code", "User prefers spaces over tabs in Python code"),
-    ("The billing service deploys with Nomad", "The search service deploys with Kubernetes"),
-    ("The project uses PostgreSQL 16 for storage", "The project uses Redis 7 for caching"),
-    ("Staging database listens on port 5433", "Production database listens on port 5432"),
-    ("User's goal is to ship v2 by March", "User's goal is to hire two engineers by March"),
+    (
+        "The user's name is Ada Lovelace",
+        "The user's manager is Grace Hopper",
+    ),
+    (
+        "User prefers tabs over spaces in Go code",
+        "User prefers spaces over tabs in Python code",
+    ),
+    (
+        "The billing service deploys with Nomad",
+        "The search service deploys with Kubernetes",
+    ),
+    (
+        "The project uses PostgreSQL 16 for storage",
+        "The project uses Redis 7 for caching",
+    ),
+    (
+        "Staging database listens on port 5433",
+        "Production database listens on port 5432",
+    ),
+    (
+        "User's goal is to ship v2 by March",
+        "User's goal is to hire two engineers by March",
+    ),
 ];
 
 fn cos(a: &[f32], b: &[f32]) -> f32 {
@@ -48,7 +84,14 @@ fn threshold_separates_restatements_from_distinct_facts() {
     let different = score(DIFFERENT);
     eprintln!("restatements: {same:.3?}\ndistinct:     {different:.3?}");
     let max_diff = different.iter().cloned().fold(f32::MIN, f32::max);
-    assert!(max_diff < BANK_DUPLICATE_COSINE, "a distinct fact ({max_diff}) would be merged");
+    assert!(
+        max_diff < BANK_DUPLICATE_COSINE,
+        "a distinct fact ({max_diff}) would be merged"
+    );
     let caught = same.iter().filter(|c| **c >= BANK_DUPLICATE_COSINE).count();
-    assert!(caught >= 5, "only {caught} of {} restatements recognised", same.len());
+    assert!(
+        caught >= 5,
+        "only {caught} of {} restatements recognised",
+        same.len()
+    );
 }

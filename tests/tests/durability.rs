@@ -137,7 +137,11 @@ fn newest_wal(dir: &std::path::Path) -> std::path::PathBuf {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("wal.") && !n.contains("discarded")))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("wal.") && !n.contains("discarded"))
+        })
         .collect();
     wals.sort();
     wals.pop().expect("a WAL segment")
@@ -147,7 +151,12 @@ fn newest_wal(dir: &std::path::Path) -> std::path::PathBuf {
 fn torn_and_corrupt_wal_tails_recover_after_a_crash() {
     let mut d = Daemon::start();
     let acked: Vec<RecordResponseResponse> = (0..30)
-        .map(|i| d.post("/api/record-response", &json!({"key_takeaway": format!("durable note {i}")})))
+        .map(|i| {
+            d.post(
+                "/api/record-response",
+                &json!({"key_takeaway": format!("durable note {i}")}),
+            )
+        })
         .collect();
     d.kill9();
     // A torn tail: half a frame header, as a crash in the middle of an append leaves it.
@@ -160,9 +169,16 @@ fn torn_and_corrupt_wal_tails_recover_after_a_crash() {
         let r: SearchResponse = d.post("/api/search", &json!({"id": a.doc_id}));
         assert_eq!(r.count, 1, "{} lost after a torn tail", a.doc_id);
     }
-    assert!(d.log_text().contains("torn"), "recovery says what it did: {}", d.log_text());
+    assert!(
+        d.log_text().contains("torn"),
+        "recovery says what it did: {}",
+        d.log_text()
+    );
     // A corrupt tail: a complete frame whose checksum is wrong.
-    let more: RecordResponseResponse = d.post("/api/record-response", &json!({"key_takeaway": "after the first crash"}));
+    let more: RecordResponseResponse = d.post(
+        "/api/record-response",
+        &json!({"key_takeaway": "after the first crash"}),
+    );
     d.kill9();
     let wal = newest_wal(d.data_dir());
     let mut bytes = std::fs::read(&wal).unwrap();
@@ -177,5 +193,8 @@ fn torn_and_corrupt_wal_tails_recover_after_a_crash() {
     }
     assert!(d.log_text().contains("corrupt"), "{}", d.log_text());
     // and the store takes writes again
-    let _: RecordResponseResponse = d.post("/api/record-response", &json!({"key_takeaway": "still writable"}));
+    let _: RecordResponseResponse = d.post(
+        "/api/record-response",
+        &json!({"key_takeaway": "still writable"}),
+    );
 }

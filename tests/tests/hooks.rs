@@ -394,15 +394,26 @@ fn cursor_rules_file_is_kept_current_when_enabled() {
     env.push(("CURSOR_VERSION".into(), "1.7.2".into()));
     let stdin = json!({"conversation_id": "c", "generation_id": "g", "cursor_version": "1.7.2", "hook_event_name": "beforeSubmitPrompt",
         "workspace_roots": [workspace.path()], "prompt": "which port does billing staging use?"});
-    let (code, _, _, _) = run_hook("hook-prompt", &["--cursor"], stdin.to_string().as_bytes(), &env);
+    let (code, _, _, _) = run_hook(
+        "hook-prompt",
+        &["--cursor"],
+        stdin.to_string().as_bytes(),
+        &env,
+    );
     assert_eq!(code, 0);
     let rules = workspace.path().join(".cursor/rules/memd-context.mdc");
     let start = std::time::Instant::now();
     while !rules.exists() {
-        assert!(start.elapsed() < std::time::Duration::from_secs(10), "rules file never written");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "rules file never written"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let text = std::fs::read_to_string(&rules).unwrap();
-    assert!(text.starts_with("---\ndescription:") && text.contains("alwaysApply: true"), "{text}");
+    assert!(
+        text.starts_with("---\ndescription:") && text.contains("alwaysApply: true"),
+        "{text}"
+    );
     assert!(text.contains("5433"), "{text}");
 }

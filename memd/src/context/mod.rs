@@ -137,7 +137,8 @@ pub async fn get_context(
         &injected,
         &formatted_injection,
     ));
-    if core.cfg.cursor.rules_file && req.client == Some(proto::Client::Cursor) && !req.session_start {
+    if core.cfg.cursor.rules_file && req.client == Some(proto::Client::Cursor) && !req.session_start
+    {
         write_cursor_rules(req.cwd.as_deref(), &context);
     }
     let relevant_memories = memories
@@ -160,10 +161,17 @@ pub const CURSOR_RULES_FILE: &str = ".cursor/rules/memd-context.mdc";
 /// context, in the background: Cursor's `beforeSubmitPrompt` cannot inject context itself.
 /// Only for an existing absolute workspace dir; failures are logged, never surfaced.
 fn write_cursor_rules(cwd: Option<&str>, context: &str) {
-    let Some(root) = cwd.map(std::path::PathBuf::from).filter(|p| p.is_absolute() && p.is_dir()) else {
+    let Some(root) = cwd
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+    else {
         return;
     };
-    let body = if context.is_empty() { "No stored memory is relevant to the latest prompt." } else { context };
+    let body = if context.is_empty() {
+        "No stored memory is relevant to the latest prompt."
+    } else {
+        context
+    };
     let text = format!(
         "---\ndescription: memd memories relevant to the current conversation (generated; do not edit)\nalwaysApply: true\n---\n{body}\n"
     );

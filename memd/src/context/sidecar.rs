@@ -37,7 +37,9 @@ pub async fn claim(core: &Core, conv: &str) -> Result<Option<SidecarData>, ApiEr
     }
     let data = core.store.read(|s| {
         let c = s.sessions.get(conv)?;
-        if c.sidecar_lease_until > now || now - c.last_sidecar_at < crate::state::session::SIDECAR_MIN_SPACING_MS {
+        if c.sidecar_lease_until > now
+            || now - c.last_sidecar_at < crate::state::session::SIDECAR_MIN_SPACING_MS
+        {
             return None;
         }
         let runs_today = s

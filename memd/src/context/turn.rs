@@ -82,7 +82,11 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
         .await?;
     let doc_id = match out {
         Output::Inserted { id, .. } | Output::Duplicate { id } => id,
-        other => return Err(ApiError::internal(format!("unexpected store answer {other:?}"))),
+        other => {
+            return Err(ApiError::internal(format!(
+                "unexpected store answer {other:?}"
+            )));
+        }
     };
     let mut resp = StopResponse {
         stored: true,
@@ -97,7 +101,12 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
     } else {
         resp.scoring_complete = true;
     }
-    core.trace.append(&crate::trace::TraceEntry::stop(&conv, &resp.doc_id, &user, resp.needs_sidecar));
+    core.trace.append(&crate::trace::TraceEntry::stop(
+        &conv,
+        &resp.doc_id,
+        &user,
+        resp.needs_sidecar,
+    ));
     Ok(resp)
 }
 
@@ -202,12 +211,20 @@ pub async fn record_outcome(
         Some(Output::Scored(r)) => {
             resp.documents_scored = r.scored.len();
             core.trace.append(&crate::trace::TraceEntry::record_outcome(
-                &conv, outcome.as_str(), &r.scored, req.source.as_deref(), false,
+                &conv,
+                outcome.as_str(),
+                &r.scored,
+                req.source.as_deref(),
+                false,
             ));
         }
         Some(Output::AlreadyScored) => {
             core.trace.append(&crate::trace::TraceEntry::record_outcome(
-                &conv, outcome.as_str(), &[], req.source.as_deref(), true,
+                &conv,
+                outcome.as_str(),
+                &[],
+                req.source.as_deref(),
+                true,
             ));
             resp.already_scored = true;
             return Ok(resp);

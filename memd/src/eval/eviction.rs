@@ -16,7 +16,7 @@ use proto::{Collection, Outcome};
 use std::fmt;
 
 /// Prior weights compared.
-pub const WEIGHTS: [f64; 7] = [0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4];
+pub const WEIGHTS: [f64; 11] = [0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0];
 /// Failures applied (1, 2, 3).
 pub const MAX_FAILURES: u32 = 3;
 const TOP: usize = 5;

@@ -69,6 +69,22 @@ pub const OFF_TOPIC_QUERIES: [&str; 50] = [
     "What causes a 'too many open files' error on Linux and how do I raise the limit?",
 ];
 
+/// The probe sets of the LoCoMo study.
+pub const LOCOMO_PROBES: ProbeNames = ProbeNames {
+    memories: "LoCoMo conversations",
+    relevant: "LoCoMo",
+    off_topic: "coding",
+    hard: "other-conversation",
+};
+
+/// The probe sets of the study on the learning scenario's project notes.
+pub const NOTES_PROBES: ProbeNames = ProbeNames {
+    memories: "project notes",
+    relevant: "project",
+    off_topic: "chit-chat",
+    hard: "other-coding",
+};
+
 /// One ranked list as the floor sees it: each hit's cosine similarity and, for LoCoMo
 /// questions, whether it is an evidence turn.
 pub(crate) type Ranked = Vec<(f32, bool)>;
@@ -104,7 +120,7 @@ pub struct FloorRow {
     pub relevant_top1_lost: f64,
     /// Questions with an evidence turn in the unfloored top 5 and none in the injection.
     pub evidence_lost: f64,
-    /// LoCoMo questions for which nothing at all would be injected.
+    /// Relevant queries for which nothing at all would be injected.
     pub locomo_nothing: f64,
     /// Off-topic (query, conversation) pairs that would inject at least one memory.
     pub off_topic_injecting: f64,
@@ -114,9 +130,23 @@ pub struct FloorRow {
     pub foreign_injecting: Option<f64>,
 }
 
+/// What the three probe sets are called in a printed study.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeNames {
+    /// The memories the study runs on.
+    pub memories: &'static str,
+    /// Queries with evidence among those memories.
+    pub relevant: &'static str,
+    /// Queries from another domain (nothing should be injected).
+    pub off_topic: &'static str,
+    /// Queries close to the domain but about something else (hard negatives).
+    pub hard: &'static str,
+}
+
 /// The study's result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FloorStudy {
+    pub names: ProbeNames,
     pub questions: usize,
     pub relevant_top1: usize,
     pub off_topic_probes: usize,
@@ -157,7 +187,7 @@ fn best_sims(lists: &[Ranked]) -> Vec<f32> {
 }
 
 impl FloorSamples {
-    pub(crate) fn study(&self) -> FloorStudy {
+    pub(crate) fn study(&self, names: ProbeNames) -> FloorStudy {
         let mut top1: Vec<f32> = self
             .locomo
             .iter()
@@ -218,6 +248,7 @@ impl FloorSamples {
         let off = best_sims(&self.off_topic);
         let foreign = best_sims(&self.foreign);
         FloorStudy {
+            names,
             questions: self.locomo.len(),
             relevant_top1: top1.len(),
             off_topic_probes: self.off_topic.len(),
@@ -246,30 +277,41 @@ impl FloorSamples {
 
 impl fmt::Display for FloorStudy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = &self.names;
         writeln!(
             f,
-            "relevance floor (get-context emulated: floor on cosine, then top {INJECT_MAX}); \
-             {} questions, {} with a relevant top-1, {} off-topic probes, {} foreign-conversation probes",
-            self.questions, self.relevant_top1, self.off_topic_probes, self.foreign_probes
+            "relevance floor on {} (get-context emulated: floor on cosine, then top {INJECT_MAX}): \
+             {} {} queries ({} with a relevant top-1), {} {} probes, {} {} probes",
+            n.memories,
+            self.questions,
+            n.relevant,
+            self.relevant_top1,
+            self.off_topic_probes,
+            n.off_topic,
+            self.foreign_probes,
+            n.hard
         )?;
         writeln!(
             f,
-            "floor  relevant-top1-lost  evidence-lost  locomo-nothing-injected  off-topic-injecting  off-topic-mean-injected  foreign-injecting"
+            "floor  relevant-top1-lost  evidence-lost  nothing-injected  {:>19}  {:>19}  {:>19}",
+            format!("{}-injecting", n.off_topic),
+            format!("{}-mean-injected", n.off_topic),
+            format!("{}-injecting", n.hard)
         )?;
         for r in &self.rows {
-            let foreign = r
+            let hard = r
                 .foreign_injecting
                 .map_or_else(|| "n/a".to_string(), |x| format!("{x:.3}"));
             writeln!(
                 f,
-                "{:.2}   {:>18.3}  {:>13.3}  {:>23.3}  {:>19.3}  {:>23.2}  {:>17}",
+                "{:.2}   {:>18.3}  {:>13.3}  {:>16.3}  {:>19.3}  {:>19.2}  {:>19}",
                 r.floor,
                 r.relevant_top1_lost,
                 r.evidence_lost,
                 r.locomo_nothing,
                 r.off_topic_injecting,
                 r.off_topic_mean_injected,
-                foreign
+                hard
             )?;
         }
         let (p10, p25, p50) = self.relevant_top1_sim;
@@ -280,12 +322,14 @@ impl fmt::Display for FloorStudy {
         let (m, p90, max) = self.off_topic_best_sim;
         writeln!(
             f,
-            "best similarity of off-topic probes: p50 {m:.3}  p90 {p90:.3}  max {max:.3}"
+            "best similarity of {} probes: p50 {m:.3}  p90 {p90:.3}  max {max:.3}",
+            n.off_topic
         )?;
         if let Some((m, p90, max)) = self.foreign_best_sim {
             writeln!(
                 f,
-                "best similarity of foreign-conversation probes: p50 {m:.3}  p90 {p90:.3}  max {max:.3}"
+                "best similarity of {} probes: p50 {m:.3}  p90 {p90:.3}  max {max:.3}",
+                n.hard
             )?;
         }
         Ok(())
@@ -304,7 +348,7 @@ mod tests {
             off_topic: vec![vec![(0.28, false), (0.22, false)], vec![(0.10, false)]],
             foreign: vec![],
         };
-        let s = samples.study();
+        let s = samples.study(LOCOMO_PROBES);
         let row = |x: f32| *s.rows.iter().find(|r| (r.floor - x).abs() < 1e-6).unwrap();
         assert_eq!(row(0.30).relevant_top1_lost, 0.0);
         assert_eq!(row(0.35).relevant_top1_lost, 1.0);

@@ -10,8 +10,11 @@
 
 use super::dataset::{self, Conversation, Question};
 use super::eviction::{self, EvictionStudy};
-use super::floor::{self, FloorSamples, FloorStudy, OFF_TOPIC_QUERIES};
+use super::floor::{
+    self, FloorSamples, FloorStudy, LOCOMO_PROBES, NOTES_PROBES, OFF_TOPIC_QUERIES,
+};
 use super::metrics::{ConfigResult, Scorer};
+use super::scenario;
 use super::tempdir::TempDir;
 use crate::config::LearningConfig;
 use crate::core::Core;
@@ -60,7 +63,7 @@ impl Default for LocomoOptions {
     fn default() -> Self {
         LocomoOptions {
             lexical_weights: vec![0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
-            prior_weights: vec![0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4],
+            prior_weights: vec![0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0],
             embed_threads: 0,
             study_lexical_weight: Ranking::default().lexical_weight,
         }
@@ -84,6 +87,9 @@ pub struct Report {
     /// Lexical weight of the ranking behind the noise, floor and eviction studies.
     pub study_lexical_weight: f32,
     pub floor: FloorStudy,
+    /// The same floors on the learning scenario's project notes (coding memories), probed
+    /// with the scenario's questions, LoCoMo questions (chit-chat) and unrelated coding ones.
+    pub notes_floor: FloorStudy,
     pub eviction: EvictionStudy,
 }
 
@@ -130,7 +136,9 @@ pub fn run_locomo_on(
         .map(|(name, ranking)| score_config(&indexed, &name, &ranking))
         .collect();
     let study = study_ranking(options);
-    let floor = floor_samples(&indexed, &off_topic, &study).study();
+    let floor = floor_samples(&indexed, &off_topic, &study).study(LOCOMO_PROBES);
+    let notes_floor =
+        notes_floor_samples(&indexed, &off_topic, &embedder, &study)?.study(NOTES_PROBES);
     let eviction = eviction::study(&relevance_lists(&indexed, &study));
     for ix in &indexed {
         ix.record_noise_outcomes()?;
@@ -160,6 +168,7 @@ pub fn run_locomo_on(
         noise,
         study_lexical_weight: options.study_lexical_weight,
         floor,
+        notes_floor,
         eviction,
     })
 }
@@ -251,34 +260,48 @@ struct Indexed {
 
 impl Indexed {
     fn build(conv: &Conversation, embedder: &dyn Embed) -> Result<Indexed> {
+        let memories = conv
+            .turns
+            .iter()
+            .map(|t| (turn_record(t), t.dia_id.clone()))
+            .collect();
+        Self::store(memories, &conv.questions, embedder)
+    }
+
+    /// Stores `(record, label)` pairs in a fresh store, embeds them and the questions that
+    /// have evidence (the others are only counted).
+    fn store(
+        memories: Vec<(crate::record::Record, String)>,
+        questions: &[Question],
+        embedder: &dyn Embed,
+    ) -> Result<Indexed> {
         let dir = TempDir::new("memd-eval-locomo")?;
         let (store, _) = Store::open(dir.path(), MemState::new(DIMS)?)
             .map_err(|e| anyhow!("opening the evaluation store: {e}"))?;
-        let ops = conv
-            .turns
+        let ops = memories
             .iter()
-            .map(|t| Op::Insert(Box::new(turn_record(t))))
+            .map(|(rec, _)| Op::Insert(Box::new(rec.clone())))
             .collect();
         let outputs = store.commit(ops).map_err(|e| anyhow!("{e}"))?;
         let mut labels: HashMap<u64, Vec<String>> = HashMap::new();
         let mut key_of: HashMap<String, u64> = HashMap::new();
         let mut fresh: Vec<(u64, String)> = Vec::new();
         let mut merged_duplicates = 0;
-        for (turn, out) in conv.turns.iter().zip(outputs) {
+        for ((rec, label), out) in memories.into_iter().zip(outputs) {
             match out {
                 Output::Inserted { id, key } => {
-                    labels.insert(key, vec![turn.dia_id.clone()]);
+                    labels.insert(key, vec![label]);
                     key_of.insert(id, key);
-                    fresh.push((key, turn.content()));
+                    fresh.push((key, rec.content));
                 }
                 Output::Duplicate { id } => {
                     let key = key_of
                         .get(&id)
                         .with_context(|| format!("duplicate of unknown memory {id}"))?;
-                    labels.entry(*key).or_default().push(turn.dia_id.clone());
+                    labels.entry(*key).or_default().push(label);
                     merged_duplicates += 1;
                 }
-                other => bail!("storing turn {} failed: {other:?}", turn.dia_id),
+                other => bail!("storing memory {label} failed: {other:?}"),
             }
         }
         let texts: Vec<&str> = fresh.iter().map(|(_, c)| c.as_str()).collect();
@@ -289,8 +312,7 @@ impl Indexed {
             .map(|((key, _), vector)| Op::Vector { key: *key, vector })
             .collect();
         store.commit(vector_ops).map_err(|e| anyhow!("{e}"))?;
-        let (questions, skipped): (Vec<Question>, Vec<Question>) = conv
-            .questions
+        let (questions, skipped): (Vec<Question>, Vec<Question>) = questions
             .iter()
             .cloned()
             .partition(|q| !q.evidence.is_empty());
@@ -427,6 +449,64 @@ fn floor_samples(indexed: &[Indexed], off_topic: &[Vec<f32>], ranking: &Ranking)
     samples
 }
 
+/// The floor probes on the learning scenario's notes: its questions (evidence: the notes of
+/// the asked topic), every LoCoMo question as chit-chat, the coding questions as other-coding.
+fn notes_floor_samples(
+    indexed: &[Indexed],
+    coding: &[Vec<f32>],
+    embedder: &dyn Embed,
+    ranking: &Ranking,
+) -> Result<FloorSamples> {
+    let seeds = scenario::seeds();
+    let label = |i: usize| match seeds[i].topic {
+        Some(t) => format!("{}:{i}", scenario::TOPICS[t].name),
+        None => format!("filler:{i}"),
+    };
+    let memories = (0..seeds.len())
+        .map(|i| {
+            let rec = Core::new_record(Collection::Working, seeds[i].content.to_string(), 0);
+            (rec, label(i))
+        })
+        .collect();
+    let questions: Vec<Question> = scenario::TOPICS
+        .iter()
+        .enumerate()
+        .flat_map(|(t, topic)| {
+            let evidence: Vec<String> = (0..seeds.len())
+                .filter(|&i| seeds[i].topic == Some(t))
+                .map(label)
+                .collect();
+            topic.queries.iter().map(move |q| Question {
+                text: q.to_string(),
+                category: 4,
+                evidence: evidence.clone(),
+            })
+        })
+        .collect();
+    let notes = Indexed::store(memories, &questions, embedder)?;
+    let mut samples = FloorSamples::default();
+    notes.store.read(|s| {
+        for (q, v) in notes.questions.iter().zip(&notes.question_vecs) {
+            samples
+                .locomo
+                .push(notes.probe(s, (&q.text, v), &q.evidence, ranking));
+        }
+        for ix in indexed {
+            for (q, v) in ix.questions.iter().zip(&ix.question_vecs) {
+                samples
+                    .off_topic
+                    .push(notes.probe(s, (&q.text, v), &[], ranking));
+            }
+        }
+        for (text, v) in OFF_TOPIC_QUERIES.iter().zip(coding) {
+            samples
+                .foreign
+                .push(notes.probe(s, (text, v), &[], ranking));
+        }
+    });
+    Ok(samples)
+}
+
 /// Each question's fused scores with the prior off (relevance only), best first.
 fn relevance_lists(indexed: &[Indexed], study: &Ranking) -> Vec<Vec<f64>> {
     let ranking = Ranking {
@@ -503,6 +583,7 @@ impl fmt::Display for Report {
             self.study_lexical_weight
         )?;
         writeln!(f, "{}", self.floor)?;
+        writeln!(f, "{}", self.notes_floor)?;
         write!(f, "{}", self.eviction)
     }
 }

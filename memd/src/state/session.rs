@@ -188,7 +188,8 @@ impl Sessions {
                     return false;
                 };
                 let busy = c.sidecar_lease_until > *at;
-                let too_soon = c.last_sidecar_at > 0 && *at - c.last_sidecar_at < SIDECAR_MIN_SPACING_MS;
+                let too_soon =
+                    c.last_sidecar_at > 0 && *at - c.last_sidecar_at < SIDECAR_MIN_SPACING_MS;
                 if busy || too_soon {
                     return false;
                 }
