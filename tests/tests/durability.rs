@@ -69,7 +69,7 @@ fn acknowledged_writes_survive_sigkill_at_random_moments() {
     let rounds: usize = std::env::var("MEMD_CRASH_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
-        .unwrap_or(5);
+        .unwrap_or(20);
     let mut d = Daemon::start();
     let mut all = Vec::new();
     let mut rng = rand::rng();
