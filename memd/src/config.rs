@@ -57,7 +57,7 @@ impl Default for LearningConfig {
     fn default() -> Self {
         LearningConfig {
             time_weighting: false,
-            prior_weight: 0.10,
+            prior_weight: 0.15,
         }
     }
 }

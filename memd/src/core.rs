@@ -40,6 +40,8 @@ pub struct Core {
     pub scored: tokio::sync::Notify,
     /// Woken when new memories need embedding.
     pub embed_wake: tokio::sync::Notify,
+    /// Woken after outcomes (keeps a permit, so a wake during a running pass is not lost).
+    pub lifecycle_wake: tokio::sync::Notify,
     hook_calls: Mutex<VecDeque<HookCall>>,
     /// Session records queued by get-context but perhaps not applied yet (see `settle`).
     queued: std::sync::atomic::AtomicU64,
@@ -60,6 +62,7 @@ impl Core {
             query_cache: Mutex::new(HashMap::new()),
             scored: tokio::sync::Notify::new(),
             embed_wake: tokio::sync::Notify::new(),
+            lifecycle_wake: tokio::sync::Notify::new(),
             hook_calls: Mutex::new(VecDeque::new()),
             queued: std::sync::atomic::AtomicU64::new(0),
             applied: tokio::sync::watch::channel(0).0,

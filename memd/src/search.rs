@@ -35,7 +35,7 @@ impl Default for Ranking {
         Ranking {
             vector_weight: 1.0,
             lexical_weight: 1.0,
-            prior_weight: 0.10,
+            prior_weight: 0.15,
             graph_boosts: true,
         }
     }

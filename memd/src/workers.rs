@@ -98,7 +98,7 @@ async fn lifecycle_loop(core: Arc<Core>, shutdown: Shutdown) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(LIFECYCLE_EVERY) => {}
-            _ = core.scored.notified() => {}
+            _ = core.lifecycle_wake.notified() => {}
             _ = shutdown.wait() => return,
         }
         if let Err(e) = run_lifecycle(&core).await {

@@ -67,7 +67,7 @@ fn fusion_keeps_vector_recall_and_an_unscored_prior_is_neutral() {
     let shipped_lw = Ranking::default().lexical_weight;
     let options = LocomoOptions {
         lexical_weights: vec![shipped_lw],
-        prior_weights: vec![0.0, 0.4],
+        prior_weights: vec![0.0, 0.8],
         embed_threads: 2,
         ..LocomoOptions::default()
     };
@@ -116,9 +116,9 @@ fn fusion_keeps_vector_recall_and_an_unscored_prior_is_neutral() {
     // …and a strong prior fed with outcomes unrelated to relevance must cost recall: the
     // prior is live, not ignored.
     assert!(
-        noise(0.4).r5 < fused_no_prior.r5,
-        "a 0.4 prior over random outcomes changed nothing: {:.3}",
-        noise(0.4).r5
+        noise(0.8).r5 < fused_no_prior.r5,
+        "a 0.8 prior over random outcomes changed nothing: {:.3}",
+        noise(0.8).r5
     );
     let floor = &report.floor;
     assert_eq!(floor.off_topic_probes, 50);

@@ -1,6 +1,7 @@
 //! Outcome learning end to end: misleading notes leave the top 5 once the agent scores them
 //! `failed`, correct notes scored `worked` keep their place, through the real hook API
 //! (get-context → record-outcome → stop) of a real daemon with its default configuration.
+//! Needs the embedding runtime; MEMD_SKIP_MODEL_TESTS=1 skips it.
 
 use proto::*;
 use serde_json::json;
@@ -150,6 +151,10 @@ struct Tally {
 
 #[test]
 fn misleading_notes_leave_the_top_five_within_three_failures() {
+    if std::env::var("MEMD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {
+        eprintln!("MEMD_SKIP_MODEL_TESTS=1: skipping outcome learning (needs the embedding model)");
+        return;
+    }
     let d = Daemon::start();
     // The agent believed every deploy note when it stored it.
     let correct_ids: Vec<String> = CORRECT
@@ -203,23 +208,25 @@ fn misleading_notes_leave_the_top_five_within_three_failures() {
                 asked, injected,
                 "memd asks about what it injected last turn"
             );
-            let mut scores = BTreeMap::new();
-            let mut any_failed = false;
-            for m in &previous {
-                let outcome = match role_of(&m.content) {
-                    (Role::Correct, i) => {
-                        correct_worked[i] += 1;
-                        "worked"
-                    }
-                    (Role::Misleading, i) => {
-                        tally[i].failures += 1;
-                        any_failed = true;
-                        "failed"
-                    }
-                    (Role::Other, _) => "unknown",
-                };
-                scores.insert(m.id.clone(), outcome.to_string());
-            }
+            let judged: Vec<(&MemoryView, Role, usize)> = previous
+                .iter()
+                .map(|m| {
+                    let (role, i) = role_of(&m.content);
+                    (m, role, i)
+                })
+                .collect();
+            let any_failed = judged.iter().any(|j| j.1 == Role::Misleading);
+            let scores: BTreeMap<String, &str> = judged
+                .iter()
+                .map(|(m, role, _)| {
+                    let outcome = match role {
+                        Role::Correct => "worked",
+                        Role::Misleading => "failed",
+                        Role::Other => "unknown",
+                    };
+                    (m.id.clone(), outcome)
+                })
+                .collect();
             let r: RecordOutcomeResponse = d.post(
                 "/api/record-outcome",
                 &json!({
@@ -229,6 +236,17 @@ fn misleading_notes_leave_the_top_five_within_three_failures() {
                 }),
             );
             assert!(r.success && !r.already_scored, "{r:?}");
+            // A note deleted since it was injected is reported unknown, not scored.
+            for (m, role, i) in judged {
+                if r.unknown_ids.contains(&m.id) {
+                    continue;
+                }
+                match role {
+                    Role::Correct => correct_worked[i] += 1,
+                    Role::Misleading => tally[i].failures += 1,
+                    Role::Other => {}
+                }
+            }
             for m in &previous {
                 settle(&d, &m.id);
             }

@@ -201,6 +201,7 @@ pub async fn record_outcome(
     }
     let out = core.commit(ops).await?;
     core.scored.notify_waiters();
+    core.lifecycle_wake.notify_one();
     let mut resp = RecordOutcomeResponse {
         success: true,
         outcome: outcome.as_str().into(),

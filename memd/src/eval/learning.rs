@@ -30,7 +30,7 @@ use std::time::Duration;
 /// Turns of the simulated session after the warm-up.
 pub const DEFAULT_TURNS: usize = 60;
 /// Prior weights compared by default.
-pub const DEFAULT_PRIOR_WEIGHTS: [f64; 5] = [0.0, 0.1, 0.15, 0.25, 0.4];
+pub const DEFAULT_PRIOR_WEIGHTS: [f64; 6] = [0.0, 0.1, 0.15, 0.25, 0.4, 0.6];
 /// A timeline row is printed every this many turns.
 pub const TIMELINE_EVERY: usize = 10;
 
@@ -287,7 +287,11 @@ impl<'a> Simulation<'a> {
         if r.already_scored {
             bail!("the previous exchange was already scored");
         }
-        for (_, seed, o) in &judged {
+        // A note deleted since it was injected is reported unknown, not scored.
+        for (id, seed, o) in &judged {
+            if r.unknown_ids.contains(id) {
+                continue;
+            }
             if let Some(i) = *seed {
                 match o {
                     Outcome::Worked => self.tracks[i].worked += 1,

@@ -46,7 +46,7 @@ pub enum EvalCommand {
     },
     /// Outcome learning: a simulated session against a spawned daemon, once per prior weight.
     Learning {
-        /// Turns in the simulated session.
+        /// Turns of the simulated session after the 8-turn warm-up.
         #[arg(long, default_value_t = learning::DEFAULT_TURNS)]
         turns: usize,
         /// Prior weights to compare (comma-separated).
