@@ -177,6 +177,15 @@ impl Daemon {
         }
     }
 
+    /// The daemon's own account of its last store recovery (`store open in N ms ...`).
+    pub fn store_open_line(&self) -> Option<String> {
+        let text = std::fs::read_to_string(&self.log_path).ok()?;
+        text.lines()
+            .rev()
+            .find(|l| l.contains("store open in"))
+            .map(|l| l.trim_start_matches("memd: ").to_string())
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }

@@ -145,6 +145,14 @@ fn time_each<T>(items: &[T], mut f: impl FnMut(&T) -> Result<()>) -> Result<Samp
     Ok(s)
 }
 
+/// `GET path` `n` times (status endpoints that walk every memory under the store's read lock).
+pub fn get_repeated(d: &Daemon, path: &str, n: usize) -> Result<Samples> {
+    let calls: Vec<()> = vec![(); n];
+    time_each(&calls, |_| {
+        d.client.get::<serde_json::Value>(path).map(|_| ())
+    })
+}
+
 fn search_once(c: &Client, query: &str) -> Result<()> {
     let req = SearchRequest {
         query: Some(query.to_string()),

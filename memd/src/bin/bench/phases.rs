@@ -31,6 +31,8 @@ const FILL_CLIENTS: usize = 8;
 /// Memories stored just before the busy-search loop (their embedding runs during it).
 const BACKLOG: usize = 500;
 const BUSY_QUERIES: usize = 100;
+/// Calls per status-endpoint figure.
+const STATUS_CALLS: usize = 50;
 
 /// Everything the phases need, resolved once.
 pub struct Bench {
@@ -94,15 +96,17 @@ impl Bench {
         let mut healthy = Samples::default();
         let mut model = Samples::default();
         let mut rss = 0;
+        let mut open = None;
         for r in 0..self.opts.starts {
             let inst = self.instance(&format!("empty-{r}"))?;
             let d = inst.start(true)?;
             healthy.push(d.healthy_after);
             model.push(d.model_after.unwrap_or_default());
             rss = d.rss_kib()?.0;
+            open = d.store_open_line();
             d.stop()?;
         }
-        self.start_figures("0", &healthy, &model);
+        self.start_figures("0", &healthy, &model, open);
         self.report.add(
             Figure::value("rss.start.0", "MB", rss as f64 / 1024.0)
                 .with_target(Target::at_most(Stat::Value, RSS_MB))
@@ -111,11 +115,21 @@ impl Bench {
         self.save()
     }
 
-    fn start_figures(&mut self, label: &str, healthy: &Samples, model: &Samples) {
+    fn start_figures(
+        &mut self,
+        label: &str,
+        healthy: &Samples,
+        model: &Samples,
+        store_open: Option<String>,
+    ) {
+        let note = match store_open {
+            Some(line) => format!("spawn → /api/health 200; last start's log: {line}"),
+            None => "spawn → /api/health 200".to_string(),
+        };
         self.report.add(
             Figure::latency(&format!("start.healthy.{label}"), healthy)
                 .with_target(Target::at_most(Stat::P50, READY_MS))
-                .with_note("spawn → /api/health 200"),
+                .with_note(note),
         );
         self.report.add(
             Figure::latency(&format!("start.model.{label}"), model)
@@ -355,7 +369,7 @@ impl Bench {
     fn restarts(&mut self, inst: &Instance, label: &str) -> Result<Daemon> {
         let mut healthy = Samples::default();
         let mut model = Samples::default();
-        let mut last = None;
+        let mut last: Option<Daemon> = None;
         for r in 0..self.opts.starts.max(1) {
             if let Some(d) = last.take() {
                 Daemon::stop(d)?;
@@ -373,7 +387,8 @@ impl Bench {
             }
             last = Some(d);
         }
-        self.start_figures(label, &healthy, &model);
+        let open = last.as_ref().and_then(Daemon::store_open_line);
+        self.start_figures(label, &healthy, &model, open);
         last.ok_or_else(|| anyhow::anyhow!("no daemon started"))
     }
 
@@ -401,6 +416,13 @@ impl Bench {
                     "{at}; {CACHED_POOL} queries repeated: query vector from memd's cache"
                 )),
         );
+        for (name, path) in [("health", "/api/health"), ("stats", "/api/stats")] {
+            let s = load::get_repeated(d, path, STATUS_CALLS)?;
+            self.report.add(
+                Figure::latency(&format!("api.{name}.{label}"), &s)
+                    .with_note(format!("{at}; GET {path}")),
+            );
+        }
         let backlog: Vec<String> = (0..BACKLOG).map(|_| corpus.takeaway()).collect();
         let busy: Vec<String> = (0..BUSY_QUERIES.min(self.opts.queries))
             .map(|_| corpus.query())
@@ -547,8 +569,12 @@ fn file_name(p: &Path) -> String {
 
 /// `snapshot 1.2 MiB, wal 3.4 MiB, vectors 5.6 MiB` for the store directory.
 fn store_breakdown(store: &Path) -> String {
-    let mut parts: Vec<(&str, u64)> =
-        vec![("snapshot", 0), ("wal", 0), ("vectors", 0), ("other", 0)];
+    let mut parts: Vec<(&str, u64, usize)> = vec![
+        ("snapshot", 0, 0),
+        ("wal", 0, 0),
+        ("vectors", 0, 0),
+        ("other", 0, 0),
+    ];
     for e in std::fs::read_dir(store).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let len = e.metadata().map(|m| m.len()).unwrap_or(0);
@@ -562,10 +588,12 @@ fn store_breakdown(store: &Path) -> String {
             3
         };
         parts[slot].1 += len;
+        parts[slot].2 += 1;
     }
     parts
         .iter()
-        .map(|(k, b)| format!("{k} {:.1} MiB", *b as f64 / MIB))
+        .filter(|(_, _, files)| *files > 0)
+        .map(|(k, b, files)| format!("{k} ×{files} {:.1} MiB", *b as f64 / MIB))
         .collect::<Vec<_>>()
         .join(", ")
 }
