@@ -40,6 +40,18 @@ pub enum Command {
         #[arg(long)]
         port: Option<u16>,
     },
+    /// Show what the hooks did per conversation (ids injected and scored, outcomes, content hashes; never content).
+    Trace {
+        /// Only this conversation.
+        #[arg(long)]
+        conversation: Option<String>,
+        /// At most this many entries (newest last).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve memd's MCP tools over stdio, for clients that only launch stdio servers (starts the daemon if needed).
     Mcp,
     /// Offline evaluations: retrieval on LoCoMo, outcome learning on a scripted session.
@@ -189,6 +201,11 @@ pub fn main() -> ExitCode {
         // The bridge owns stdout: nothing else may print there.
         Command::Mcp => crate::mcp::run_stdio_bridge().map(|()| ExitCode::SUCCESS),
         Command::Eval(cmd) => crate::eval::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Trace {
+            conversation,
+            limit,
+            json,
+        } => run_trace(conversation.as_deref(), limit, json),
         other => dispatch(other),
     };
     match result {
@@ -205,6 +222,11 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),
         Command::Mcp => crate::mcp::run_stdio_bridge().map(|()| ExitCode::SUCCESS),
         Command::Eval(cmd) => crate::eval::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Trace {
+            conversation,
+            limit,
+            json,
+        } => run_trace(conversation.as_deref(), limit, json),
         Command::Init {
             claude_code,
             cursor,
@@ -263,6 +285,19 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             ServiceAction::Status { json } => service::run(service::Action::Status, false, json),
         },
     }
+}
+
+fn run_trace(conversation: Option<&str>, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let cfg = crate::config::Config::load(None)?;
+    let trace = crate::trace::Trace::open(&cfg.data_dir.join("logs"));
+    for entry in trace.read(conversation, limit) {
+        if json {
+            println!("{}", serde_json::to_string(&entry)?);
+        } else {
+            println!("{}", entry.display_line());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_serve(port: Option<u16>) -> anyhow::Result<()> {
