@@ -198,14 +198,6 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),
-        // The bridge owns stdout: nothing else may print there.
-        Command::Mcp => crate::mcp::run_stdio_bridge().map(|()| ExitCode::SUCCESS),
-        Command::Eval(cmd) => crate::eval::run(cmd).map(|()| ExitCode::SUCCESS),
-        Command::Trace {
-            conversation,
-            limit,
-            json,
-        } => run_trace(conversation.as_deref(), limit, json),
         other => dispatch(other),
     };
     match result {
@@ -220,6 +212,7 @@ pub fn main() -> ExitCode {
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),
+        // The bridge owns stdout: nothing else may print there.
         Command::Mcp => crate::mcp::run_stdio_bridge().map(|()| ExitCode::SUCCESS),
         Command::Eval(cmd) => crate::eval::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Trace {
