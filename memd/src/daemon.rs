@@ -157,6 +157,7 @@ fn load_model_in_background(core: Arc<Core>) {
             eprintln!("memd: {e}");
         }
         core.set_embedder(result);
+        crate::heap::release_freed_memory();
     });
 }
 

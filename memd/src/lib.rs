@@ -26,7 +26,7 @@
 //! - [`workers`]: background embedding, lifecycle, snapshots.
 //! - [`daemon`]: `memd serve` start-up and shutdown.
 //! - [`cli`]: every other `memd` command.
-//! - [`config`], [`clock`], [`error`], [`shutdown`]: small shared pieces.
+//! - [`config`], [`clock`], [`error`], [`shutdown`], [`heap`]: small shared pieces.
 
 pub mod books;
 pub mod cli;
@@ -39,6 +39,7 @@ pub mod embed;
 pub mod error;
 pub mod eval;
 pub mod export;
+pub mod heap;
 pub mod http;
 pub mod index;
 pub mod ingest;

@@ -33,19 +33,24 @@ pub fn spawn_all(core: &Arc<Core>, shutdown: &Shutdown) -> Vec<tokio::task::Join
 }
 
 async fn embed_loop(core: Arc<Core>, shutdown: Shutdown) {
+    let mut embedded_since_trim = 0;
     loop {
         if shutdown.is_set() {
             return;
         }
         match embed_some(&core).await {
             Ok(0) => {
+                if embedded_since_trim > 0 {
+                    embedded_since_trim = 0;
+                    tokio::task::spawn_blocking(crate::heap::release_freed_memory);
+                }
                 tokio::select! {
                     _ = core.embed_wake.notified() => {}
                     _ = tokio::time::sleep(Duration::from_secs(2)) => {}
                     _ = shutdown.wait() => return,
                 }
             }
-            Ok(_) => {}
+            Ok(n) => embedded_since_trim += n,
             Err(e) => {
                 eprintln!("memd: embedding failed, will retry: {e}");
                 tokio::select! {
@@ -88,7 +93,7 @@ pub async fn embed_some(core: &Arc<Core>) -> anyhow::Result<usize> {
     let n = vectors.len();
     let ops = vectors
         .into_iter()
-        .map(|(key, vector)| Op::Vector { key, vector })
+        .map(|(key, vector)| Op::vector(key, &vector))
         .collect();
     core.commit(ops).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(n)
@@ -162,7 +167,7 @@ async fn snapshot_loop(core: Arc<Core>, shutdown: Shutdown) {
         if core.store.ops_since_snapshot() >= SNAPSHOT_AFTER_OPS {
             let c = core.clone();
             match tokio::task::spawn_blocking(move || c.store.snapshot()).await {
-                Ok(Ok(_)) => {}
+                Ok(Ok(_)) => crate::heap::release_freed_memory(),
                 Ok(Err(e)) => eprintln!("memd: snapshot failed (the WAL keeps everything): {e}"),
                 Err(e) => eprintln!("memd: snapshot task failed: {e}"),
             }

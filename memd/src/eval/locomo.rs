@@ -309,7 +309,7 @@ impl Indexed {
         let vector_ops = fresh
             .iter()
             .zip(vectors)
-            .map(|((key, _), vector)| Op::Vector { key: *key, vector })
+            .map(|((key, _), vector)| Op::vector(*key, &vector))
             .collect();
         store.commit(vector_ops).map_err(|e| anyhow!("{e}"))?;
         let (questions, skipped): (Vec<Question>, Vec<Question>) = questions

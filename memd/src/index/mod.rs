@@ -14,4 +14,4 @@ mod vector_file;
 pub use fuse::reciprocal_rank_fusion;
 pub use lexical::Lexical;
 pub use tokenize::tokenize;
-pub use vector::VectorIndex;
+pub use vector::{VectorIndex, quantize};

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 
-const MAGIC: &[u8; 8] = b"memdvec1";
+/// Version 2: i8 vectors. A version-1 (f32) file fails `verify`, so memd re-embeds from the
+/// store instead of misreading it.
+const MAGIC: &[u8; 8] = b"memdvec2";
 const TRAILER_LEN: u64 = 24;
 
 /// Writes a new image to `path`: `write_payload` fills a temp file in the same directory, the

@@ -326,11 +326,11 @@ impl MemState {
         Output::Scored(result)
     }
 
-    fn apply_vector(&mut self, key: u64, vector: &[f32]) -> Output {
+    fn apply_vector(&mut self, key: u64, vector: &[i8]) -> Output {
         if !self.records.contains_key(&key) {
             return Output::Done; // deleted before its embedding landed
         }
-        match self.vectors.upsert(key, vector) {
+        match self.vectors.upsert_quantized(key, vector) {
             Ok(()) => {
                 self.pending.remove(&key);
                 Output::Done
@@ -440,7 +440,11 @@ impl Machine for MemState {
             Op::Delete { id, reason } => self.apply_delete(id, reason),
             Op::ScoreExchange(b) => self.apply_scores(b),
             Op::Move { id, to, new_id, at } => self.apply_move(id, *to, new_id, *at),
-            Op::Vector { key, vector } => self.apply_vector(*key, vector),
+            Op::Vector { key, vector } => self.apply_vector(*key, &crate::index::quantize(vector)),
+            Op::QuantizedVector { key, components } => {
+                let q: Vec<i8> = components.iter().map(|&c| c as i8).collect();
+                self.apply_vector(*key, &q)
+            }
             Op::Session(s) => {
                 if !self.sessions.apply(s) {
                     return Output::Rejected("sidecar lease refused".into());

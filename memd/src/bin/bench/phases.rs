@@ -356,7 +356,7 @@ impl Bench {
             );
             self.report.note(format!(
                 "size {label}: {count} memories stored through the API with real embeddings, then \
-                 {} added offline through memd::store (Op::Insert + Op::Vector): {} embedded for \
+                 {} added offline through memd::store (Op::Insert + Op::QuantizedVector): {} embedded for \
                  real, {} with synthetic vectors (a real pool embedding + Gaussian noise, cos ~0.86)",
                 b.added, b.real, b.synthetic
             ));

@@ -3,7 +3,7 @@
 //!
 //! What it writes is exactly what the daemon would: `Op::Insert` of records made by
 //! `Core::new_record` (working memories shaped like `/api/record-response` takeaways) and
-//! `Op::Vector` for each, committed through `memd::store::Store` into the real state machine,
+//! `Op::vector` for each, committed through `memd::store::Store` into the real state machine,
 //! then closed (snapshot + vector index file). What is synthetic is only the vectors of the
 //! bulk: a pool of texts is embedded for real with memd's own model, and every bulk record is a
 //! variant of one pool text whose vector is that text's real embedding plus Gaussian noise
@@ -92,7 +92,7 @@ pub fn append(
             .into_iter()
             .zip(vectors)
             .map(|(out, vector)| match out {
-                Output::Inserted { key, .. } => Ok(Op::Vector { key, vector }),
+                Output::Inserted { key, .. } => Ok(Op::vector(key, &vector)),
                 other => Err(anyhow!("insert not stored: {other:?}")),
             })
             .collect::<Result<Vec<Op>>>()?;
