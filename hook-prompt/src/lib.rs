@@ -1,6 +1,6 @@
 //! `hookrt`: the small runtime shared by the `hook-prompt` and `hook-stop` binaries.
 //!
-//! It owns what every hook run needs: a hard deadline (watchdog), a single guarded stdout answer,
+//! It owns what every hook run needs: the shared start-up (`session`), a hard deadline (watchdog), a single guarded stdout answer,
 //! bounded stdin, parsing of the client's hook event, the structured failure log, and the call to
 //! the memd daemon (including starting it when it is not running).
 //!
@@ -13,6 +13,7 @@ pub mod event;
 pub mod input;
 pub mod log;
 pub mod output;
+pub mod session;
 pub mod spawn;
 pub mod watchdog;
 

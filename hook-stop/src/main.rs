@@ -10,8 +10,7 @@ mod sidecar;
 mod transcript;
 
 use hookrt::daemon::Daemon;
-use hookrt::event::{Event, event_name, parse_event};
-use hookrt::input::{self, Mode};
+use hookrt::event::Event;
 use hookrt::watchdog::Deadline;
 use hookrt::{log, output};
 use proto::{Client, StopRequest, StopResponse};
@@ -22,31 +21,16 @@ const CURSOR_EMPTY: &str = "{}";
 const STOP_PATH: &str = "/api/hooks/stop";
 
 fn main() {
-    log::init("hook-stop");
-    hookrt::watchdog::exit_zero_on_panic();
-    let mode = input::mode_from_args(std::env::args().skip(1));
-    let cursor_version = std::env::var("CURSOR_VERSION").ok();
-    if input::is_cursor_double_fire(mode, cursor_version.as_deref()) {
+    let Some(run) = hookrt::session::start("hook-stop", CURSOR_EMPTY) else {
         return;
+    };
+    if let Some(event) = run.read_event() {
+        answer(event, &run.deadline);
     }
-    if mode == Mode::Cursor {
-        output::set_fallback(Some(CURSOR_EMPTY));
-    }
-    let deadline = Deadline::start_from_env();
-    run(mode, &deadline);
     output::emit_fallback();
 }
 
-fn run(mode: Mode, deadline: &Deadline) {
-    let raw = match input::read_stdin() {
-        Ok(raw) => raw,
-        Err(e) => return log::failure(e.kind(), &e.message()),
-    };
-    log::set_event(&event_name(&raw).unwrap_or_else(|| "unknown".into()));
-    let event = match parse_event(&raw, mode) {
-        Ok(event) => event,
-        Err(e) => return log::failure("bad_input", &e.message()),
-    };
+fn answer(event: Event, deadline: &Deadline) {
     let request = match event {
         Event::ClaudeStop {
             stop_hook_active: true,

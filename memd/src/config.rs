@@ -51,13 +51,21 @@ pub struct LearningConfig {
     pub time_weighting: bool,
     /// How much the outcome prior may move a relevance score (bounded; see `learn`).
     pub prior_weight: f64,
+    /// Relevance multiplier for raw exchange records ("User: … Assistant: …", stored at every
+    /// stop) against curated notes. They repeat the user's wording, so without it they
+    /// outrank the notes that answer the question (bench/EVAL.md).
+    pub exchange_weight: f64,
 }
+
+/// Chosen with `memd eval learning` (bench/EVAL.md).
+pub const EXCHANGE_WEIGHT: f64 = 0.7;
 
 impl Default for LearningConfig {
     fn default() -> Self {
         LearningConfig {
             time_weighting: false,
             prior_weight: 0.15,
+            exchange_weight: EXCHANGE_WEIGHT,
         }
     }
 }
@@ -196,6 +204,12 @@ impl Config {
             bail!(
                 "learning.prior_weight must be 0-1 (got {})",
                 self.learning.prior_weight
+            );
+        }
+        if !(0.0..=1.0).contains(&self.learning.exchange_weight) {
+            bail!(
+                "learning.exchange_weight must be 0-1 (got {})",
+                self.learning.exchange_weight
             );
         }
         let s = &self.sidecar;

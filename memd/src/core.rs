@@ -98,6 +98,7 @@ impl Core {
     pub fn ranking(&self) -> Ranking {
         Ranking {
             prior_weight: self.cfg.learning.prior_weight,
+            exchange_weight: self.cfg.learning.exchange_weight,
             ..Ranking::default()
         }
     }

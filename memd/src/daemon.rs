@@ -17,6 +17,7 @@ use anyhow::{Context, Result, bail};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub async fn serve(cfg: Config) -> Result<()> {
     prepare_data_dir(&cfg.data_dir)?;
@@ -75,15 +76,38 @@ pub async fn serve(cfg: Config) -> Result<()> {
         let _ = w.await;
     }
     std::fs::remove_file(data_dir.join(proto::paths::DAEMON_FILE)).ok();
-    let core = Arc::try_unwrap(core).map_err(|_| anyhow::anyhow!("core still shared at shutdown"));
-    match core {
+    match sole_owner(core, RELEASE_LIMIT).await {
         Ok(core) => tokio::task::spawn_blocking(move || core.store.close())
             .await?
             .map_err(|e| anyhow::anyhow!("final snapshot failed: {e}"))?,
-        Err(e) => eprintln!("memd: {e}; the write-ahead log holds everything"),
+        Err(_) => eprintln!(
+            "memd: core still shared {} s after shutdown; skipping the final snapshot (the \
+             write-ahead log holds everything)",
+            RELEASE_LIMIT.as_secs()
+        ),
     }
     eprintln!("memd: stopped");
     Ok(())
+}
+
+/// How long shutdown waits for background holders of the core to let go.
+const RELEASE_LIMIT: Duration = Duration::from_secs(10);
+
+/// The core, once nothing else holds it. At shutdown a few holders may still be finishing: the
+/// model loader (a SIGTERM right after start arrives while the model loads, ~0.3 s) or a
+/// blocking embedding. Closing the store needs sole ownership, so wait for them, bounded.
+async fn sole_owner(mut core: Arc<Core>, limit: Duration) -> Result<Core, Arc<Core>> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match Arc::try_unwrap(core) {
+            Ok(core) => return Ok(core),
+            Err(shared) if std::time::Instant::now() < deadline => {
+                core = shared;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(shared) => return Err(shared),
+        }
+    }
 }
 
 fn tail_note(tail: &crate::store::TailState) -> String {
@@ -156,8 +180,9 @@ fn load_model_in_background(core: Arc<Core>) {
         if let Err(e) = &result {
             eprintln!("memd: {e}");
         }
-        core.set_embedder(result);
+        // Before publishing: loading freed ~50 MB that glibc would otherwise keep.
         crate::heap::release_freed_memory();
+        core.set_embedder(result);
     });
 }
 

@@ -1,13 +1,33 @@
 //! Gives freed heap memory back to the operating system.
 //!
-//! Owns one call, made after bursts of allocation (model load, snapshots, a drained embedding
-//! queue). glibc keeps freed pages of its heaps for reuse; loading the ONNX model alone leaves
-//! ~50 MB of them behind (measured: idle RSS 185 MB without this, 135 MB with it). Must never be
-//! called on a request's path: trimming walks every heap.
+//! Owns the calls to `malloc_trim`, made after bursts of allocation (model load, snapshots,
+//! embeddings) and never on a request's path: trimming walks every heap. glibc keeps freed pages
+//! for reuse; loading the ONNX model alone leaves ~50 MB of them behind (measured: RSS after
+//! the model loaded 185 MB without a trim, 137 MB with one), and every embedding frees a few
+//! hundred KB of tokenizer and tensor buffers.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set when something freed memory worth returning since the last trim.
+static DIRTY: AtomicBool = AtomicBool::new(false);
+
+/// Notes that memory was allocated and freed (an embedding ran); the next
+/// `release_if_dirty` trims.
+pub fn mark_dirty() {
+    DIRTY.store(true, Ordering::Relaxed);
+}
+
+/// Trims when `mark_dirty` was called since the last trim. Cheap otherwise: for idle timers.
+pub fn release_if_dirty() {
+    if DIRTY.swap(false, Ordering::Relaxed) {
+        release_freed_memory();
+    }
+}
 
 /// Returns free pages of every malloc heap to the OS. A no-op where the C library has no such
 /// call.
 pub fn release_freed_memory() {
+    DIRTY.store(false, Ordering::Relaxed);
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only takes the allocator's own locks; it is safe to call from any
     // thread at any time.

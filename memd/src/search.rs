@@ -27,6 +27,8 @@ pub struct Ranking {
     pub vector_weight: f32,
     pub lexical_weight: f32,
     pub prior_weight: f64,
+    /// Multiplies the relevance of raw exchange records (`memory_type` "exchange").
+    pub exchange_weight: f64,
     pub graph_boosts: bool,
 }
 
@@ -36,6 +38,7 @@ impl Default for Ranking {
             vector_weight: 1.0,
             lexical_weight: 1.0,
             prior_weight: 0.15,
+            exchange_weight: 1.0,
             graph_boosts: true,
         }
     }
@@ -284,7 +287,8 @@ pub fn rank(
                 .iter()
                 .find(|(c, _)| *c == rec.collection)
                 .map_or(1.0, |(_, b)| *b);
-            let relevance = (f64::from(score) / best_possible).min(1.0) * boost;
+            let relevance =
+                (f64::from(score) / best_possible).min(1.0) * boost * kind_weight(rec, ranking);
             let prior = learn::scoring::outcome_prior(rec);
             Some(Hit {
                 key,
@@ -300,6 +304,19 @@ pub fn rank(
             .then(a.key.cmp(&b.key))
     });
     hits
+}
+
+/// How much a memory's kind counts: raw exchange transcripts rank below curated notes.
+fn kind_weight(rec: &Record, ranking: &Ranking) -> f64 {
+    let is_exchange = matches!(
+        rec.metadata.get("memory_type"),
+        Some(Value::String(t)) if t == "exchange"
+    );
+    if is_exchange {
+        ranking.exchange_weight
+    } else {
+        1.0
+    }
 }
 
 /// Memories matching the filters without a text query, newest (or best-scored) first.
@@ -373,4 +390,66 @@ pub fn view(rec: &Record, now_ms: i64, hit: Option<&Hit>) -> MemoryView {
 
 fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Core;
+    use crate::state::ops::{Op, Output};
+    use crate::store::Machine;
+
+    fn insert(state: &mut MemState, text: &str, exchange: bool) -> u64 {
+        let mut rec = Core::new_record(Collection::Working, text.to_string(), 0);
+        if exchange {
+            rec.metadata
+                .insert("memory_type".into(), Value::from("exchange"));
+        }
+        match state.apply(&Op::Insert(Box::new(rec))) {
+            Output::Inserted { key, .. } => key,
+            other => panic!("insert: {other:?}"),
+        }
+    }
+
+    fn ranked(state: &MemState, exchange_weight: f64) -> Vec<(u64, f64)> {
+        let query = "how do I deploy lantern to production";
+        let q = Query {
+            text: Some(query.into()),
+            limit: 5,
+            ..Query::default()
+        };
+        let ranking = Ranking {
+            exchange_weight,
+            ..Ranking::default()
+        };
+        rank(state, &q, query, None, &ranking, 5)
+            .into_iter()
+            .map(|h| (h.key, h.rank_score))
+            .collect()
+    }
+
+    #[test]
+    fn exchange_records_rank_below_notes_by_their_weight() {
+        let mut state = MemState::new(384).unwrap();
+        let exchange = insert(
+            &mut state,
+            "User: how do I deploy lantern to production? Assistant: run make release",
+            true,
+        );
+        let note = insert(
+            &mut state,
+            "To deploy lantern to production, run make release",
+            false,
+        );
+        let equal = ranked(&state, 1.0);
+        let weighted = ranked(&state, 0.5);
+        let score = |hits: &[(u64, f64)], key| hits.iter().find(|h| h.0 == key).unwrap().1;
+        assert_eq!(
+            equal[0].0, exchange,
+            "it repeats the question: first at weight 1"
+        );
+        assert_eq!(weighted[0].0, note);
+        assert_eq!(score(&equal, note), score(&weighted, note));
+        assert!(score(&weighted, exchange) < score(&equal, exchange));
+    }
 }

@@ -33,24 +33,21 @@ pub fn spawn_all(core: &Arc<Core>, shutdown: &Shutdown) -> Vec<tokio::task::Join
 }
 
 async fn embed_loop(core: Arc<Core>, shutdown: Shutdown) {
-    let mut embedded_since_trim = 0;
     loop {
         if shutdown.is_set() {
             return;
         }
         match embed_some(&core).await {
             Ok(0) => {
-                if embedded_since_trim > 0 {
-                    embedded_since_trim = 0;
-                    tokio::task::spawn_blocking(crate::heap::release_freed_memory);
-                }
+                // Idle: hand back what the embeddings since the last tick freed.
+                tokio::task::spawn_blocking(crate::heap::release_if_dirty);
                 tokio::select! {
                     _ = core.embed_wake.notified() => {}
                     _ = tokio::time::sleep(Duration::from_secs(2)) => {}
                     _ = shutdown.wait() => return,
                 }
             }
-            Ok(n) => embedded_since_trim += n,
+            Ok(_) => {}
             Err(e) => {
                 eprintln!("memd: embedding failed, will retry: {e}");
                 tokio::select! {

@@ -116,6 +116,30 @@ fn sigterm_finishes_cleanly_and_restart_keeps_everything() {
     }
 }
 
+/// A SIGTERM that arrives while the model is still loading (the loader holds the core) must
+/// still end in a final snapshot, not skip it.
+#[test]
+fn sigterm_during_model_load_still_takes_the_final_snapshot() {
+    let mut d = Daemon::start();
+    let _: RecordResponseResponse = d.post(
+        "/api/record-response",
+        &json!({"key_takeaway": "stored while the model loads"}),
+    );
+    let health: serde_json::Value = d.get("/api/health");
+    if health["model_loaded"] == true {
+        eprintln!("note: the model had already loaded; this run checks a plain shutdown");
+    }
+    assert!(d.terminate(), "clean exit; log: {}", d.log_text());
+    let log = d.log_text();
+    assert!(!log.contains("skipping the final snapshot"), "{log}");
+    let snapshots = std::fs::read_dir(d.data_dir().join("store"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("snapshot."))
+        .count();
+    assert!(snapshots > 0, "no snapshot written; log: {log}");
+}
+
 #[test]
 fn a_second_daemon_on_the_same_data_dir_refuses_to_start() {
     let d = Daemon::start();

@@ -108,6 +108,7 @@ impl Embed for OnnxEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        crate::heap::mark_dirty();
         let encodings = texts
             .iter()
             .map(|text| self.tokenize(text))

@@ -48,6 +48,8 @@ pub struct LearningOptions {
     /// Turns after the warm-up.
     pub turns: usize,
     pub prior_weights: Vec<f64>,
+    /// `learning.exchange_weight` for the daemon; `None` keeps the shipped default.
+    pub exchange_weight: Option<f64>,
     /// The `memd` binary to spawn.
     pub memd: PathBuf,
     pub runtime: RuntimePaths,
@@ -81,7 +83,10 @@ pub fn run_learning(options: &LearningOptions) -> Result<LearningReport> {
 
 fn run_session(options: &LearningOptions, prior_weight: f64) -> Result<SessionRun> {
     let started = std::time::Instant::now();
-    let config = format!("[learning]\nprior_weight = {prior_weight}\n");
+    let mut config = format!("[learning]\nprior_weight = {prior_weight}\n");
+    if let Some(w) = options.exchange_weight {
+        config.push_str(&format!("exchange_weight = {w}\n"));
+    }
     let daemon = SpawnedDaemon::start(&options.memd, &options.runtime, &config)?;
     let total = WARMUP_TURNS + options.turns;
     let mut sim = Simulation::new(&daemon, total);

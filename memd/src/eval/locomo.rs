@@ -177,6 +177,7 @@ pub fn run_locomo_on(
 pub fn shipped_ranking() -> Ranking {
     Ranking {
         prior_weight: LearningConfig::default().prior_weight,
+        exchange_weight: LearningConfig::default().exchange_weight,
         ..Ranking::default()
     }
 }

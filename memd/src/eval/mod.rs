@@ -52,6 +52,9 @@ pub enum EvalCommand {
         /// Prior weights to compare (comma-separated).
         #[arg(long, value_delimiter = ',', default_values_t = learning::DEFAULT_PRIOR_WEIGHTS)]
         prior_weights: Vec<f64>,
+        /// Relevance weight of stored exchange records (default: the shipped one).
+        #[arg(long)]
+        exchange_weight: Option<f64>,
         /// The `memd` binary to spawn (default: the one next to this program).
         #[arg(long)]
         memd: Option<PathBuf>,
@@ -77,6 +80,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
         EvalCommand::Learning {
             turns,
             prior_weights,
+            exchange_weight,
             memd,
         } => {
             let memd = match memd {
@@ -86,6 +90,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             let options = LearningOptions {
                 turns,
                 prior_weights,
+                exchange_weight,
                 memd,
                 runtime,
             };

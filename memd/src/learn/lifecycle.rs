@@ -25,8 +25,8 @@ pub const PROMOTE_TO_PATTERNS_SUCCESSES: f64 = 5.0;
 pub const DEMOTE_BELOW: f64 = 0.4;
 /// Deleted below this score…
 pub const DELETE_BELOW: f64 = 0.2;
-/// …or, while younger than `NEW_ITEM_AGE_MS`, below this one (anchor §5: a new memory gets
-/// one more chance before it is judged).
+/// …or, while younger than `NEW_ITEM_AGE_MS` and without a track record, below this one
+/// (anchor §5: a new memory gets one more chance before it is judged).
 pub const NEW_ITEM_DELETE_BELOW: f64 = 0.1;
 /// A memory counts as new for deletion while `now − created_at` is below this (7 days).
 pub const NEW_ITEM_AGE_MS: i64 = 7 * DAY_MS;
@@ -124,8 +124,15 @@ pub fn next_transition(rec: &Record, now_ms: i64) -> Option<Transition> {
 }
 
 /// The score under which `rec` is deleted at `now_ms`.
+///
+/// The lenient threshold is one more chance for a memory nobody has vouched for yet. A memory
+/// in history or patterns has a track record: without this rule a proven note younger than a
+/// week survived three failures in a row (1.0 → 0.7 → 0.4 → 0.1) and kept misleading the
+/// agent (bench/EVAL.md, simulated session).
 pub fn deletion_threshold(rec: &Record, now_ms: i64) -> f64 {
-    if age_ms(rec.created_at, now_ms) < NEW_ITEM_AGE_MS {
+    let has_track_record = matches!(rec.collection, Collection::History | Collection::Patterns)
+        || !rec.former_ids.is_empty();
+    if !has_track_record && age_ms(rec.created_at, now_ms) < NEW_ITEM_AGE_MS {
         NEW_ITEM_DELETE_BELOW
     } else {
         DELETE_BELOW

@@ -82,6 +82,37 @@ fn new_memories_get_the_lenient_threshold_for_seven_days() {
 }
 
 #[test]
+fn a_young_memory_with_a_track_record_gets_no_extra_chance() {
+    for collection in [Collection::History, Collection::Patterns] {
+        let mut proven = scored(collection, 0.1, 5, 5.0);
+        proven.created_at = NOW - 1;
+        assert_eq!(
+            deletion_threshold(&proven, NOW),
+            DELETE_BELOW,
+            "{collection:?}"
+        );
+        assert_eq!(next_transition(&proven, NOW), DELETE_LOW, "{collection:?}");
+    }
+    // Demoted back to working: it was judged before, so the regular threshold applies.
+    let mut demoted = scored(Collection::Working, 0.15, 4, 0.0);
+    demoted.created_at = NOW - 1;
+    demoted.former_ids = vec!["history_1".into()];
+    assert_eq!(next_transition(&demoted, NOW), DELETE_LOW);
+    // Three failures in a row take a proven note from 1.0 to 0.1: deleted, not kept.
+    let mut note = scored(Collection::Patterns, 1.0, 7, 7.0);
+    note.created_at = NOW - 1;
+    for _ in 0..3 {
+        apply_outcome(&mut note, Outcome::Failed, NOW, false).expect("scorable");
+    }
+    assert_eq!(
+        next_transition(&note, NOW),
+        DELETE_LOW,
+        "score {}",
+        note.score
+    );
+}
+
+#[test]
 fn books_and_memory_bank_never_transition() {
     for collection in [Collection::Books, Collection::MemoryBank] {
         for score in [0.0, 0.15, 0.39, 0.95, 1.0] {
@@ -272,6 +303,7 @@ fn promotion_flow_end_to_end() {
         "0.4 exactly is not below 0.4"
     );
     assert_eq!(rec.score, 0.4);
-    // 0.1 is under 0.2, but the memory is younger than a week: demoted, not deleted.
-    assert_eq!(step(&mut rec, Outcome::Failed), DEMOTE);
+    // 0.1 is under 0.2. Young as it is, the memory has a track record, so the new-memory
+    // grace does not apply: deleted after its third failure in a row.
+    assert_eq!(step(&mut rec, Outcome::Failed), DELETE_LOW);
 }
