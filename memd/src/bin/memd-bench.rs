@@ -104,6 +104,9 @@ struct Args {
     /// Seed of the generated texts.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Print the figures of the `--out` file as a Markdown table and exit (measures nothing).
+    #[arg(long)]
+    table: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +138,10 @@ fn main() -> std::process::ExitCode {
 fn run() -> Result<usize> {
     let matches = Args::command().get_matches();
     let args = Args::from_arg_matches(&matches)?;
+    if args.table {
+        print!("{}", report::markdown_table(&args.out)?);
+        return Ok(0);
+    }
     let opts = options(&args, &matches);
     let exe_dir = std::env::current_exe()?
         .parent()

@@ -41,6 +41,9 @@ pub struct MemState {
     lexical: Lexical,
     /// Keys stored but not embedded yet.
     pending: BTreeSet<u64>,
+    /// Records per collection (archived included), kept with the other indexes so
+    /// `/api/health` does not walk every record.
+    per_collection: HashMap<Collection, usize>,
     /// Where the vector index came from at open: `loaded`, `rebuilt` or `empty`.
     pub index_origin: String,
 }
@@ -70,6 +73,7 @@ impl MemState {
             vectors: Arc::new(VectorIndex::new(dims)?),
             lexical: Lexical::new(),
             pending: BTreeSet::new(),
+            per_collection: HashMap::new(),
             index_origin: "empty".into(),
         })
     }
@@ -104,7 +108,7 @@ impl MemState {
     }
 
     pub fn count(&self, c: Collection) -> usize {
-        self.records.values().filter(|r| r.collection == c).count()
+        self.per_collection.get(&c).copied().unwrap_or(0)
     }
 
     /// Up to `n` keys that still need an embedding.
@@ -133,6 +137,7 @@ impl MemState {
             return;
         };
         self.lexical.insert(key, &r.content);
+        *self.per_collection.entry(r.collection).or_default() += 1;
         self.hashes
             .insert((r.collection, content_hash(&r.content)), key);
         if r.collection == Collection::MemoryBank && !r.archived {
@@ -148,6 +153,9 @@ impl MemState {
             return;
         };
         let hk = (r.collection, content_hash(&r.content));
+        if let Some(n) = self.per_collection.get_mut(&r.collection) {
+            *n = n.saturating_sub(1);
+        }
         if self.hashes.get(&hk) == Some(&key) {
             self.hashes.remove(&hk);
         }
@@ -354,6 +362,7 @@ impl MemState {
         self.hashes.clear();
         self.lexical = Lexical::new();
         self.pending.clear();
+        self.per_collection.clear();
         let keys: Vec<u64> = self.records.keys().copied().collect();
         for key in keys {
             if let Some(r) = self.records.get(&key) {

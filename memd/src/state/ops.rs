@@ -174,6 +174,46 @@ mod tests {
     }
 
     #[test]
+    fn collection_counts_follow_inserts_moves_updates_and_deletes() {
+        let mut state = MemState::new(384).unwrap();
+        let a = inserted_key(&mut state, "first takeaway");
+        inserted_key(&mut state, "second takeaway");
+        inserted_key(&mut state, "third takeaway");
+        let id = state.by_key(a).unwrap().id.clone();
+        let moved = state.apply(&Op::Move {
+            id: id.clone(),
+            to: Collection::History,
+            new_id: "history_moved".into(),
+            at: 1,
+        });
+        assert!(matches!(moved, Output::Moved { .. }), "{moved:?}");
+        state.apply(&Op::Update {
+            id: "history_moved".into(),
+            content: Some("first takeaway, reworded".into()),
+            tags: None,
+            importance: None,
+            confidence: None,
+            at: 2,
+        });
+        let second = state
+            .records()
+            .find(|r| r.content == "second takeaway")
+            .unwrap()
+            .id
+            .clone();
+        state.apply(&Op::Delete {
+            id: second,
+            reason: "test".into(),
+        });
+        for c in Collection::ALL {
+            let walked = state.records().filter(|r| r.collection == c).count();
+            assert_eq!(state.count(c), walked, "{c:?}");
+        }
+        assert_eq!(state.count(Collection::Working), 1);
+        assert_eq!(state.count(Collection::History), 1);
+    }
+
+    #[test]
     fn old_float_vector_ops_still_replay() {
         let mut state = MemState::new(384).unwrap();
         let old = inserted_key(&mut state, "logged before quantisation");

@@ -56,10 +56,16 @@ fn hook_log(inst: &Instance) -> PathBuf {
     inst.data_dir().join("logs").join("hooks.log")
 }
 
+/// Idle time before each hook run. A user's prompt follows seconds of reading and a stop
+/// follows seconds of generation; by then the daemon's embedding threads have gone back to
+/// sleep. Without the pause, each run would share the CPU with the tail of the previous
+/// request's work, which no user sees. The mixed-load phase measures back-to-back traffic.
+const THINK_TIME: Duration = Duration::from_millis(50);
+
 /// `runs` turns, each a new Claude Code conversation: hook-prompt, then hook-stop. A new
 /// conversation never has an unscored previous exchange, so the stop never waits for a score
 /// or asks for a sidecar: what is timed is the hook's own path. Each prompt starts on an idle
-/// daemon (the previous exchange already embedded), as after a human's think time.
+/// daemon (the previous exchange already embedded, then [`THINK_TIME`]).
 pub fn run(
     d: &Daemon,
     inst: &Instance,
@@ -88,6 +94,7 @@ pub fn run(
         // The previous stop queued its exchange for embedding; a user's next prompt comes
         // seconds later, when that is done. Untimed.
         d.wait_embedded(Duration::from_secs(600))?;
+        std::thread::sleep(THINK_TIME);
         let (ms, stdout) = run_hook(
             &prompt_bin,
             &corpus::claude_prompt_stdin(&session, &prompt, &transcript, CWD),
@@ -98,6 +105,7 @@ pub fn run(
             out.with_context += 1;
         }
         corpus::append_transcript_turn(&transcript, &session, &prompt, &answer)?;
+        std::thread::sleep(THINK_TIME);
         let (ms, stdout) = run_hook(
             &stop_bin,
             &corpus::claude_stop_stdin(&session, &answer, &transcript, CWD),

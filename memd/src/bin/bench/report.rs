@@ -312,12 +312,14 @@ impl Report {
         self.figures.push(f);
     }
 
+    /// Keeps a note; a note on the same subject (the text before its first `:`, e.g.
+    /// `size 100k-syn`) from a merged earlier run is replaced, not repeated.
     pub fn note(&mut self, note: impl Into<String>) {
         let note = note.into();
         println!("note: {note}");
-        if !self.notes.contains(&note) {
-            self.notes.push(note);
-        }
+        let subject = note_subject(&note).to_string();
+        self.notes.retain(|old| note_subject(old) != subject);
+        self.notes.push(note);
     }
 
     /// Keeps the figures of an earlier results file that this run does not measure again.
@@ -352,6 +354,44 @@ impl Report {
         std::fs::rename(&tmp, path)?;
         Ok(())
     }
+}
+
+fn note_subject(note: &str) -> &str {
+    note.split_once(':').map_or(note, |(subject, _)| subject)
+}
+
+/// The figures of a results file as a Markdown table, in the order they were measured (the
+/// "All figures" part of `bench/RESULTS.md`).
+pub fn markdown_table(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let doc: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{} is not a memd-bench report: {e}", path.display()))?;
+    let figures: Vec<FigureIn> = serde_json::from_value(doc["figures"].clone())
+        .map_err(|e| anyhow::anyhow!("{}: bad `figures`: {e}", path.display()))?;
+    let mut out = String::from(
+        "| figure | unit | p50 or value | p99 | n | load | target | result |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for f in figures {
+        let main = f.p50.or(f.value).map_or("-".into(), fmt_num);
+        let p99 = f.p99.map_or(String::new(), fmt_num);
+        let n = f.n.map_or(String::new(), |n| n.to_string());
+        let verdict = match f.pass {
+            Some(true) => "PASS",
+            Some(false) => "MISS",
+            None => "",
+        };
+        let target = f
+            .target
+            .unwrap_or_default()
+            .replace("<=", "≤")
+            .replace(">=", "≥");
+        out.push_str(&format!(
+            "| {} | {} | {main} | {p99} | {n} | {:.2} | {target} | {verdict} |\n",
+            f.name, f.unit, f.load1
+        ));
+    }
+    Ok(out)
 }
 
 /// A figure read back from an earlier results file.
@@ -422,6 +462,45 @@ mod tests {
         let f = Figure::value("r", "1/s", 250.0).with_target(Target::at_least(Stat::Value, 300.0));
         assert_eq!(f.pass, Some(false));
         assert!(f.line().contains("MISS (>= 300 1/s)"), "{}", f.line());
+    }
+
+    #[test]
+    fn a_newer_note_on_the_same_subject_replaces_the_older() {
+        let mut r = Report::new("test".into());
+        r.note("size 100k-syn: 13267 through the API");
+        r.note("size 1M: offline");
+        r.note("size 100k-syn: 13465 through the API");
+        assert_eq!(
+            r.notes,
+            ["size 1M: offline", "size 100k-syn: 13465 through the API"]
+        );
+    }
+
+    #[test]
+    fn markdown_table_has_one_row_per_figure() {
+        let dir = std::env::temp_dir().join(format!("memd-bench-md-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.json");
+        let mut r = Report::new("test".into());
+        r.figures.push(
+            Figure::latency("hook_prompt.1k", &Samples(vec![4.0, 6.0, 30.0]))
+                .with_target(Target::at_most(Stat::P50, 5.0)),
+        );
+        r.figures.push(Figure::value("binary.memd", "MB", 24.4));
+        r.write(&path).unwrap();
+        let table = markdown_table(&path).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        let rows: Vec<&str> = table.lines().collect();
+        assert_eq!(rows.len(), 4, "{table}");
+        assert!(
+            rows[2].starts_with("| hook_prompt.1k | ms | 6.00 | 30.0 | 3 |"),
+            "{table}"
+        );
+        assert!(rows[2].ends_with("| p50 ≤ 5 ms | MISS |"), "{table}");
+        assert!(
+            rows[3].starts_with("| binary.memd | MB | 24.4 |  |  |"),
+            "{table}"
+        );
     }
 
     #[test]
