@@ -119,7 +119,7 @@ enum Phase {
     Ingest,
     /// Everything per store size (search, get-context, hooks, start, RSS, disk, mixed load).
     Sizes,
-    /// 1M memories built offline: start time, RSS, disk, search.
+    /// 1M memories built offline: start time, RSS, disk, search, get-context.
     Million,
 }
 

@@ -1,4 +1,5 @@
-//! The benchmark phases: binaries, empty start, ingest, the size ladder and the 1M start test.
+//! The benchmark phases: binaries, empty start, ingest and the size ladder (`million` is in
+//! `million.rs`).
 //!
 //! Owns the order of measurements and which figure each one becomes (names, units, targets).
 //! Each phase starts its own daemon(s) in its own directory and stops them before returning.
@@ -12,6 +13,9 @@ use super::load;
 use super::prebuild;
 use super::report::{Figure, Report, Samples, Stat, Target, size_label};
 use anyhow::{Result, bail};
+
+#[path = "million.rs"]
+mod million;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -398,24 +402,7 @@ impl Bench {
         let n = d.memory_count()?;
         let at = format!("{n} memories");
         let mut corpus = Corpus::new(self.seed + 200 + size as u64);
-        let fresh: Vec<String> = (0..self.opts.queries).map(|_| corpus.query()).collect();
-        let s = load::search_fresh(d, &fresh)?;
-        self.report.add(
-            Figure::latency(&format!("search.embed.{label}"), &s)
-                .with_target(Target::at_most(Stat::P99, SEARCH_P99_MS))
-                .with_note(format!(
-                    "{at}; new query each call: embedding on the request path"
-                )),
-        );
-        let pool: Vec<String> = (0..CACHED_POOL).map(|_| corpus.query()).collect();
-        let s = load::search_cached(d, &pool, self.opts.queries)?;
-        self.report.add(
-            Figure::latency(&format!("search.cached.{label}"), &s)
-                .with_target(Target::at_most(Stat::P99, SEARCH_P99_MS))
-                .with_note(format!(
-                    "{at}; {CACHED_POOL} queries repeated: query vector from memd's cache"
-                )),
-        );
+        self.search_figures(d, &mut corpus, label, &at, self.opts.queries)?;
         for (name, path) in [("health", "/api/health"), ("stats", "/api/stats")] {
             let s = load::get_repeated(d, path, STATUS_CALLS)?;
             self.report.add(
@@ -435,14 +422,7 @@ impl Bench {
                  the last query"
             )),
         );
-        let prompts: Vec<String> = (0..self.opts.queries).map(|_| corpus.prompt()).collect();
-        let (s, injected) = load::get_context_fresh(d, &prompts, label)?;
-        self.report.add(
-            Figure::latency(&format!("get_context.{label}"), &s).with_note(format!(
-                "{at}; new prompt + new conversation each call; {injected}/{} injected context",
-                s.len()
-            )),
-        );
+        self.get_context_figure(d, &mut corpus, label, &at, self.opts.queries)?;
         self.save()?;
         let h = hooks::run(
             d,
@@ -518,46 +498,54 @@ impl Bench {
         self.save()
     }
 
-    /// A 1M-memory store built offline (synthetic vectors): start time, RSS, disk, search.
-    pub fn million(&mut self) -> Result<()> {
-        let size = 1_000_000;
-        let inst = self.instance("million")?;
-        let mut corpus = Corpus::new(self.seed + 5000);
-        let b = prebuild::append(
-            &inst.data_dir(),
-            &self.runtime_dir,
-            size,
-            self.opts.real_pool,
-            &mut corpus,
-            self.seed + 5001,
-        )?;
+    /// `search.embed.<label>` (a new query each call) and `search.cached.<label>`.
+    fn search_figures(
+        &mut self,
+        d: &Daemon,
+        corpus: &mut Corpus,
+        label: &str,
+        at: &str,
+        n: usize,
+    ) -> Result<()> {
+        let fresh: Vec<String> = (0..n).map(|_| corpus.query()).collect();
+        let s = load::search_fresh(d, &fresh)?;
         self.report.add(
-            Figure::value("fill.offline.1M", "s", b.total_time.as_secs_f64()).with_note(format!(
-                "{} real embeddings, {} synthetic vectors",
-                b.real, b.synthetic
+            Figure::latency(&format!("search.embed.{label}"), &s)
+                .with_target(Target::at_most(Stat::P99, SEARCH_P99_MS))
+                .with_note(format!(
+                    "{at}; new query each call: embedding on the request path"
+                )),
+        );
+        let pool: Vec<String> = (0..CACHED_POOL).map(|_| corpus.query()).collect();
+        let s = load::search_cached(d, &pool, n)?;
+        self.report.add(
+            Figure::latency(&format!("search.cached.{label}"), &s)
+                .with_target(Target::at_most(Stat::P99, SEARCH_P99_MS))
+                .with_note(format!(
+                    "{at}; {CACHED_POOL} queries repeated: query vector from memd's cache"
+                )),
+        );
+        Ok(())
+    }
+
+    /// `get_context.<label>`: a new prompt in a new conversation each call.
+    fn get_context_figure(
+        &mut self,
+        d: &Daemon,
+        corpus: &mut Corpus,
+        label: &str,
+        at: &str,
+        n: usize,
+    ) -> Result<()> {
+        let prompts: Vec<String> = (0..n).map(|_| corpus.prompt()).collect();
+        let (s, injected) = load::get_context_fresh(d, &prompts, label)?;
+        self.report.add(
+            Figure::latency(&format!("get_context.{label}"), &s).with_note(format!(
+                "{at}; new prompt + new conversation each call; {injected}/{} injected context",
+                s.len()
             )),
         );
-        self.report.note(format!(
-            "size 1M: built entirely offline through memd::store: {} records embedded for real, {} with synthetic vectors",
-            b.real, b.synthetic
-        ));
-        self.disk_clean(&inst, "1M", size);
-        let d = self.restarts(&inst, "1M")?;
-        let fresh: Vec<String> = (0..self.opts.queries.min(100))
-            .map(|_| corpus.query())
-            .collect();
-        let s = load::search_fresh(&d, &fresh)?;
-        self.report.add(
-            Figure::latency("search.embed.1M", &s)
-                .with_target(Target::at_most(Stat::P99, SEARCH_P99_MS)),
-        );
-        let (rss, _) = d.rss_kib()?;
-        self.report.add(
-            Figure::value("rss.idle.1M", "MB", rss as f64 / 1024.0)
-                .with_target(Target::at_most(Stat::Value, RSS_MB)),
-        );
-        d.stop()?;
-        self.save()
+        Ok(())
     }
 }
 
