@@ -233,6 +233,11 @@ pub fn load_average() -> [f64; 3] {
 pub struct Machine {
     pub nproc: usize,
     pub cpu_model: String,
+    /// `family.model` from /proc/cpuinfo: virtual machines often hide the model name ("AMD
+    /// EPYC"), and two generations behind the same name embed at very different speeds.
+    pub cpu_family_model: String,
+    /// The SIMD extensions ONNX Runtime's int8 kernels use, of those the CPU has.
+    pub cpu_simd: Vec<String>,
     pub mem_total_mib: u64,
     pub kernel: String,
     pub load_at_start: [f64; 3],
@@ -241,12 +246,12 @@ pub struct Machine {
 impl Machine {
     pub fn describe() -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpuinfo
-            .lines()
-            .find_map(|l| l.strip_prefix("model name"))
-            .and_then(|rest| rest.split_once(':'))
-            .map(|(_, m)| m.trim().to_string())
-            .unwrap_or_else(|| "unknown".into());
+        let cpu_model = cpuinfo_field(&cpuinfo, "model name")
+            .unwrap_or("unknown")
+            .to_string();
+        let field = |name: &str| cpuinfo_field(&cpuinfo, name).unwrap_or("?").to_string();
+        let cpu_family_model = format!("{}.{}", field("cpu family"), field("model"));
+        let cpu_simd = simd_flags(cpuinfo_field(&cpuinfo, "flags").unwrap_or(""));
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
         let mem_total_kib: u64 = meminfo
             .lines()
@@ -257,6 +262,8 @@ impl Machine {
         Machine {
             nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu_model,
+            cpu_family_model,
+            cpu_simd,
             mem_total_mib: mem_total_kib / 1024,
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())
@@ -267,9 +274,15 @@ impl Machine {
 
     pub fn line(&self) -> String {
         format!(
-            "machine: {} cores, {}, {} MiB RAM, kernel {}, load {:.2} {:.2} {:.2}",
+            "machine: {} cores, {} (family.model {}, {}), {} MiB RAM, kernel {}, load {:.2} {:.2} {:.2}",
             self.nproc,
             self.cpu_model,
+            self.cpu_family_model,
+            if self.cpu_simd.is_empty() {
+                "no AVX".to_string()
+            } else {
+                self.cpu_simd.join(" ")
+            },
             self.mem_total_mib,
             self.kernel,
             self.load_at_start[0],
@@ -277,6 +290,23 @@ impl Machine {
             self.load_at_start[2]
         )
     }
+}
+
+/// The value of the first `name : value` line of /proc/cpuinfo whose key is exactly `name`.
+fn cpuinfo_field<'a>(cpuinfo: &'a str, name: &str) -> Option<&'a str> {
+    cpuinfo.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        (key.trim() == name).then(|| value.trim())
+    })
+}
+
+/// The AVX family flags (AVX, AVX2, AVX-512 subsets, VNNI), in /proc/cpuinfo's order.
+fn simd_flags(flags: &str) -> Vec<String> {
+    flags
+        .split_whitespace()
+        .filter(|f| f.starts_with("avx") || f.contains("vnni") || f.starts_with("amx"))
+        .map(str::to_string)
+        .collect()
 }
 
 /// Everything a run reports; written after every phase so a crash keeps what was measured.
@@ -442,6 +472,17 @@ pub fn size_label(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_description_tells_generations_apart() {
+        let cpuinfo = "processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n\
+                       flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_vnni sha_ni\n";
+        assert_eq!(cpuinfo_field(cpuinfo, "model"), Some("17"));
+        assert_eq!(cpuinfo_field(cpuinfo, "model name"), Some("AMD EPYC"));
+        assert_eq!(cpuinfo_field(cpuinfo, "stepping"), None);
+        let simd = simd_flags(cpuinfo_field(cpuinfo, "flags").unwrap_or(""));
+        assert_eq!(simd, ["avx", "avx2", "avx512f", "avx512_vnni"]);
+    }
 
     #[test]
     fn nearest_rank_percentiles() {
