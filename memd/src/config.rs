@@ -5,6 +5,7 @@
 //! to clients: the sidecar key is read from a file or an env var only when a hook needs it.
 
 use anyhow::{Context, Result, bail};
+use proto::settings::Settings;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -130,37 +131,26 @@ struct FileConfig {
 impl Config {
     /// Config file (if present) then env overrides. `port_override` comes from `--port`.
     pub fn load(port_override: Option<u16>) -> Result<Config> {
-        let config_file = proto::paths::config_dir().map(|d| d.join("config.toml"));
+        let config_file = proto::paths::config_file().filter(|p| p.exists());
         let file = match &config_file {
-            Some(path) if path.exists() => read_file_config(path)?,
-            _ => FileConfig::default(),
+            Some(path) => read_file_config(path)?,
+            None => FileConfig::default(),
         };
-        let env_port = std::env::var("MEMD_PORT").ok().filter(|p| !p.is_empty());
-        let port = match (port_override, env_port) {
-            (Some(p), _) => p,
-            (None, Some(p)) => p
-                .trim()
-                .parse()
-                .with_context(|| format!("MEMD_PORT={p:?} is not a TCP port (1-65535)"))?,
-            (None, None) => file
-                .port
-                .or_else(proto::paths::port_from_env)
-                .unwrap_or(proto::paths::DEFAULT_PORT),
+        // The same resolution order the hooks, the CLI and `memd mcp` use (proto::paths).
+        let client_keys = Settings {
+            data_dir: file.data_dir.clone(),
+            port: file.port,
         };
-        let data_dir = match std::env::var_os("MEMD_DATA_DIR").filter(|d| !d.is_empty()) {
-            Some(d) => PathBuf::from(d),
-            None => match file.data_dir {
-                Some(d) => d,
-                None => proto::paths::data_dir()
-                    .context("cannot find a data directory: set HOME or MEMD_DATA_DIR")?,
-            },
-        };
+        let resolved = proto::paths::resolve_with(client_keys, config_file.clone())
+            .map_err(anyhow::Error::msg)?;
+        let port = port_override.unwrap_or(resolved.port);
+        let data_dir = resolved.data_dir;
         let mut sidecar = file.sidecar;
         apply_sidecar_env(&mut sidecar);
         let cfg = Config {
             port,
             data_dir,
-            config_file: config_file.filter(|p| p.exists()),
+            config_file,
             context: file.context,
             learning: file.learning,
             sidecar,
@@ -270,6 +260,26 @@ mod tests {
     fn unknown_keys_are_errors_not_silently_ignored() {
         let err = toml::from_str::<FileConfig>("[context]\nmax_memoris = 3\n").unwrap_err();
         assert!(err.to_string().contains("max_memoris"), "{err}");
+    }
+
+    /// The hooks read `data_dir` and `port` with proto's small reader; the daemon with the
+    /// `toml` crate. They must find the same values or a hook looks in the wrong data dir.
+    #[test]
+    fn client_reader_agrees_with_the_daemon_config() {
+        let files = [
+            "",
+            "port = 47200\n",
+            "data_dir = \"/srv/memd\"\nport = 4_711 # fixed\n[context]\nmax_memories = 3\n",
+            "# comment\n\"data_dir\" = '/home/a b/memd' # literal\n",
+            "data_dir = \"/x/\\u00e9\\t\\\\y\"\n[sidecar]\nmodels = [\n  \"a\",\n]\n",
+            "[cursor]\nrules_file = true\n",
+        ];
+        for text in files {
+            let daemon: FileConfig = toml::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let client = proto::settings::parse(text).unwrap();
+            assert_eq!(client.data_dir, daemon.data_dir, "{text}");
+            assert_eq!(client.port, daemon.port, "{text}");
+        }
     }
 
     #[test]

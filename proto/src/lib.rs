@@ -15,6 +15,7 @@ pub mod api;
 pub mod hooks;
 pub mod memory;
 pub mod paths;
+pub mod settings;
 pub mod value;
 
 pub use api::*;

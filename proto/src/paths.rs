@@ -1,12 +1,15 @@
 //! Where memd lives on disk and on the network: the conventions the hooks and the daemon share.
 //!
-//! Resolution order, same on both sides:
-//! - data dir: `MEMD_DATA_DIR`, else `$XDG_DATA_HOME/memd` (`memd-dev` with `MEMD_DEV=1`),
-//!   else `~/.local/share/memd` (macOS: `~/Library/Application Support/memd`);
-//! - port: `MEMD_PORT`, else 47111 (47112 with `MEMD_DEV=1`).
+//! Resolution order, the same for the daemon, the CLI, the hooks and the MCP bridge
+//! ([`resolve`]; the daemon passes its own strict parse of config.toml to [`resolve_with`]):
+//! - data dir: `MEMD_DATA_DIR`, else `data_dir` in config.toml, else `$XDG_DATA_HOME/memd`
+//!   (`memd-dev` with `MEMD_DEV=1`), else `~/.local/share/memd` (macOS:
+//!   `~/Library/Application Support/memd`);
+//! - port: `MEMD_PORT`, else `port` in config.toml, else 47111 (47112 with `MEMD_DEV=1`).
 //!
-//! The daemon writes `daemon.json` (port, pid) and `token` into the data dir; hooks read them.
+//! The daemon writes `daemon.json` (port, pid) and `token` into the data dir; clients read them.
 
+use crate::settings::{self, Settings};
 use std::path::PathBuf;
 
 pub const DEFAULT_PORT: u16 = 47111;
@@ -30,11 +33,65 @@ fn home() -> Option<PathBuf> {
     env_nonempty("HOME").map(PathBuf::from)
 }
 
-/// The data directory (see module docs for the order).
-pub fn data_dir() -> Option<PathBuf> {
-    if let Some(d) = env_nonempty("MEMD_DATA_DIR") {
-        return Some(PathBuf::from(d));
-    }
+/// Where this user's memd lives, resolved from the environment and config.toml.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub data_dir: PathBuf,
+    /// The configured port; a running daemon's `daemon.json` says where it really listens.
+    pub port: u16,
+    /// `config.toml`, when it exists.
+    pub config_file: Option<PathBuf>,
+}
+
+/// The config file path (`<config dir>/config.toml`), whether or not it exists.
+pub fn config_file() -> Option<PathBuf> {
+    Some(config_dir()?.join("config.toml"))
+}
+
+/// Resolves the data dir and port, reading the two keys clients need from config.toml.
+pub fn resolve() -> Result<Resolved, String> {
+    let file = config_file().filter(|p| p.exists());
+    let settings = match &file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => Settings::default(),
+    };
+    resolve_with(settings, file)
+}
+
+/// Applies the resolution order to settings already read from `config_file`.
+pub fn resolve_with(file: Settings, config_file: Option<PathBuf>) -> Result<Resolved, String> {
+    let data_dir = match env_nonempty("MEMD_DATA_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => match file.data_dir {
+            Some(d) => d,
+            None => default_data_dir()
+                .ok_or("cannot find a data directory: set HOME or MEMD_DATA_DIR")?,
+        },
+    };
+    let port = match env_nonempty("MEMD_PORT") {
+        Some(p) => p
+            .trim()
+            .parse()
+            .map_err(|_| format!("MEMD_PORT={p:?} is not a TCP port (0-65535)"))?,
+        None => file.port.unwrap_or(if dev_mode() {
+            DEFAULT_DEV_PORT
+        } else {
+            DEFAULT_PORT
+        }),
+    };
+    Ok(Resolved {
+        data_dir,
+        port,
+        config_file,
+    })
+}
+
+/// The data directory when neither `MEMD_DATA_DIR` nor config.toml names one.
+pub fn default_data_dir() -> Option<PathBuf> {
     let name = if dev_mode() { "memd-dev" } else { "memd" };
     if let Some(x) = env_nonempty("XDG_DATA_HOME") {
         return Some(PathBuf::from(x).join(name));
@@ -61,19 +118,7 @@ pub fn config_dir() -> Option<PathBuf> {
 
 /// Log directory (hook log, daemon log): `<data dir>/logs`.
 pub fn log_dir() -> Option<PathBuf> {
-    Some(data_dir()?.join("logs"))
-}
-
-/// Port from `MEMD_PORT`, else the default for the mode. `None` if `MEMD_PORT` is not a port.
-pub fn port_from_env() -> Option<u16> {
-    match env_nonempty("MEMD_PORT") {
-        Some(p) => p.trim().parse().ok(),
-        None => Some(if dev_mode() {
-            DEFAULT_DEV_PORT
-        } else {
-            DEFAULT_PORT
-        }),
-    }
+    Some(resolve().ok()?.data_dir.join("logs"))
 }
 
 /// What a running daemon writes to `daemon.json`.

@@ -53,11 +53,23 @@ pub struct Daemon {
     pub port: u16,
     pub token: String,
     pub log: PathBuf,
+    /// The data dir reaches memd through config.toml's `data_dir`, not `MEMD_DATA_DIR`.
+    pub data_dir_in_config: bool,
 }
 
 impl Daemon {
     /// Starts `memd serve` on an ephemeral port and waits until it answers.
     pub fn start() -> Daemon {
+        Daemon::start_with(false)
+    }
+
+    /// Like [`Daemon::start`], but every process learns the data dir only from `data_dir` in
+    /// config.toml (no `MEMD_DATA_DIR`).
+    pub fn start_data_dir_in_config() -> Daemon {
+        Daemon::start_with(true)
+    }
+
+    fn start_with(data_dir_in_config: bool) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("memd-e2e")
             .tempdir()
@@ -68,7 +80,14 @@ impl Daemon {
             child: None,
             port: 0,
             token: String::new(),
+            data_dir_in_config,
         };
+        if data_dir_in_config {
+            let config = d.data_dir().join("config");
+            std::fs::create_dir_all(&config).expect("config dir");
+            let toml = format!("data_dir = {:?}\n", d.data_dir().display().to_string());
+            std::fs::write(config.join("config.toml"), toml).expect("config.toml");
+        }
         d.spawn(&[]);
         d
     }
@@ -79,14 +98,10 @@ impl Daemon {
 
     /// Env every memd-related process of this test gets.
     pub fn env(&self) -> Vec<(String, String)> {
-        vec![
+        let mut env = vec![
             (
                 "MEMD_RUNTIME_DIR".into(),
                 runtime_dir().display().to_string(),
-            ),
-            (
-                "MEMD_DATA_DIR".into(),
-                self.data_dir().display().to_string(),
             ),
             (
                 "MEMD_CONFIG_DIR".into(),
@@ -96,7 +111,14 @@ impl Daemon {
                 "HOME".into(),
                 self.data_dir().join("home").display().to_string(),
             ),
-        ]
+        ];
+        if !self.data_dir_in_config {
+            env.push((
+                "MEMD_DATA_DIR".into(),
+                self.data_dir().display().to_string(),
+            ));
+        }
+        env
     }
 
     pub fn spawn(&mut self, extra_env: &[(&str, &str)]) {
@@ -109,6 +131,7 @@ impl Daemon {
         let mut cmd = Command::new(bin("memd"));
         cmd.arg("serve")
             .env("MEMD_PORT", "0")
+            .env_remove("MEMD_DATA_DIR")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
@@ -279,7 +302,7 @@ pub fn run_hook(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    cmd.env_remove("CURSOR_VERSION");
+    cmd.env_remove("CURSOR_VERSION").env_remove("MEMD_DATA_DIR");
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -102,6 +102,7 @@ fn daemon_on_tmpfs(bytes: usize) -> Result<(StoreMount, Daemon), String> {
         child: None,
         port: 0,
         token: String::new(),
+        data_dir_in_config: false,
     };
     d.spawn(&[]);
     Ok((mount, d))

@@ -142,7 +142,7 @@ impl HookRun {
     }
 }
 
-/// A fixture from `hook-prompt/tests/fixtures/events/`.
+/// A client event fixture from `hookrt/tests/fixtures/events/`.
 pub fn event_fixture(name: &str) -> Vec<u8> {
     let path = fixtures_dir().join("events").join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -156,14 +156,8 @@ pub fn event_fixture_with(name: &str, edit: impl FnOnce(&mut Value)) -> Vec<u8> 
 }
 
 fn fixtures_dir() -> PathBuf {
-    // Included from hook-prompt (its own fixtures) or from another crate of the workspace.
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let own = manifest.join("tests/fixtures");
-    if own.join("events").is_dir() {
-        own
-    } else {
-        manifest.join("../hook-prompt/tests/fixtures")
-    }
+    // The event fixtures belong to hookrt, which parses them; every hook crate's tests share them.
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../hookrt/tests/fixtures")
 }
 
 /// Percentile (0..=100) of sorted durations.

@@ -167,7 +167,7 @@ impl Bridge {
 
     fn target(&self) -> (String, Option<String>) {
         let e = lock(&self.endpoint);
-        (e.base_url.clone(), e.token.clone())
+        (e.base_url().to_string(), e.token())
     }
 
     /// Sends one client message and relays what comes back; requests always get an answer.

@@ -1,5 +1,11 @@
 //! `hookrt`: the small runtime shared by the `hook-prompt` and `hook-stop` binaries.
 //!
+//! # Layout
+//!
+//! `session` (start-up order), `watchdog` (hard deadline), `input` (bounded stdin, mode),
+//! `event` (the client's hook JSON), `output` (one guarded answer on stdout), `log` (the
+//! structured failure log), `daemon` (the call to memd, via `memd-client`), `clock`.
+//!
 //! It owns what every hook run needs: the shared start-up (`session`), a hard deadline (watchdog), a single guarded stdout answer,
 //! bounded stdin, parsing of the client's hook event, the structured failure log, and the call to
 //! the memd daemon (including starting it when it is not running).
@@ -14,7 +20,6 @@ pub mod input;
 pub mod log;
 pub mod output;
 pub mod session;
-pub mod spawn;
 pub mod watchdog;
 
 /// Version of the hook binaries, sent in `User-Agent` headers.
