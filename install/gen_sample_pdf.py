@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes memd's PDF test fixture (memd/tests/fixtures/sample.pdf) using only the stdlib.
+"""Writes memd's PDF test fixture (memd/engine/tests/fixtures/sample.pdf) using only the stdlib.
 
 The file is a small but complete PDF 1.4: two pages, the standard Helvetica font, one
 plain content stream and one Flate-compressed stream, and an exact cross-reference
@@ -82,7 +82,7 @@ def build_pdf():
 
 
 def main():
-    default = pathlib.Path(__file__).resolve().parent.parent / "memd/tests/fixtures/sample.pdf"
+    default = pathlib.Path(__file__).resolve().parent.parent / "memd/engine/tests/fixtures/sample.pdf"
     target = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else default
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(build_pdf())

@@ -7,7 +7,7 @@ normalisation -- the sentence-transformers recipe, with inputs cut at 256 tokens
 memd itself runs an int8-weight ONNX export of the same model, so its vectors are expected
 to agree closely with these (cosine >= 0.99), not bit for bit.
 
-Output: memd/tests/fixtures/embed_reference.json with the sentences and their 384-d
+Output: memd/engine/tests/fixtures/embed_reference.json with the sentences and their 384-d
 vectors rounded to 6 decimals.
 
 Setup (any throwaway venv):
@@ -189,7 +189,7 @@ def main() -> int:
     repo = pathlib.Path(__file__).resolve().parent.parent
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", type=pathlib.Path, help="directory with model.safetensors + tokenizer.json")
-    parser.add_argument("--out", type=pathlib.Path, default=repo / "memd/tests/fixtures/embed_reference.json")
+    parser.add_argument("--out", type=pathlib.Path, default=repo / "memd/engine/tests/fixtures/embed_reference.json")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as scratch:

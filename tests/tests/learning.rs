@@ -109,7 +109,7 @@ fn note_rank(d: &Daemon, query: &str, content: &str) -> Option<(usize, f64)> {
 }
 
 /// Would the lifecycle worker move or delete this memory now? The rules of
-/// memd/src/learn/lifecycle.rs for memories younger than seven days: deleted below 0.1,
+/// memd/engine/src/learn/lifecycle.rs for memories younger than seven days: deleted below 0.1,
 /// working → history at ≥ 0.7 with 2 uses, history → patterns at ≥ 0.9 with 3 uses and 5
 /// successes, patterns → history below 0.4.
 fn transition_due(v: &MemoryView) -> bool {

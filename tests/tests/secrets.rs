@@ -17,7 +17,7 @@ struct Exchange {
 }
 
 fn corpus() -> Vec<Exchange> {
-    let raw = include_str!("../../memd/tests/fixtures/secrets_corpus.json");
+    let raw = include_str!("../../memd/engine/tests/fixtures/secrets_corpus.json");
     serde_json::from_str(raw).expect("secrets corpus parses")
 }
 

@@ -1,0 +1,424 @@
+//! `memd doctor`: end-to-end checks, each failure with the command that fixes it.
+//!
+//! Owns the check list: config, data dir and token permissions, embedding runtime files,
+//! daemon, model, token accepted, a search round trip, and each detected client's hooks and MCP
+//! registration. Read-only: must never change a file or start the daemon.
+
+use super::client::{Client, ClientError};
+use super::files;
+use super::init::{ClientFiles, is_executable};
+use super::json::Json;
+use super::merge;
+use anyhow::Result;
+use memd_engine::config::Config;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+struct Check {
+    level: Level,
+    name: &'static str,
+    detail: String,
+    fix: Option<String>,
+}
+
+#[derive(Default)]
+struct Report {
+    checks: Vec<Check>,
+}
+
+impl Report {
+    fn ok(&mut self, name: &'static str, detail: impl Into<String>) {
+        self.checks.push(Check {
+            level: Level::Ok,
+            name,
+            detail: detail.into(),
+            fix: None,
+        });
+    }
+    fn warn(&mut self, name: &'static str, detail: impl Into<String>, fix: impl Into<String>) {
+        self.checks.push(Check {
+            level: Level::Warn,
+            name,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        });
+    }
+    fn fail(&mut self, name: &'static str, detail: impl Into<String>, fix: impl Into<String>) {
+        self.checks.push(Check {
+            level: Level::Fail,
+            name,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        });
+    }
+    fn failed(&self) -> usize {
+        self.checks
+            .iter()
+            .filter(|c| c.level == Level::Fail)
+            .count()
+    }
+}
+
+pub fn run_doctor(json: bool) -> Result<ExitCode> {
+    let mut r = Report::default();
+    let cfg = match Config::load(None) {
+        Ok(c) => {
+            r.ok(
+                "config",
+                c.config_file
+                    .as_ref()
+                    .map_or("defaults (no config.toml)".into(), |p| {
+                        p.display().to_string()
+                    }),
+            );
+            Some(c)
+        }
+        Err(e) => {
+            r.fail(
+                "config",
+                format!("{e:#}"),
+                "fix the file named above (unknown keys and out-of-range values are errors)",
+            );
+            None
+        }
+    };
+    if let Some(cfg) = &cfg {
+        check_data_dir(&mut r, cfg);
+        check_runtime(&mut r);
+        let port = check_daemon(&mut r, cfg);
+        let token = std::fs::read_to_string(cfg.token_path())
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        match ClientFiles::for_user() {
+            Ok(files) => check_clients(&mut r, &files, port, &token),
+            Err(e) => r.fail("clients", e.to_string(), "set HOME"),
+        }
+    }
+    print(&r, json)?;
+    Ok(if r.failed() > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print(r: &Report, json: bool) -> Result<()> {
+    if json {
+        let checks: Vec<serde_json::Value> = r
+            .checks
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "check": c.name,
+                    "status": match c.level { Level::Ok => "ok", Level::Warn => "warn", Level::Fail => "fail" },
+                    "detail": c.detail,
+                    "fix": c.fix,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "failed": r.failed(), "checks": checks })
+            )?
+        );
+        return Ok(());
+    }
+    for c in &r.checks {
+        let tag = match c.level {
+            Level::Ok => "[ok]  ",
+            Level::Warn => "[warn]",
+            Level::Fail => "[FAIL]",
+        };
+        // Continuation lines of multi-line details line up under the first.
+        println!(
+            "{tag} {:<14} {}",
+            c.name,
+            c.detail.replace('\n', &format!("\n{:22}", ""))
+        );
+        let explained = c.detail.contains("fix:");
+        if let (Some(fix), false, false) = (&c.fix, c.level == Level::Ok, explained) {
+            println!("{:22}fix: {fix}", "");
+        }
+    }
+    match r.failed() {
+        0 => println!("\nAll checks passed."),
+        n => println!("\n{n} check(s) failed."),
+    }
+    Ok(())
+}
+
+fn check_data_dir(r: &mut Report, cfg: &Config) {
+    let dir = &cfg.data_dir;
+    match files::existing_mode(dir) {
+        None if !dir.exists() => r.warn(
+            "data dir",
+            format!("{} does not exist yet", dir.display()),
+            "it is created at the first start (`memd serve`)",
+        ),
+        Some(mode) if mode & 0o022 != 0 => r.fail(
+            "data dir",
+            format!(
+                "{} is writable by others (mode {:o}); memd refuses to start",
+                dir.display(),
+                mode & 0o777
+            ),
+            format!("chmod 700 {}", dir.display()),
+        ),
+        Some(mode) if mode & 0o077 != 0 => r.warn(
+            "data dir",
+            format!(
+                "{} is readable by others (mode {:o})",
+                dir.display(),
+                mode & 0o777
+            ),
+            format!("chmod 700 {}", dir.display()),
+        ),
+        _ => r.ok("data dir", dir.display().to_string()),
+    }
+    let token = cfg.token_path();
+    match files::existing_mode(&token) {
+        None => r.warn(
+            "token",
+            format!("{} does not exist yet", token.display()),
+            "`memd init` or the first start creates it",
+        ),
+        Some(mode) if mode & 0o077 != 0 => r.fail(
+            "token",
+            format!(
+                "{} has mode {:o}; other users could call memd",
+                token.display(),
+                mode & 0o777
+            ),
+            format!("chmod 600 {}", token.display()),
+        ),
+        Some(_) => r.ok("token", format!("{} (private)", token.display())),
+    }
+}
+
+fn check_runtime(r: &mut Report) {
+    match memd_engine::embed::RuntimePaths::resolve().check() {
+        Ok(()) => r.ok("runtime", "ONNX Runtime and model files present"),
+        Err(e) => r.fail(
+            "runtime",
+            e.to_string(),
+            "run install/fetch-runtime.sh (search works without it, but only lexically)",
+        ),
+    }
+}
+
+/// Daemon, model, token and a search round trip. Returns the port clients should use.
+fn check_daemon(r: &mut Report, cfg: &Config) -> u16 {
+    let client = Client::new(cfg);
+    let health = match client.health() {
+        Ok(h) => h,
+        Err(e) => {
+            r.fail(
+                "daemon",
+                e.to_string(),
+                "`memd serve` (foreground) or `memd service install`; the hooks also start it",
+            );
+            return if cfg.port != 0 { cfg.port } else { client.port };
+        }
+    };
+    r.ok(
+        "daemon",
+        format!(
+            "memd {} (pid {}) on 127.0.0.1:{}",
+            health.version, health.pid, health.port
+        ),
+    );
+    match (health.model_loaded, &health.model_error) {
+        (true, _) => r.ok("model", "loaded"),
+        (false, why) => r.fail(
+            "model",
+            why.clone().unwrap_or_else(|| "not loaded".into()),
+            "run install/fetch-runtime.sh, then restart memd",
+        ),
+    }
+    let started = Instant::now();
+    let req = proto::SearchRequest {
+        query: Some("memd doctor round trip".into()),
+        limit: Some(1),
+        ..Default::default()
+    };
+    match client.post::<_, proto::SearchResponse>("/api/search", &req) {
+        Ok(resp) => r.ok(
+            "search",
+            format!(
+                "round trip {:.1} ms ({} result{})",
+                started.elapsed().as_secs_f64() * 1000.0,
+                resp.count,
+                if resp.count == 1 { "" } else { "s" }
+            ),
+        ),
+        Err(e @ ClientError::Unauthorized { .. }) => r.fail(
+            "search",
+            e.to_string(),
+            "restart memd so it and the CLI use the same data dir",
+        ),
+        Err(e) => r.fail(
+            "search",
+            e.to_string(),
+            format!("see {}", cfg.data_dir.join("logs").display()),
+        ),
+    }
+    health.port
+}
+
+fn read_json(path: &Path) -> Result<Option<Json>, String> {
+    match files::read_optional(path) {
+        Ok(None) => Ok(None),
+        Ok(Some(text)) => files::parse_doc(path, Some(&text))
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn check_clients(r: &mut Report, files: &ClientFiles, port: u16, token: &str) {
+    let claude = files.claude_detected();
+    let cursor = files.cursor_detected();
+    if claude.is_none() && cursor.is_none() {
+        r.warn(
+            "clients",
+            "neither Claude Code nor Cursor found",
+            "install one, then `memd init`",
+        );
+        return;
+    }
+    let expected_url = format!("http://127.0.0.1:{port}/mcp");
+    if claude.is_some() {
+        check_hooks(
+            r,
+            "claude hooks",
+            &files.claude_settings,
+            merge::claude_events(),
+            merge::claude_hook_commands,
+        );
+        check_mcp(r, "claude mcp", &files.claude_json, &expected_url, token);
+    }
+    if cursor.is_some() {
+        check_hooks(
+            r,
+            "cursor hooks",
+            &files.cursor_hooks,
+            merge::cursor_events(),
+            merge::cursor_hook_commands,
+        );
+        check_mcp(r, "cursor mcp", &files.cursor_mcp, &expected_url, token);
+    }
+}
+
+fn check_hooks<'a>(
+    r: &mut Report,
+    name: &'static str,
+    path: &Path,
+    events: impl Iterator<Item = &'a str>,
+    commands: fn(&Json, &str) -> Vec<String>,
+) {
+    let doc = match read_json(path) {
+        Ok(Some(doc)) => doc,
+        Ok(None) => {
+            return r.fail(
+                name,
+                format!("{} does not exist", path.display()),
+                "memd init",
+            );
+        }
+        Err(e) => {
+            return r.fail(
+                name,
+                e,
+                format!("fix {} by hand, then `memd init`", path.display()),
+            );
+        }
+    };
+    let mut problems = Vec::new();
+    for event in events {
+        let cmds = commands(&doc, event);
+        if cmds.is_empty() {
+            problems.push(format!("no memd hook for {event}"));
+        }
+        for cmd in cmds {
+            let program = merge::command_program(&cmd);
+            if !is_executable(Path::new(&program)) {
+                problems.push(format!(
+                    "{event} runs {program}, which is missing or not executable"
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        r.ok(
+            name,
+            format!("{} points at installed hooks", path.display()),
+        );
+    } else {
+        r.fail(
+            name,
+            format!("{}: {}", path.display(), problems.join("; ")),
+            "install/install.sh, or `memd init --bin-dir <dir with hook-prompt>`",
+        );
+    }
+}
+
+fn check_mcp(r: &mut Report, name: &'static str, path: &Path, expected_url: &str, token: &str) {
+    let doc = match read_json(path) {
+        Ok(Some(doc)) => doc,
+        Ok(None) => {
+            return r.fail(
+                name,
+                format!("{} does not exist", path.display()),
+                "memd init",
+            );
+        }
+        Err(e) => {
+            return r.fail(
+                name,
+                e,
+                format!("fix {} by hand, then `memd init`", path.display()),
+            );
+        }
+    };
+    let Some(entry) = merge::mcp_registered(&doc) else {
+        return r.fail(
+            name,
+            format!("no mcpServers.memd in {}", path.display()),
+            "memd init",
+        );
+    };
+    let url = entry.get("url").and_then(Json::as_str).unwrap_or("");
+    let auth = entry
+        .get("headers")
+        .and_then(|h| h.get("Authorization"))
+        .and_then(Json::as_str)
+        .unwrap_or("");
+    if url != expected_url {
+        r.fail(
+            name,
+            format!(
+                "{} points at {url:?}, memd listens on {expected_url}",
+                path.display()
+            ),
+            "memd init",
+        );
+    } else if !token.is_empty() && auth != format!("Bearer {token}") {
+        r.fail(
+            name,
+            format!("{} sends an outdated token", path.display()),
+            "memd init",
+        );
+    } else {
+        r.ok(name, format!("registered in {}", path.display()));
+    }
+}

@@ -1,0 +1,312 @@
+//! `memd`: the command users run. Argument parsing and dispatch.
+//!
+//! Owns the user-facing commands. `serve` runs the daemon (the `memd-server` crate); every other
+//! command is a client of a running daemon through `memd-client` (or works on files directly,
+//! like `init`). Must never print secrets (the API token, sidecar keys).
+//!
+//! # Layout
+//!
+//! - `client`: the CLI's view of the daemon (errors a person can act on, stopping it).
+//! - `init`, `merge`, `files`, `diff`, `json`, `sidecar_setup`: wiring memd into Claude Code
+//!   and Cursor config files (merge, backups, dry-run diffs); `service`: systemd / launchd.
+//! - `status`, `doctor`, `query`, `transfer`: status, checks, search/ingest/books, export/import.
+//! - `bridge`, `launch`: `memd mcp`, the stdio MCP server that relays to the daemon's `/mcp`.
+//!
+//! The offline evaluations are `memd-eval` in the `memd-lab` crate, not a `memd` subcommand:
+//! they never ship inside the user's binary.
+
+mod bridge;
+mod client;
+mod diff;
+mod doctor;
+mod files;
+mod init;
+mod json;
+mod launch;
+mod merge;
+mod query;
+mod service;
+mod sidecar_setup;
+mod status;
+mod transfer;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "memd",
+    version,
+    about = "Persistent, outcome-learning memory for AI coding agents"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the daemon in the foreground (hooks start it on demand; `memd service install` keeps it running).
+    Serve {
+        /// Port on 127.0.0.1 (default: MEMD_PORT, else 47111; 0 picks a free port).
+        #[arg(long)]
+        port: Option<u16>,
+    },
+    /// Show what the hooks did per conversation (ids injected and scored, outcomes, content hashes; never content).
+    Trace {
+        /// Only this conversation.
+        #[arg(long)]
+        conversation: Option<String>,
+        /// At most this many entries (newest last).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve memd's MCP tools over stdio, for clients that only launch stdio servers (starts the daemon if needed).
+    Mcp,
+    /// Wire memd into Claude Code and Cursor: hooks, MCP server, tool permissions.
+    ///
+    /// Configures the clients it finds (~/.claude or `claude` on PATH; ~/.cursor) unless
+    /// --claude-code / --cursor name them. Keeps every entry that is not memd's, backs up each
+    /// changed file as <file>.memd-backup-<time>, and changes nothing on a second run.
+    Init {
+        /// Configure Claude Code (even if not detected).
+        #[arg(long)]
+        claude_code: bool,
+        /// Configure Cursor (even if not detected).
+        #[arg(long)]
+        cursor: bool,
+        /// Print the changes as a diff; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Ask nothing: keep the sidecar setting as it is (local only by default).
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Directory holding hook-prompt and hook-stop (default: beside this memd).
+        #[arg(long, value_name = "DIR")]
+        bin_dir: Option<PathBuf>,
+        /// Where outcome scoring may run when the agent did not score: local or remote.
+        #[arg(long, value_name = "local|remote")]
+        sidecar: Option<String>,
+        /// Remote sidecar: base URL of an OpenAI-compatible API (ending in /v1).
+        #[arg(long, value_name = "URL")]
+        sidecar_url: Option<String>,
+        /// Remote sidecar: model names, comma-separated, tried in order.
+        #[arg(long, value_name = "M1,M2")]
+        sidecar_models: Option<String>,
+        /// Remote sidecar: file holding the API key (must be mode 0600; the key is never copied).
+        #[arg(long, value_name = "FILE")]
+        sidecar_key_file: Option<PathBuf>,
+    },
+    /// Remove exactly what `memd init` added; memories are kept unless --purge.
+    Uninstall {
+        /// Also delete the data dir (all memories), after confirmation unless --yes.
+        #[arg(long)]
+        purge: bool,
+        /// Print the changes as a diff; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask before deleting the data dir.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Is the daemon up: port, pid, version, counts, model, recent hook calls, sidecar.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Per-collection counts and scores, lifecycle counters, index, knowledge graph, disk.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check everything end to end and say how to fix what fails (exit 1 if anything does).
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search memories and print them like the MCP tool does.
+    Search {
+        /// What to look for.
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Only these collections (books, working, history, patterns, memory_bank); repeatable.
+        #[arg(long, short = 'c', value_name = "C")]
+        collection: Vec<String>,
+        /// At most this many results (1-100).
+        #[arg(long, short = 'n', value_name = "N")]
+        limit: Option<i64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Store a reference document (.txt, .md, .pdf, up to 10 MB) as a book.
+    Ingest {
+        file: PathBuf,
+        /// Title (default: the file name without extension).
+        #[arg(long)]
+        title: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List books with their chunk counts.
+    Books {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a book (all its chunks) by title.
+    Remove {
+        title: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write memories as JSON Lines (lossless; to stdout unless --output).
+    Export {
+        /// Only this collection.
+        #[arg(long, short = 'c', value_name = "C")]
+        collection: Option<String>,
+        /// Write to this file instead of stdout.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Read memories from a `memd export` file (`-` for stdin); known ids are skipped.
+    Import {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Keep the daemon running as a per-user service (systemd on Linux, launchd on macOS).
+    Service {
+        #[command(subcommand)]
+        action: ServiceAction,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ServiceAction {
+    /// Write the unit / agent and start it (restarts it when already installed).
+    Install {
+        /// Print the unit instead of installing it.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Stop and remove the unit / agent.
+    Uninstall {
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Whether the unit / agent is installed, enabled and running.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),
+        other => dispatch(other),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("memd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),
+        // The bridge owns stdout: nothing else may print there.
+        Command::Mcp => crate::bridge::run_stdio_bridge().map(|()| ExitCode::SUCCESS),
+        Command::Trace {
+            conversation,
+            limit,
+            json,
+        } => run_trace(conversation.as_deref(), limit, json),
+        Command::Init {
+            claude_code,
+            cursor,
+            dry_run,
+            yes,
+            bin_dir,
+            sidecar,
+            sidecar_url,
+            sidecar_models,
+            sidecar_key_file,
+        } => init::run_init(init::InitArgs {
+            claude_code,
+            cursor,
+            dry_run,
+            yes,
+            bin_dir,
+            sidecar: sidecar_setup::SidecarFlags {
+                mode: sidecar,
+                url: sidecar_url,
+                models: sidecar_models,
+                key_file: sidecar_key_file,
+            },
+        }),
+        Command::Uninstall {
+            purge,
+            dry_run,
+            yes,
+        } => init::run_uninstall(init::UninstallArgs {
+            purge,
+            dry_run,
+            yes,
+        }),
+        Command::Status { json } => status::run_status(json),
+        Command::Stats { json } => status::run_stats(json),
+        Command::Doctor { json } => doctor::run_doctor(json),
+        Command::Search {
+            query,
+            collection,
+            limit,
+            json,
+        } => query::run_search(&query.join(" "), &collection, limit, json),
+        Command::Ingest { file, title, json } => query::run_ingest(&file, title, json),
+        Command::Books { json } => query::run_books(json),
+        Command::Remove { title, json } => query::run_remove(&title, json),
+        Command::Export { collection, output } => {
+            transfer::run_export(collection.as_deref(), output.as_deref())
+        }
+        Command::Import { file, json } => transfer::run_import(&file, json),
+        Command::Service { action } => match action {
+            ServiceAction::Install { dry_run } => {
+                service::run(service::Action::Install, dry_run, false)
+            }
+            ServiceAction::Uninstall { dry_run } => {
+                service::run(service::Action::Uninstall, dry_run, false)
+            }
+            ServiceAction::Status { json } => service::run(service::Action::Status, false, json),
+        },
+    }
+}
+
+fn run_trace(conversation: Option<&str>, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let cfg = memd_engine::config::Config::load(None)?;
+    let trace = memd_engine::trace::Trace::open(&cfg.data_dir.join("logs"));
+    for entry in trace.read(conversation, limit) {
+        if json {
+            println!("{}", serde_json::to_string(&entry)?);
+        } else {
+            println!("{}", entry.display_line());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_serve(port: Option<u16>) -> anyhow::Result<()> {
+    let cfg = memd_engine::config::Config::load(port)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(memd_server::daemon::serve(cfg))
+}

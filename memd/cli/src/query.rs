@@ -1,0 +1,363 @@
+//! `memd search`, `memd ingest`, `memd books`, `memd remove`: reading and reference documents.
+//!
+//! Owns the human display of search results (the MCP tool's one-line format), turning a file
+//! into book text (extraction and the size limit are `memd_engine::ingest`'s), sending it to the
+//! daemon in parts of about 1 MB with progress on stderr, and the book list. Starts the daemon
+//! when it is not running. Must never print anything but results on stdout.
+
+use super::client::{self, Client};
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use memd_engine::config::Config;
+use proto::{
+    BooksResponse, IngestRequest, IngestResponse, MemoryView, RemoveBookRequest,
+    RemoveBookResponse, SearchRequest, SearchResponse,
+};
+use serde::Serialize;
+use std::io::Read;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Text per ingest request. Chunks dedupe by content, so re-sending the same split is safe.
+pub const INGEST_PART_BYTES: usize = 1024 * 1024;
+/// Content shown per search hit.
+const SHOW_CHARS: usize = 400;
+const INGEST_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn connect() -> Result<Client> {
+    let cfg = Config::load(None)?;
+    client::connect(&cfg, true)
+}
+
+pub fn run_search(
+    query: &str,
+    collections: &[String],
+    limit: Option<i64>,
+    json: bool,
+) -> Result<ExitCode> {
+    for c in collections {
+        if proto::Collection::parse(c).is_none() {
+            bail!("unknown collection {c:?} (books, working, history, patterns, memory_bank)");
+        }
+    }
+    let client = connect()?;
+    let req = SearchRequest {
+        query: Some(query.to_string()),
+        collections: (!collections.is_empty()).then(|| collections.to_vec()),
+        limit,
+        ..Default::default()
+    };
+    let resp: SearchResponse = client.post("/api/search", &req)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&resp)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if resp.results.is_empty() {
+        println!("No memories match {query:?}.");
+    }
+    for (i, m) in resp.results.iter().enumerate() {
+        println!("{}", format_hit(i + 1, m));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `1. [patterns] (2d, s:0.72, w:0.68, 8 uses, [YY~N]) [id:…] content` on one line.
+pub fn format_hit(n: usize, m: &MemoryView) -> String {
+    let mut facts = vec![
+        m.age.clone(),
+        format!("s:{:.2}", m.score),
+        format!("w:{:.2}", m.wilson_score),
+    ];
+    facts.push(if m.uses == 1 {
+        "1 use".into()
+    } else {
+        format!("{} uses", m.uses)
+    });
+    if !m.outcome_history.is_empty() {
+        facts.push(m.outcome_history.clone());
+    }
+    format!(
+        "{n}. [{}] ({}) [id:{}] {}",
+        m.collection,
+        facts.join(", "),
+        m.id,
+        one_line(&m.content, SHOW_CHARS)
+    )
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let cut: String = flat.chars().take(max).collect();
+    format!("{cut}…")
+}
+
+fn bar_style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+/// Reads the file, with a byte progress bar when it is large.
+fn read_with_progress(path: &Path, size: u64) -> Result<Vec<u8>> {
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let bar = if size > INGEST_PART_BYTES as u64 {
+        ProgressBar::new(size).with_style(bar_style("reading   [{bar:30}] {bytes}/{total_bytes}"))
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut out = Vec::with_capacity(size as usize);
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+        bar.inc(n as u64);
+    }
+    bar.finish_and_clear();
+    Ok(out)
+}
+
+/// Splits text into parts of at most `max` bytes, at a paragraph, line or word break when
+/// one is in the second half of the window.
+pub fn split_parts(text: &str, max: usize) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while rest.len() > max {
+        let mut end = max;
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let window = &rest[..end];
+        let half = end / 2;
+        let cut = [
+            window.rfind("\n\n"),
+            window.rfind('\n'),
+            window.rfind(char::is_whitespace),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|&p| p >= half)
+        .map_or(end, |p| p + 1);
+        let (head, tail) = rest.split_at(cut);
+        parts.push(head);
+        rest = tail;
+    }
+    if !rest.trim().is_empty() {
+        parts.push(rest);
+    }
+    parts
+}
+
+#[derive(Serialize)]
+struct IngestSummary {
+    title: String,
+    file: String,
+    chunks: usize,
+    already_present: usize,
+    stored: usize,
+}
+
+pub fn run_ingest(file: &Path, title: Option<String>, json: bool) -> Result<ExitCode> {
+    let meta =
+        std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?;
+    if meta.len() > memd_engine::ingest::MAX_BYTES as u64 {
+        bail!(
+            "{} is {:.1} MB; books are limited to {} MB (split the file)",
+            file.display(),
+            meta.len() as f64 / 1_048_576.0,
+            memd_engine::ingest::MAX_BYTES / (1024 * 1024)
+        );
+    }
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let title = title.filter(|t| !t.trim().is_empty()).unwrap_or_else(|| {
+        file.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| name.clone())
+    });
+    let bytes = read_with_progress(file, meta.len())?;
+    let spinner = ProgressBar::new_spinner().with_message(format!("extracting text from {name}"));
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    let text = memd_engine::ingest::extract_text(&name, &bytes);
+    spinner.finish_and_clear();
+    let text = text.map_err(|e| anyhow::anyhow!("cannot ingest {}: {e}", file.display()))?;
+    if text.trim().is_empty() {
+        bail!("{} has no text to store", file.display());
+    }
+    let client = connect()?;
+    let source = std::fs::canonicalize(file)
+        .unwrap_or_else(|_| file.to_path_buf())
+        .display()
+        .to_string();
+    let parts = split_parts(&text, INGEST_PART_BYTES);
+    let bar = if parts.len() > 1 {
+        ProgressBar::new(text.len() as u64).with_style(bar_style(
+            "storing   [{bar:30}] {bytes}/{total_bytes} {msg}",
+        ))
+    } else {
+        ProgressBar::new_spinner().with_message("chunking and storing")
+    };
+    bar.enable_steady_tick(Duration::from_millis(120));
+    let mut total = IngestResponse {
+        title: title.clone(),
+        ..Default::default()
+    };
+    for part in parts {
+        let req = IngestRequest {
+            title: title.clone(),
+            content: part.to_string(),
+            source: Some(source.clone()),
+        };
+        let resp: IngestResponse =
+            match client.post_with_timeout("/api/ingest", &req, INGEST_TIMEOUT) {
+                Ok(r) => r,
+                Err(e) => {
+                    bar.finish_and_clear();
+                    return Err(e.into());
+                }
+            };
+        total.chunks += resp.chunks;
+        total.already_present += resp.already_present;
+        bar.inc(part.len() as u64);
+    }
+    bar.finish_and_clear();
+    let summary = IngestSummary {
+        title: title.clone(),
+        file: source,
+        chunks: total.chunks,
+        already_present: total.already_present,
+        stored: total.chunks - total.already_present.min(total.chunks),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else if summary.stored == 0 {
+        println!(
+            "already present: {title:?} ({} chunks); nothing new stored",
+            summary.chunks
+        );
+    } else if summary.already_present > 0 {
+        println!(
+            "stored {} new chunks of {title:?} ({} were already present)",
+            summary.stored, summary.already_present
+        );
+    } else {
+        println!("stored {title:?}: {} chunks", summary.chunks);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_books(json: bool) -> Result<ExitCode> {
+    let client = connect()?;
+    let resp: BooksResponse = client.get("/api/books")?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&resp)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if resp.books.is_empty() {
+        println!("No books yet (`memd ingest <file>` adds one).");
+    }
+    for b in &resp.books {
+        let source = b
+            .source
+            .as_deref()
+            .map(|s| format!("  {s}"))
+            .unwrap_or_default();
+        println!(
+            "{:>6} chunks  {}  {}{source}",
+            b.chunks, b.created_at, b.title
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_remove(title: &str, json: bool) -> Result<ExitCode> {
+    let client = connect()?;
+    let resp: RemoveBookResponse = client.post(
+        "/api/remove-book",
+        &RemoveBookRequest {
+            title: title.to_string(),
+        },
+    )?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&resp)?);
+    } else {
+        println!("removed {title:?} ({} chunks)", resp.removed_chunks);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> MemoryView {
+        MemoryView {
+            id: "patterns_0123456789ab".into(),
+            collection: "patterns".into(),
+            content: "Use  cargo nextest\nfor speed".into(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            age: "2d".into(),
+            score: 0.724,
+            wilson_score: 0.681,
+            uses: 8,
+            success_count: 6.0,
+            learned_score: 0.7,
+            last_outcome: "worked".into(),
+            outcome_history: "[YY~N]".into(),
+            tags: vec![],
+            importance: None,
+            confidence: None,
+            embedding_similarity: None,
+            final_rank_score: None,
+            metadata: Default::default(),
+        }
+    }
+
+    #[test]
+    fn hit_line_matches_the_mcp_display() {
+        assert_eq!(
+            format_hit(1, &view()),
+            "1. [patterns] (2d, s:0.72, w:0.68, 8 uses, [YY~N]) [id:patterns_0123456789ab] Use cargo nextest for speed"
+        );
+        let mut fresh = view();
+        fresh.outcome_history.clear();
+        fresh.uses = 1;
+        assert!(
+            format_hit(2, &fresh).starts_with("2. [patterns] (2d, s:0.72, w:0.68, 1 use) [id:")
+        );
+    }
+
+    #[test]
+    fn long_content_is_cut_on_a_char_boundary() {
+        let s = "é".repeat(500);
+        let out = one_line(&s, 10);
+        assert_eq!(out.chars().count(), 11);
+        assert!(out.ends_with('…'));
+    }
+
+    #[test]
+    fn parts_break_at_paragraphs_and_cover_everything() {
+        let para = "word ".repeat(50) + "\n\n";
+        let text = para.repeat(100);
+        let parts = split_parts(&text, 1000);
+        assert!(parts.len() > 1);
+        assert_eq!(parts.concat(), text);
+        for p in &parts[..parts.len() - 1] {
+            assert!(p.len() <= 1000);
+            assert!(p.ends_with('\n'), "{p:?}");
+        }
+        let multibyte = "ü".repeat(3000);
+        let parts = split_parts(&multibyte, 1001);
+        assert_eq!(parts.concat(), multibyte);
+        assert_eq!(split_parts("short", 1000), vec!["short"]);
+    }
+}

@@ -1,0 +1,214 @@
+//! `memd status` and `memd stats`: what the running daemon reports, for people and scripts.
+//!
+//! Owns the presentation of `/api/health` and `/api/stats`. Never starts the daemon: when it is
+//! down, that is the answer (exit 1).
+
+use super::client::{Client, ClientError};
+use anyhow::Result;
+use memd_engine::config::Config;
+use proto::{HealthResponse, StatsResponse};
+use std::process::ExitCode;
+
+pub fn run_status(json: bool) -> Result<ExitCode> {
+    let cfg = Config::load(None)?;
+    let client = Client::new(&cfg);
+    let health = match client.health() {
+        Ok(h) => h,
+        Err(e) => return Ok(report_down(&cfg, &client, &e, json)),
+    };
+    let stats = client.get::<StatsResponse>("/api/stats");
+    if json {
+        let mut v = serde_json::json!({
+            "running": true,
+            "data_dir": cfg.data_dir,
+            "health": health,
+            "service": super::service::state_word(),
+        });
+        match &stats {
+            Ok(s) => {
+                v["recent_hooks"] = serde_json::to_value(&s.recent_hooks)?;
+                v["sidecar"] = serde_json::to_value(&s.sidecar)?;
+            }
+            Err(e) => v["stats_error"] = serde_json::Value::from(e.to_string()),
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_health(&cfg, &health);
+    match &stats {
+        Ok(s) => {
+            print_hooks(s);
+            print_sidecar(s);
+        }
+        Err(e) => println!("details:   unavailable ({e})"),
+    }
+    println!("service:   {}", super::service::state_word());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_down(cfg: &Config, client: &Client, e: &ClientError, json: bool) -> ExitCode {
+    if json {
+        let v = serde_json::json!({
+            "running": false,
+            "port": client.port,
+            "data_dir": cfg.data_dir,
+            "error": e.to_string(),
+            "service": super::service::state_word(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        println!("{e}");
+        if let Some(info) = super::client::daemon_info(&cfg.data_dir) {
+            println!(
+                "(a daemon with pid {} announced port {} but does not answer; it may have crashed)",
+                info.pid, info.port
+            );
+        }
+        println!("service:   {}", super::service::state_word());
+    }
+    ExitCode::FAILURE
+}
+
+fn print_health(cfg: &Config, h: &HealthResponse) {
+    println!(
+        "memd {} running (pid {}, 127.0.0.1:{}, data {})",
+        h.version,
+        h.pid,
+        h.port,
+        cfg.data_dir.display()
+    );
+    match (&h.model_error, h.model_loaded) {
+        (_, true) => println!("model:     loaded"),
+        (Some(why), false) => println!(
+            "model:     not loaded: {}",
+            why.replace('\n', "\n           ")
+        ),
+        (None, false) => println!("model:     not loaded"),
+    }
+    let counts: Vec<String> = h.counts.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    println!("memories:  {}", counts.join(", "));
+}
+
+fn print_hooks(s: &StatsResponse) {
+    if s.recent_hooks.is_empty() {
+        println!("hooks:     no hook calls since the daemon started");
+        return;
+    }
+    println!(
+        "hooks:     last {} calls (newest first):",
+        s.recent_hooks.len().min(5)
+    );
+    for call in s.recent_hooks.iter().take(5) {
+        println!(
+            "  {}  {:<26} {:>8}  {}",
+            call.at,
+            call.endpoint,
+            ms(call.micros),
+            call.status
+        );
+    }
+}
+
+fn print_sidecar(s: &StatsResponse) {
+    let sc = &s.sidecar;
+    println!(
+        "sidecar:   remote {}, {} of {} runs today",
+        if sc.remote_enabled { "on" } else { "off" },
+        sc.calls_today,
+        sc.daily_cap
+    );
+    if let Some(a) = sc.attempts.last() {
+        println!(
+            "  last attempt: {} {} → {} ({} ms, {})",
+            a.target, a.model, a.result, a.latency_ms, a.at
+        );
+    }
+    for c in &sc.cooling {
+        println!("  cooling down: {} until {} ({})", c.key, c.until, c.reason);
+    }
+}
+
+pub fn ms(micros: u64) -> String {
+    format!("{:.1} ms", micros as f64 / 1000.0)
+}
+
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+pub fn run_stats(json: bool) -> Result<ExitCode> {
+    let cfg = Config::load(None)?;
+    let client = Client::new(&cfg);
+    let stats: StatsResponse = client.get("/api/stats")?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<12} {:>8} {:>8} {:>11}",
+        "collection", "count", "scored", "mean score"
+    );
+    for (name, c) in &stats.collections {
+        println!(
+            "{name:<12} {:>8} {:>8} {:>11.2}",
+            c.count, c.scored, c.mean_score
+        );
+    }
+    let ix = &stats.index;
+    println!(
+        "index:     {} vectors, {} waiting for embedding, {} lexical docs ({})",
+        ix.vectors, ix.pending_embeddings, ix.lexical_docs, ix.state
+    );
+    let lifecycle: Vec<String> = stats
+        .lifecycle
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!(
+        "lifecycle: {}",
+        if lifecycle.is_empty() {
+            "nothing yet".into()
+        } else {
+            lifecycle.join(", ")
+        }
+    );
+    let graph: Vec<String> = stats
+        .knowledge_graph
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!(
+        "knowledge graph: {}",
+        if graph.is_empty() {
+            "empty".into()
+        } else {
+            graph.join(", ")
+        }
+    );
+    println!("disk:      {}", human_bytes(stats.disk_bytes));
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_latencies_read_well() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KB");
+        assert_eq!(human_bytes(5 * 1024 * 1024), "5.0 MB");
+        assert_eq!(ms(2345), "2.3 ms");
+    }
+}

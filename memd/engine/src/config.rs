@@ -1,0 +1,292 @@
+//! Configuration: `config.toml` in the config dir, then environment overrides.
+//!
+//! Owns every tunable the daemon reads at start (port, data dir, context budgets, learning
+//! switches, sidecar chain). Must never read secrets into fields that get logged or serialised
+//! to clients: the sidecar key is read from a file or an env var only when a hook needs it.
+
+use anyhow::{Context, Result, bail};
+use proto::settings::Settings;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Everything `memd serve` needs, resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub config_file: Option<PathBuf>,
+    pub context: ContextConfig,
+    pub learning: LearningConfig,
+    pub sidecar: SidecarConfig,
+    pub cursor: CursorConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContextConfig {
+    /// At most this many memories are injected per prompt.
+    pub max_memories: usize,
+    /// Token budget for memory text in one injection (≈ 4 chars per token).
+    pub token_budget: usize,
+    /// Cosine similarity below which a memory is not relevant enough to inject.
+    pub relevance_floor: f32,
+    /// Per-conversation state is forgotten after this many hours without activity.
+    pub session_ttl_hours: u64,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        ContextConfig {
+            max_memories: 5,
+            token_budget: 400,
+            relevance_floor: 0.35,
+            session_ttl_hours: 7 * 24,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LearningConfig {
+    /// Scale outcome deltas by `1/(1 + age_days/30)` (seed 001). Off: a score is a score.
+    pub time_weighting: bool,
+    /// How much the outcome prior may move a relevance score (bounded; see `learn`).
+    pub prior_weight: f64,
+    /// Relevance multiplier for raw exchange records ("User: … Assistant: …", stored at every
+    /// stop) against curated notes. They repeat the user's wording, so without it they
+    /// outrank the notes that answer the question (bench/EVAL.md).
+    pub exchange_weight: f64,
+}
+
+/// Chosen with `memd-eval learning` (bench/EVAL.md).
+pub const EXCHANGE_WEIGHT: f64 = 0.7;
+
+impl Default for LearningConfig {
+    fn default() -> Self {
+        LearningConfig {
+            time_weighting: false,
+            prior_weight: 0.15,
+            exchange_weight: EXCHANGE_WEIGHT,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SidecarConfig {
+    /// Remote targets (anything not on loopback) are used only when this is true.
+    pub remote: bool,
+    /// The user's own OpenAI-compatible endpoint (base URL ending in `/v1`).
+    pub url: Option<String>,
+    pub models: Vec<String>,
+    /// File holding the API key (must be mode 0600).
+    pub key_file: Option<PathBuf>,
+    /// Environment variable holding the API key (read by the daemon, never logged).
+    pub key_env: Option<String>,
+    /// Try Ollama and LM Studio on loopback.
+    pub local: bool,
+    /// Try OpenCode Zen's free models (remote; needs `remote = true`).
+    pub zen: bool,
+    /// Hard cap on sidecar runs per day, whatever happens.
+    pub daily_cap: u32,
+    pub per_model_ms: u64,
+    pub total_ms: u64,
+}
+
+impl Default for SidecarConfig {
+    fn default() -> Self {
+        SidecarConfig {
+            remote: false,
+            url: None,
+            models: Vec::new(),
+            key_file: None,
+            key_env: None,
+            local: true,
+            zen: false,
+            daily_cap: 200,
+            per_model_ms: 6_000,
+            total_ms: 15_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct CursorConfig {
+    /// Keep `<workspace>/.cursor/rules/memd-context.mdc` (alwaysApply) current with the context.
+    pub rules_file: bool,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct FileConfig {
+    port: Option<u16>,
+    data_dir: Option<PathBuf>,
+    context: ContextConfig,
+    learning: LearningConfig,
+    sidecar: SidecarConfig,
+    cursor: CursorConfig,
+}
+
+impl Config {
+    /// Config file (if present) then env overrides. `port_override` comes from `--port`.
+    pub fn load(port_override: Option<u16>) -> Result<Config> {
+        let config_file = proto::paths::config_file().filter(|p| p.exists());
+        let file = match &config_file {
+            Some(path) => read_file_config(path)?,
+            None => FileConfig::default(),
+        };
+        // The same resolution order the hooks, the CLI and `memd mcp` use (proto::paths).
+        let client_keys = Settings {
+            data_dir: file.data_dir.clone(),
+            port: file.port,
+        };
+        let resolved = proto::paths::resolve_with(client_keys, config_file.clone())
+            .map_err(anyhow::Error::msg)?;
+        let port = port_override.unwrap_or(resolved.port);
+        let data_dir = resolved.data_dir;
+        let mut sidecar = file.sidecar;
+        apply_sidecar_env(&mut sidecar);
+        let cfg = Config {
+            port,
+            data_dir,
+            config_file,
+            context: file.context,
+            learning: file.learning,
+            sidecar,
+            cursor: file.cursor,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// A config for tests and benchmarks: defaults, the given dir and port.
+    pub fn for_dir(data_dir: &Path, port: u16) -> Config {
+        Config {
+            port,
+            data_dir: data_dir.to_path_buf(),
+            config_file: None,
+            context: ContextConfig::default(),
+            learning: LearningConfig::default(),
+            sidecar: SidecarConfig::default(),
+            cursor: CursorConfig::default(),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let c = &self.context;
+        if c.max_memories == 0 || c.max_memories > 50 {
+            bail!("context.max_memories must be 1-50 (got {})", c.max_memories);
+        }
+        if !(50..=4000).contains(&c.token_budget) {
+            bail!(
+                "context.token_budget must be 50-4000 (got {})",
+                c.token_budget
+            );
+        }
+        if !(0.0..=1.0).contains(&c.relevance_floor) {
+            bail!(
+                "context.relevance_floor must be 0-1 (got {})",
+                c.relevance_floor
+            );
+        }
+        if !(0.0..=1.0).contains(&self.learning.prior_weight) {
+            bail!(
+                "learning.prior_weight must be 0-1 (got {})",
+                self.learning.prior_weight
+            );
+        }
+        if !(0.0..=1.0).contains(&self.learning.exchange_weight) {
+            bail!(
+                "learning.exchange_weight must be 0-1 (got {})",
+                self.learning.exchange_weight
+            );
+        }
+        let s = &self.sidecar;
+        if s.per_model_ms == 0 || s.total_ms < s.per_model_ms || s.total_ms > 60_000 {
+            bail!("sidecar budgets: need 0 < per_model_ms <= total_ms <= 60000");
+        }
+        if let Some(url) = &s.url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            bail!("sidecar.url must start with http:// or https:// (got {url:?})");
+        }
+        Ok(())
+    }
+
+    pub fn token_path(&self) -> PathBuf {
+        self.data_dir.join(proto::paths::TOKEN_FILE)
+    }
+}
+
+fn read_file_config(path: &Path) -> Result<FileConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("invalid config in {}", path.display()))
+}
+
+fn apply_sidecar_env(s: &mut SidecarConfig) {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    if let Some(url) = var("MEMD_SIDECAR_URL") {
+        s.url = Some(url.trim().trim_end_matches('/').to_string());
+    }
+    if let Some(models) = var("MEMD_SIDECAR_MODELS") {
+        s.models = models
+            .split(',')
+            .map(|m| m.trim().to_string())
+            .filter(|m| !m.is_empty())
+            .collect();
+    }
+    if let Some(f) = var("MEMD_SIDECAR_KEY_FILE") {
+        s.key_file = Some(PathBuf::from(f));
+    }
+    if let Some(r) = var("MEMD_SIDECAR_REMOTE") {
+        s.remote = r != "0";
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        Config::for_dir(Path::new("/nonexistent"), 1)
+            .validate()
+            .unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_not_silently_ignored() {
+        let err = toml::from_str::<FileConfig>("[context]\nmax_memoris = 3\n").unwrap_err();
+        assert!(err.to_string().contains("max_memoris"), "{err}");
+    }
+
+    /// The hooks read `data_dir` and `port` with proto's small reader; the daemon with the
+    /// `toml` crate. They must find the same values or a hook looks in the wrong data dir.
+    #[test]
+    fn client_reader_agrees_with_the_daemon_config() {
+        let files = [
+            "",
+            "port = 47200\n",
+            "data_dir = \"/srv/memd\"\nport = 4_711 # fixed\n[context]\nmax_memories = 3\n",
+            "# comment\n\"data_dir\" = '/home/a b/memd' # literal\n",
+            "data_dir = \"/x/\\u00e9\\t\\\\y\"\n[sidecar]\nmodels = [\n  \"a\",\n]\n",
+            "[cursor]\nrules_file = true\n",
+        ];
+        for text in files {
+            let daemon: FileConfig = toml::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let client = proto::settings::parse(text).unwrap();
+            assert_eq!(client.data_dir, daemon.data_dir, "{text}");
+            assert_eq!(client.port, daemon.port, "{text}");
+        }
+    }
+
+    #[test]
+    fn out_of_range_budget_names_the_key() {
+        let mut c = Config::for_dir(Path::new("/x"), 1);
+        c.context.token_budget = 10;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("context.token_budget"), "{e}");
+    }
+}

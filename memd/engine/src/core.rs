@@ -1,0 +1,584 @@
+//! The daemon's service object: one `Core` per process, shared by HTTP, MCP and the workers.
+//!
+//! Owns the store handle, the embedder (loaded in the background; absent when the runtime is
+//! missing), the query-embedding cache and the operations that are not hook-specific: search,
+//! memory bank, takeaways, books, health, stats. Must never block an async thread on embedding
+//! or fsync: heavy calls go through `spawn_blocking` or the store's async commit.
+
+use crate::config::Config;
+use crate::embed::Embed;
+use crate::error::{ApiError, check_len, check_range_f64};
+use crate::record::Record;
+use crate::redact;
+use crate::search::{self, Query, Ranking};
+use crate::state::ops::{Op, Output};
+use crate::state::{MemState, new_id};
+use crate::store::Store;
+use crate::{clock, learn};
+use proto::limits;
+use proto::*;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+/// Cosine similarity above which a memory-bank add is treated as the same fact.
+/// Measured (memd/engine/tests/bank_duplicates.rs): restatements of one fact 0.80–0.98 (5 of 6 above
+/// 0.93); distinct facts on the same subject up to 0.84 ("staging db on 5433" vs "production
+/// db on 5432"). Merging two different facts loses one, storing a restatement twice costs a
+/// line, so the threshold sits above the distinct ones.
+pub const BANK_DUPLICATE_COSINE: f32 = 0.90;
+const QUERY_CACHE_MAX: usize = 512;
+const HOOK_CALLS_KEPT: usize = 50;
+
+pub struct Core {
+    pub cfg: Config,
+    pub store: Store<MemState>,
+    embedder: RwLock<Option<Arc<dyn Embed>>>,
+    model_error: RwLock<Option<String>>,
+    query_cache: Mutex<HashMap<String, Arc<Vec<f32>>>>,
+    /// Woken when an exchange is scored (the stop hook's grace window waits on it).
+    pub scored: tokio::sync::Notify,
+    /// Woken when new memories need embedding.
+    pub embed_wake: tokio::sync::Notify,
+    /// Woken after outcomes (keeps a permit, so a wake during a running pass is not lost).
+    pub lifecycle_wake: tokio::sync::Notify,
+    hook_calls: Mutex<VecDeque<HookCall>>,
+    /// Session records queued by get-context but perhaps not applied yet (see `settle`).
+    queued: std::sync::atomic::AtomicU64,
+    applied: tokio::sync::watch::Sender<u64>,
+    pub started: Instant,
+    /// What the hooks did, per conversation (ids and digests only).
+    pub trace: crate::trace::Trace,
+}
+
+impl Core {
+    pub fn new(cfg: Config, store: Store<MemState>) -> Core {
+        Core {
+            trace: crate::trace::Trace::open(&cfg.data_dir.join("logs")),
+            cfg,
+            store,
+            embedder: RwLock::new(None),
+            model_error: RwLock::new(Some("model is loading".into())),
+            query_cache: Mutex::new(HashMap::new()),
+            scored: tokio::sync::Notify::new(),
+            embed_wake: tokio::sync::Notify::new(),
+            lifecycle_wake: tokio::sync::Notify::new(),
+            hook_calls: Mutex::new(VecDeque::new()),
+            queued: std::sync::atomic::AtomicU64::new(0),
+            applied: tokio::sync::watch::channel(0).0,
+            started: Instant::now(),
+        }
+    }
+
+    pub fn set_embedder(&self, e: Result<Arc<dyn Embed>, String>) {
+        match e {
+            Ok(e) => {
+                *self.embedder.write().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                *self.model_error.write().unwrap_or_else(|p| p.into_inner()) = None;
+                self.embed_wake.notify_one();
+            }
+            Err(msg) => *self.model_error.write().unwrap_or_else(|p| p.into_inner()) = Some(msg),
+        }
+    }
+
+    pub fn embedder(&self) -> Option<Arc<dyn Embed>> {
+        self.embedder
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn model_error(&self) -> Option<String> {
+        self.model_error
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn ranking(&self) -> Ranking {
+        Ranking {
+            prior_weight: self.cfg.learning.prior_weight,
+            exchange_weight: self.cfg.learning.exchange_weight,
+            ..Ranking::default()
+        }
+    }
+
+    /// Query embedding (cached). `None` when no model is loaded or embedding failed: callers
+    /// fall back to lexical search.
+    pub async fn embed_query(self: &Arc<Self>, text: &str) -> Option<Arc<Vec<f32>>> {
+        if let Some(v) = self.query_cache.lock().ok()?.get(text) {
+            return Some(v.clone());
+        }
+        let embedder = self.embedder()?;
+        let owned = text.to_string();
+        let v = tokio::task::spawn_blocking(move || embedder.embed(&[owned.as_str()]))
+            .await
+            .ok()?
+            .ok()?
+            .pop()?;
+        let v = Arc::new(v);
+        if let Ok(mut cache) = self.query_cache.lock() {
+            if cache.len() >= QUERY_CACHE_MAX {
+                cache.clear(); // crude but bounded; queries repeat within a session, not across
+            }
+            cache.insert(text.to_string(), v.clone());
+        }
+        Some(v)
+    }
+
+    /// Queues ops without waiting for durability (their order is fixed now); `settle` waits
+    /// until everything queued this way is applied. Failures are logged.
+    pub fn commit_queued(&self, ops: Vec<Op>) -> Result<(), ApiError> {
+        let rx = self.store.enqueue(ops)?;
+        let n = self
+            .queued
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        let applied = self.applied.clone();
+        tokio::spawn(async move {
+            if let Ok(Err(e)) = rx.await {
+                eprintln!("memd: a queued write failed: {e}");
+            }
+            applied.send_modify(|done| *done = (*done).max(n));
+        });
+        Ok(())
+    }
+
+    /// Waits until every op queued by `commit_queued` so far has been applied, so reads see
+    /// them (normally immediate: turns are seconds apart, an fsync takes milliseconds).
+    pub async fn settle(&self) {
+        let target = self.queued.load(std::sync::atomic::Ordering::SeqCst);
+        let mut rx = self.applied.subscribe();
+        let _ = rx.wait_for(|done| *done >= target).await;
+    }
+
+    pub async fn commit(&self, ops: Vec<Op>) -> Result<Vec<Output>, ApiError> {
+        let out = self.store.commit_async(ops).await?;
+        if out
+            .iter()
+            .any(|o| matches!(o, Output::Inserted { .. } | Output::Updated { .. }))
+        {
+            self.embed_wake.notify_one();
+        }
+        Ok(out)
+    }
+
+    pub async fn commit_one(&self, op: Op) -> Result<Output, ApiError> {
+        self.commit(vec![op])
+            .await?
+            .pop()
+            .ok_or_else(|| ApiError::internal("store returned no result"))
+    }
+
+    // ---- search ----
+
+    pub async fn search(self: &Arc<Self>, req: &SearchRequest) -> Result<SearchResponse, ApiError> {
+        let now = clock::now_ms();
+        let q = Query::from_request(req, now)?;
+        if let Some(id) = &q.id {
+            let results: Vec<MemoryView> = self
+                .store
+                .read(|s| s.by_id(id).map(|r| search::view(r, now, None)))
+                .into_iter()
+                .collect();
+            return Ok(SearchResponse {
+                count: results.len(),
+                results,
+            });
+        }
+        let results = match &q.text {
+            Some(text) => {
+                let qvec = self.embed_query(text).await;
+                let ranking = self.ranking();
+                self.store.read(|s| {
+                    let mut hits = search::rank(
+                        s,
+                        &q,
+                        text,
+                        qvec.as_deref().map(|v| &v[..]),
+                        &ranking,
+                        q.limit,
+                    );
+                    search::sort_hits(s, &mut hits, q.sort_by);
+                    hits.iter()
+                        .take(q.limit)
+                        .filter_map(|h| Some(search::view(s.by_key(h.key)?, now, Some(h))))
+                        .collect::<Vec<_>>()
+                })
+            }
+            None => self.store.read(|s| {
+                search::browse(s, &q)
+                    .into_iter()
+                    .map(|r| search::view(r, now, None))
+                    .collect()
+            }),
+        };
+        Ok(SearchResponse {
+            count: results.len(),
+            results,
+        })
+    }
+
+    // ---- writes ----
+
+    /// A fresh record with neutral scores; content must already be scrubbed.
+    pub fn new_record(collection: Collection, content: String, now: i64) -> Record {
+        Record {
+            key: 0,
+            id: new_id(collection),
+            collection,
+            content,
+            created_at: now,
+            updated_at: now,
+            score: 0.5,
+            uses: 0,
+            success_count: 0.0,
+            outcome_history: Vec::new(),
+            last_outcome: None,
+            last_used: None,
+            tags: Vec::new(),
+            importance: None,
+            confidence: None,
+            archived: false,
+            former_ids: Vec::new(),
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    /// Stores a record, or reports the id of the identical one already stored.
+    pub async fn insert(&self, rec: Record) -> Result<(String, bool), ApiError> {
+        match self.commit_one(Op::Insert(Box::new(rec))).await? {
+            Output::Inserted { id, .. } => Ok((id, false)),
+            Output::Duplicate { id } => Ok((id, true)),
+            Output::Rejected(m) => Err(ApiError::internal(m)),
+            other => Err(ApiError::internal(format!(
+                "unexpected store answer {other:?}"
+            ))),
+        }
+    }
+
+    pub async fn memory_bank_add(
+        self: &Arc<Self>,
+        req: &MemoryBankAdd,
+    ) -> Result<MemoryBankResponse, ApiError> {
+        let content = req.content.trim();
+        if content.is_empty() {
+            return Err(ApiError::bad("content", "content must not be empty"));
+        }
+        check_len("content", content, limits::MEMORY_BANK_MAX_CHARS)?;
+        let tags = validate_tags(&req.tags)?;
+        let importance = req.importance.unwrap_or(0.7);
+        let confidence = req.confidence.unwrap_or(0.7);
+        check_range_f64("importance", importance, 0.0, 1.0)?;
+        check_range_f64("confidence", confidence, 0.0, 1.0)?;
+        let content = redact::scrub(content).text;
+        if let Some(existing) = self.near_duplicate_in_bank(&content).await {
+            return Ok(MemoryBankResponse {
+                success: true,
+                doc_id: existing,
+                duplicate: true,
+            });
+        }
+        let now = clock::now_ms();
+        let mut rec = Core::new_record(Collection::MemoryBank, content, now);
+        rec.score = 1.0;
+        rec.tags = tags;
+        rec.importance = Some(importance);
+        rec.confidence = Some(confidence);
+        rec.metadata = scrub_metadata(req.metadata.clone().unwrap_or_default());
+        let (doc_id, duplicate) = self.insert(rec).await?;
+        Ok(MemoryBankResponse {
+            success: true,
+            doc_id,
+            duplicate,
+        })
+    }
+
+    /// An active memory-bank entry saying the same thing (cosine ≥ BANK_DUPLICATE_COSINE).
+    async fn near_duplicate_in_bank(self: &Arc<Self>, content: &str) -> Option<String> {
+        let v = self.embed_query(content).await?;
+        self.store.read(|s| {
+            let keep = |k: u64| {
+                s.by_key(k)
+                    .is_some_and(|r| r.collection == Collection::MemoryBank && !r.archived)
+            };
+            let hit = s.vectors().search(&v, 1, &keep).ok()?.into_iter().next()?;
+            (hit.1 >= BANK_DUPLICATE_COSINE).then(|| s.by_key(hit.0).map(|r| r.id.clone()))?
+        })
+    }
+
+    pub async fn memory_bank_update(
+        &self,
+        req: &MemoryBankUpdate,
+    ) -> Result<MemoryBankResponse, ApiError> {
+        let id = req.id.trim();
+        check_len("id", id, limits::ID_MAX_CHARS)?;
+        let is_bank = self
+            .store
+            .read(|s| s.by_id(id).map(|r| r.collection == Collection::MemoryBank));
+        match is_bank {
+            None => return Err(ApiError::not_found(format!("no memory with id {id}"))),
+            Some(false) => {
+                return Err(ApiError::bad(
+                    "id",
+                    format!(
+                        "{id} is not a memory_bank entry; only memory_bank entries can be edited"
+                    ),
+                ));
+            }
+            Some(true) => {}
+        }
+        let content = match &req.content {
+            Some(c) if c.trim().is_empty() => {
+                return Err(ApiError::bad("content", "content must not be empty"));
+            }
+            Some(c) => {
+                check_len("content", c.trim(), limits::MEMORY_BANK_MAX_CHARS)?;
+                Some(redact::scrub(c.trim()).text)
+            }
+            None => None,
+        };
+        let tags = req.tags.as_ref().map(|t| validate_tags(t)).transpose()?;
+        for (field, v) in [
+            ("importance", req.importance),
+            ("confidence", req.confidence),
+        ] {
+            if let Some(v) = v {
+                check_range_f64(field, v, 0.0, 1.0)?;
+            }
+        }
+        let op = Op::Update {
+            id: id.to_string(),
+            content,
+            tags,
+            importance: req.importance,
+            confidence: req.confidence,
+            at: clock::now_ms(),
+        };
+        match self.commit_one(op).await? {
+            Output::Updated { id } => Ok(MemoryBankResponse {
+                success: true,
+                doc_id: id,
+                duplicate: false,
+            }),
+            Output::NotFound { id } => Err(ApiError::not_found(format!("no memory with id {id}"))),
+            other => Err(ApiError::internal(format!(
+                "unexpected store answer {other:?}"
+            ))),
+        }
+    }
+
+    pub async fn memory_bank_archive(
+        self: &Arc<Self>,
+        req: &MemoryBankArchive,
+    ) -> Result<MemoryBankResponse, ApiError> {
+        let id = match (&req.id, &req.content) {
+            (Some(id), _) if !id.trim().is_empty() => id.trim().to_string(),
+            (_, Some(content)) if !content.trim().is_empty() => self
+                .closest_bank_entry(content.trim())
+                .await
+                .ok_or_else(|| {
+                    ApiError::not_found("no active memory_bank entry matches that content")
+                })?,
+            _ => return Err(ApiError::bad_request("Provide id or content")),
+        };
+        match self
+            .commit_one(Op::Archive {
+                id: id.clone(),
+                at: clock::now_ms(),
+            })
+            .await?
+        {
+            Output::Updated { id } => Ok(MemoryBankResponse {
+                success: true,
+                doc_id: id,
+                duplicate: false,
+            }),
+            Output::NotFound { id } => Err(ApiError::not_found(format!("no memory with id {id}"))),
+            Output::Rejected(m) => Err(ApiError::bad("id", m)),
+            other => Err(ApiError::internal(format!(
+                "unexpected store answer {other:?}"
+            ))),
+        }
+    }
+
+    async fn closest_bank_entry(self: &Arc<Self>, content: &str) -> Option<String> {
+        let q = Query {
+            collections: Some(vec![Collection::MemoryBank]),
+            limit: 1,
+            ..Query::default()
+        };
+        let qvec = self.embed_query(content).await;
+        let ranking = self.ranking();
+        self.store.read(|s| {
+            let hit = search::rank(s, &q, content, qvec.as_deref().map(|v| &v[..]), &ranking, 1)
+                .into_iter()
+                .next()?;
+            // Archiving by content needs a real match, not merely the least-bad one.
+            let strong = hit.similarity.is_some_and(|x| x >= 0.6) || hit.lexical.is_some();
+            strong.then(|| s.by_key(hit.key).map(|r| r.id.clone()))?
+        })
+    }
+
+    pub async fn record_response(
+        &self,
+        req: &RecordResponseRequest,
+    ) -> Result<RecordResponseResponse, ApiError> {
+        let text = req.key_takeaway.trim();
+        if text.is_empty() {
+            return Err(ApiError::bad(
+                "key_takeaway",
+                "key_takeaway must not be empty",
+            ));
+        }
+        check_len("key_takeaway", text, limits::TAKEAWAY_MAX_CHARS)?;
+        let initial = match req.initial_score.as_deref() {
+            None | Some("") => None,
+            Some(s) => Some(Outcome::parse(s).ok_or_else(|| {
+                ApiError::bad(
+                    "initial_score",
+                    format!("initial_score must be worked, failed or partial (got {s:?})"),
+                )
+            })?),
+        };
+        let now = clock::now_ms();
+        let mut rec = Core::new_record(Collection::Working, redact::scrub(text).text, now);
+        rec.score = learn::scoring::initial_score(initial);
+        rec.metadata
+            .insert("memory_type".into(), Value::from("key_takeaway"));
+        if let Some(c) = &req.conversation_id {
+            rec.metadata
+                .insert("conversation_id".into(), Value::from(redact::scrub(c).text));
+        }
+        let (doc_id, _) = self.insert(rec).await?;
+        Ok(RecordResponseResponse {
+            success: true,
+            doc_id,
+        })
+    }
+
+    // ---- status ----
+
+    pub fn note_hook_call(&self, endpoint: &str, micros: u64, status: u16) {
+        if let Ok(mut calls) = self.hook_calls.lock() {
+            calls.push_front(HookCall {
+                at: clock::rfc3339(clock::now_ms()),
+                endpoint: endpoint.to_string(),
+                micros,
+                status,
+            });
+            calls.truncate(HOOK_CALLS_KEPT);
+        }
+    }
+
+    pub fn health(&self) -> HealthResponse {
+        let counts = self.counts();
+        let model_error = self.model_error();
+        HealthResponse {
+            status: "ok".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            model_loaded: model_error.is_none(),
+            model_error,
+            counts,
+            pid: std::process::id(),
+            port: self.cfg.port,
+        }
+    }
+
+    fn counts(&self) -> BTreeMap<String, usize> {
+        self.store.read(|s| {
+            Collection::ALL
+                .iter()
+                .map(|c| (c.as_str().to_string(), s.count(*c)))
+                .collect()
+        })
+    }
+
+    /// Everything but the sidecar section (see `status::stats`, which adds it).
+    pub(crate) fn stats_without_sidecar(&self) -> StatsResponse {
+        let mut stats = self.store.read(|s| {
+            let mut collections: BTreeMap<String, CollectionStats> = BTreeMap::new();
+            for r in s.records() {
+                let e = collections
+                    .entry(r.collection.as_str().to_string())
+                    .or_default();
+                e.count += 1;
+                e.mean_score += r.score;
+                if r.uses > 0 {
+                    e.scored += 1;
+                }
+            }
+            for e in collections.values_mut() {
+                e.mean_score = if e.count > 0 {
+                    e.mean_score / e.count as f64
+                } else {
+                    0.0
+                };
+            }
+            StatsResponse {
+                version: env!("CARGO_PKG_VERSION").into(),
+                collections,
+                disk_bytes: 0,
+                index: IndexStats {
+                    vectors: s.vectors().len(),
+                    pending_embeddings: s.pending_len(),
+                    lexical_docs: s.lexical().len(),
+                    state: s.index_origin.clone(),
+                },
+                lifecycle: s
+                    .counters
+                    .iter()
+                    .filter(|(k, _)| !k.starts_with("sidecar_runs_day_"))
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect(),
+                conversations: s.sessions.conversations.len(),
+                knowledge_graph: s.graph.sizes(),
+                recent_hooks: Vec::new(),
+                sidecar: SidecarStatus::default(),
+            }
+        });
+        stats.disk_bytes = self.store.disk_bytes();
+        if let Ok(calls) = self.hook_calls.lock() {
+            stats.recent_hooks = calls.iter().cloned().collect();
+        }
+        stats
+    }
+}
+
+fn validate_tags(tags: &[String]) -> Result<Vec<String>, ApiError> {
+    if tags.len() > limits::TAGS_MAX {
+        return Err(ApiError::bad(
+            "tags",
+            format!("at most {} tags (got {})", limits::TAGS_MAX, tags.len()),
+        ));
+    }
+    tags.iter()
+        .map(|t| {
+            let t = redact::scrub(t.trim()).text.to_lowercase();
+            if t.is_empty() || t.chars().count() > limits::TAG_MAX_CHARS {
+                Err(ApiError::bad(
+                    "tags",
+                    format!("each tag must be 1-{} characters", limits::TAG_MAX_CHARS),
+                ))
+            } else {
+                Ok(t)
+            }
+        })
+        .collect()
+}
+
+/// Metadata keys and string values get the same redaction as content.
+pub(crate) fn scrub_metadata(m: Metadata) -> Metadata {
+    m.into_iter()
+        .map(|(k, v)| (redact::scrub(&k).text, scrub_value(v)))
+        .collect()
+}
+
+fn scrub_value(v: Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(redact::scrub(&s).text),
+        Value::List(l) => Value::List(l.into_iter().map(scrub_value).collect()),
+        Value::Map(m) => Value::Map(scrub_metadata(m)),
+        other => other,
+    }
+}

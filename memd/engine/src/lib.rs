@@ -1,0 +1,55 @@
+//! `memd-engine`: everything memd knows and decides, with no network in it.
+//!
+//! One daemon per user owns every memory; the server crate puts this engine behind loopback
+//! HTTP and MCP. A prompt gets the memories that matter (System 1, milliseconds); learning from
+//! outcomes, embedding and promotion happen afterwards in the background (System 2). The engine
+//! must never open a socket, parse HTTP or print to stdout: its callers own those.
+//!
+//! # Layout
+//!
+//! - [`core`]: the service object ([`core::Core`]) every caller goes through: open, search,
+//!   memory bank, takeaways, books, export/import, health, stats. The narrow API.
+//! - [`store`]: the durable engine behind the storage seam: write-ahead log with group commit,
+//!   snapshots, recovery, the data-dir lock. Generic over a state machine; knows nothing about
+//!   memories. A second backend (PostgreSQL) replaces it behind `Core`, not in the server.
+//! - [`state`]: memd's state machine: records, the ops the log carries, per-conversation hook
+//!   state. Replaying the log rebuilds it exactly.
+//! - [`record`]: the stored form of one memory.
+//! - [`embed`]: sentence embeddings (ONNX Runtime + tokenizers) and where the model files live.
+//! - `index`: the derived search indexes: vectors (usearch HNSW), lexical (BM25), fusion.
+//! - [`search`]: the query pipeline and the normalized memory shape every read returns.
+//! - [`learn`]: outcome math (Wilson, deltas), lifecycle rules, knowledge graphs. Pure.
+//! - [`context`]: what a prompt gets (KNOWN CONTEXT, scoring prompt) and the turn cycle
+//!   (stop, record-outcome, sidecar decisions).
+//! - `books`, [`ingest`]: reference documents: extraction, chunking, storage.
+//! - [`export`]: lossless JSON Lines export and idempotent import, as bytes.
+//! - [`redact`]: secrets and `<private>` spans removed before anything is stored.
+//! - [`workers`]: background embedding, lifecycle, snapshots.
+//! - [`status`]: the statistics report (core counts + sidecar state).
+//! - [`trace`]: the append-only hook ledger (ids and digests, never content).
+//! - [`config`], [`clock`], [`error`], [`shutdown`], [`heap`]: small shared pieces.
+//!
+//! Dependencies point one way: `core` uses the pieces below it; `context`, `books` and
+//! `export` add operations on `Core`; nothing below `core` imports it (tests aside).
+
+mod books;
+pub mod clock;
+pub mod config;
+pub mod context;
+pub mod core;
+pub mod embed;
+pub mod error;
+pub mod export;
+pub mod heap;
+pub mod index;
+pub mod ingest;
+pub mod learn;
+pub mod record;
+pub mod redact;
+pub mod search;
+pub mod shutdown;
+pub mod state;
+pub mod status;
+pub mod store;
+pub mod trace;
+pub mod workers;

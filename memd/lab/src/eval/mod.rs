@@ -1,0 +1,102 @@
+//! Offline evaluations: how well memd retrieves, and whether outcome learning does its job.
+//!
+//! Owns `memd-eval locomo` (retrieval-only recall on LoCoMo conversations, run in-process
+//! against the real store, indexes and ranking pipeline, one configuration after another) and
+//! `memd-eval learning` (a simulated agent session against a spawned daemon that scores
+//! misleading memories `failed` and correct ones `worked`). Both print deterministic tables
+//! whose figures decide ranking defaults.
+//!
+//! Must never touch the user's data directory or daemon (every run uses a fresh temporary
+//! store or a daemon of its own), download anything, or ship evaluation data: the data set
+//! is read from the directory the caller names.
+
+mod daemon;
+pub mod dataset;
+pub mod eviction;
+pub mod floor;
+pub mod learning;
+pub mod learning_report;
+pub mod locomo;
+pub mod metrics;
+pub mod scenario;
+mod tempdir;
+
+pub use eviction::{EvictionStudy, Start};
+pub use floor::{FloorRow, FloorStudy};
+pub use learning::{LearningOptions, run_learning};
+pub use learning_report::{LearningReport, MemoryFate, Placement, SessionRun};
+pub use locomo::{LocomoOptions, Report, run_locomo, run_locomo_on};
+pub use metrics::{ConfigResult, Recall};
+
+use memd_engine::embed::RuntimePaths;
+use std::path::PathBuf;
+
+/// `memd-eval …`: the evaluations, as a clap subcommand.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum EvalCommand {
+    /// LoCoMo retrieval-only recall (R@k, MRR) of each ranking configuration, the relevance
+    /// floor study and the outcome-prior sensitivity.
+    Locomo {
+        /// Directory holding the LoCoMo conversation files (`*.json`).
+        #[arg(long)]
+        data: PathBuf,
+        /// Lexical weight for the floor, noise and eviction studies (default: the shipped one).
+        #[arg(long)]
+        lexical_weight: Option<f32>,
+    },
+    /// Outcome learning: a simulated session against a spawned daemon, once per prior weight.
+    Learning {
+        /// Turns of the simulated session after the 8-turn warm-up.
+        #[arg(long, default_value_t = learning::DEFAULT_TURNS)]
+        turns: usize,
+        /// Prior weights to compare (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = learning::DEFAULT_PRIOR_WEIGHTS)]
+        prior_weights: Vec<f64>,
+        /// Relevance weight of stored exchange records (default: the shipped one).
+        #[arg(long)]
+        exchange_weight: Option<f64>,
+        /// The `memd` binary to spawn (default: the one next to this program).
+        #[arg(long)]
+        memd: Option<PathBuf>,
+    },
+}
+
+/// Runs one evaluation and prints its report on stdout (progress goes to stderr).
+pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
+    let runtime = RuntimePaths::resolve();
+    match cmd {
+        EvalCommand::Locomo {
+            data,
+            lexical_weight,
+        } => {
+            let mut options = LocomoOptions::default();
+            if let Some(lw) = lexical_weight {
+                options.study_lexical_weight = lw;
+            }
+            let files = dataset::conversation_files(&data)?;
+            let report = run_locomo_on(&files, &runtime, &options)?;
+            print!("{report}");
+        }
+        EvalCommand::Learning {
+            turns,
+            prior_weights,
+            exchange_weight,
+            memd,
+        } => {
+            let memd = match memd {
+                Some(p) => p,
+                None => learning::sibling_memd_binary()?,
+            };
+            let options = LearningOptions {
+                turns,
+                prior_weights,
+                exchange_weight,
+                memd,
+                runtime,
+            };
+            let report = run_learning(&options)?;
+            print!("{report}");
+        }
+    }
+    Ok(())
+}

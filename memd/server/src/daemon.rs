@@ -1,0 +1,220 @@
+//! `memd serve`: start-up, the running daemon, and an orderly shutdown.
+//!
+//! Owns the process lifecycle: data-dir checks and lock, token, store recovery, model loading
+//! in the background, the HTTP listener, workers, signals, and the final snapshot. Must never
+//! start a second daemon on the same data dir and never exit on SIGTERM before in-flight
+//! requests finished and the store was flushed.
+
+use crate::http::{self, Server, guard};
+use anyhow::{Context, Result, bail};
+use memd_engine::config::Config;
+use memd_engine::core::Core;
+use memd_engine::embed::{self, Embed};
+use memd_engine::shutdown;
+use memd_engine::state::MemState;
+use memd_engine::store::{DirLock, Store};
+use memd_engine::workers;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub async fn serve(cfg: Config) -> Result<()> {
+    prepare_data_dir(&cfg.data_dir)?;
+    let _lock = DirLock::acquire(&cfg.data_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let token = guard::load_or_create_token(&cfg.token_path())?;
+    let started = std::time::Instant::now();
+    let store_dir = cfg.data_dir.join("store");
+    let (store, recovery) = tokio::task::spawn_blocking(move || {
+        Store::open(&store_dir, MemState::new(embed::DIMS)?).map_err(|e| anyhow::anyhow!("{e}"))
+    })
+    .await??;
+    eprintln!(
+        "memd: store open in {} ms (snapshot gen {}, {} ops replayed{})",
+        started.elapsed().as_millis(),
+        recovery.snapshot_gen,
+        recovery.ops_replayed,
+        tail_note(&recovery.tail)
+    );
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], cfg.port)))
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on 127.0.0.1:{} (is another program using it? set MEMD_PORT)",
+                cfg.port
+            )
+        })?;
+    let port = listener.local_addr()?.port();
+    let mut cfg = cfg;
+    cfg.port = port;
+    let data_dir = cfg.data_dir.clone();
+    let core = Arc::new(Core::new(cfg, store));
+    load_model_in_background(core.clone());
+    let (trigger, stop) = shutdown::channel();
+    let workers = workers::spawn_all(&core, &stop);
+    let mcp = crate::mcp::http_service(core.clone(), stop.clone());
+    let server = Arc::new(Server {
+        core: core.clone(),
+        token,
+        mcp: Some(mcp),
+    });
+    // Signal handlers are installed before the daemon announces itself: a SIGTERM sent as
+    // soon as daemon.json appears must shut down cleanly, not kill the process.
+    let signals = Signals::install()?;
+    tokio::spawn(async move {
+        signals.wait().await;
+        eprintln!("memd: shutting down");
+        trigger.fire();
+    });
+    write_daemon_file(&data_dir, port)?;
+    eprintln!(
+        "memd: listening on 127.0.0.1:{port}, data in {}",
+        data_dir.display()
+    );
+    http::serve(listener, server, stop).await?;
+    for w in workers {
+        let _ = w.await;
+    }
+    std::fs::remove_file(data_dir.join(proto::paths::DAEMON_FILE)).ok();
+    match sole_owner(core, RELEASE_LIMIT).await {
+        Ok(core) => tokio::task::spawn_blocking(move || core.store.close())
+            .await?
+            .map_err(|e| anyhow::anyhow!("final snapshot failed: {e}"))?,
+        Err(_) => eprintln!(
+            "memd: core still shared {} s after shutdown; skipping the final snapshot (the \
+             write-ahead log holds everything)",
+            RELEASE_LIMIT.as_secs()
+        ),
+    }
+    eprintln!("memd: stopped");
+    Ok(())
+}
+
+/// How long shutdown waits for background holders of the core to let go.
+const RELEASE_LIMIT: Duration = Duration::from_secs(10);
+
+/// The core, once nothing else holds it. At shutdown a few holders may still be finishing: the
+/// model loader (a SIGTERM right after start arrives while the model loads, ~0.3 s) or a
+/// blocking embedding. Closing the store needs sole ownership, so wait for them, bounded.
+async fn sole_owner(mut core: Arc<Core>, limit: Duration) -> Result<Core, Arc<Core>> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match Arc::try_unwrap(core) {
+            Ok(core) => return Ok(core),
+            Err(shared) if std::time::Instant::now() < deadline => {
+                core = shared;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(shared) => return Err(shared),
+        }
+    }
+}
+
+fn tail_note(tail: &memd_engine::store::TailState) -> String {
+    match tail {
+        memd_engine::store::TailState::Clean => String::new(),
+        memd_engine::store::TailState::Torn { offset, reason } => {
+            format!("; torn WAL tail cut at byte {offset}: {reason}")
+        }
+        memd_engine::store::TailState::Corrupt { offset, reason } => {
+            format!("; corrupt WAL tail set aside at byte {offset}: {reason}")
+        }
+    }
+}
+
+/// Creates the data dir 0700, refuses one others can write to.
+pub fn prepare_data_dir(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create data dir {}", dir.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir)?.permissions().mode();
+        if mode & 0o022 != 0 {
+            bail!(
+                "refusing to start: data dir {} is writable by other users (mode {:o}); run `chmod 700 {}`",
+                dir.display(),
+                mode & 0o777,
+                dir.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(dir.join("logs")).ok();
+    Ok(())
+}
+
+fn write_daemon_file(dir: &Path, port: u16) -> Result<()> {
+    let info = proto::paths::DaemonInfo {
+        port,
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let path = dir.join(proto::paths::DAEMON_FILE);
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(&info)?)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+    }
+    std::fs::rename(&tmp, &path)?;
+    Ok(())
+}
+
+fn load_model_in_background(core: Arc<Core>) {
+    std::thread::spawn(move || {
+        let paths = embed::RuntimePaths::resolve();
+        let result = paths.check().and_then(|()| {
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+            embed::OnnxEmbedder::load(&paths, threads)
+                .map(|e| Arc::new(e) as Arc<dyn Embed>)
+                .map_err(|e| format!("model failed to load: {e:#}"))
+        });
+        if let Err(e) = &result {
+            eprintln!("memd: {e}");
+        }
+        // Before publishing: loading freed ~50 MB that glibc would otherwise keep.
+        memd_engine::heap::release_freed_memory();
+        core.set_embedder(result);
+    });
+}
+
+/// SIGTERM and SIGINT, registered at once so none is missed.
+struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    async fn wait(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

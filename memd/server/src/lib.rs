@@ -1,0 +1,20 @@
+//! `memd-server`: the daemon process around the engine.
+//!
+//! `memd serve` runs [`daemon::serve`]: it takes the data-dir lock, opens the engine, listens on
+//! 127.0.0.1, serves the JSON API and MCP, runs the background workers and shuts all of it down
+//! in one place. Must never bind anything but loopback and never answer without checking Host,
+//! Origin and the token (health aside).
+//!
+//! # Layout
+//!
+//! - [`daemon`]: start-up (data dir, lock, token, engine, model load in the background), the
+//!   listener, signals, and the orderly shutdown with the final snapshot.
+//! - [`http`]: the front door: Host/Origin/token guard, body limits, routes, the OpenAPI document.
+//! - [`mcp`]: the agent's tools over streamable HTTP at `/mcp` (the stdio bridge is a client
+//!   and lives in the `memd` CLI crate).
+//!
+//! `http` mounts `mcp`; `mcp` never imports `http`.
+
+pub mod daemon;
+pub mod http;
+pub mod mcp;

@@ -1,5 +1,0 @@
-//! The `memd` binary: see `memd --help`.
-
-fn main() -> std::process::ExitCode {
-    memd::cli::main()
-}
