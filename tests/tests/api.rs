@@ -14,7 +14,7 @@ fn search(d: &Daemon, body: serde_json::Value) -> (u16, serde_json::Value) {
 
 #[test]
 fn search_validation_names_the_field_and_the_limit() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let (s, b) = search(&d, json!({}));
     assert_eq!(s, 400);
     assert_eq!(b["error"], "Provide at least one of: query, days_back, id");
@@ -47,7 +47,7 @@ fn search_validation_names_the_field_and_the_limit() {
 
 #[test]
 fn malformed_bodies_are_400_never_500() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     for path in [
         "/api/search",
         "/api/hooks/get-context",
@@ -71,7 +71,7 @@ fn malformed_bodies_are_400_never_500() {
 
 #[test]
 fn only_the_user_gets_in() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     assert_eq!(
         d.get_raw("/api/health", false).0,
         200,
@@ -115,7 +115,7 @@ fn only_the_user_gets_in() {
 
 #[test]
 fn oversized_bodies_get_413_and_store_nothing() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let big = format!(
         r#"{{"content": "{}", "tags": []}}"#,
         "a".repeat(2 * 1024 * 1024)
@@ -132,7 +132,7 @@ fn oversized_bodies_get_413_and_store_nothing() {
 
 #[test]
 fn memory_bank_lifecycle_and_lookups() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let add: MemoryBankResponse = d.post(
         "/api/memory-bank/add",
         &json!({"content": "The user's name is Ada and she deploys with Nomad", "tags": ["identity"], "importance": 0.9, "confidence": 0.8}),
@@ -185,7 +185,7 @@ fn memory_bank_lifecycle_and_lookups() {
 
 #[test]
 fn semantic_search_finds_by_meaning_and_reports_similarity() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     for text in [
         "Run the database migrations with `make migrate` before starting the API server",
         "The CI pipeline caches the cargo registry between jobs",

@@ -228,7 +228,7 @@ fn counts(d: &Daemon) -> BTreeMap<String, usize> {
 
 #[test]
 fn eight_clients_mixed_reads_and_writes_stay_consistent() {
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     let until = Instant::now() + duration();
     let seed: u64 = rand::random();
     let logs: Vec<ClientLog> = std::thread::scope(|scope| {

@@ -26,7 +26,7 @@ fn command(d: &Daemon, name: &str) -> Command {
 
 #[test]
 fn hooks_status_and_mcp_find_the_daemon_through_config_toml() {
-    let d = Daemon::start_data_dir_in_config();
+    let d = tests::start_daemon_data_dir_in_config();
     assert!(
         !d.env().iter().any(|(k, _)| k == "MEMD_DATA_DIR"),
         "the test must not hand the data dir over in the environment"

@@ -15,11 +15,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tests::Daemon;
 
-/// A tmpfs mounted on `<data dir>/store`; unmounted (and the data dir removed) on drop. Declare
+/// A tmpfs mounted on `<data dir>/store`; unmounted (and the daemon's dirs removed) on drop. Declare
 /// it before the daemon so the daemon is killed first.
 struct StoreMount {
     point: PathBuf,
-    data_dir: PathBuf,
+    /// The daemon's root dir (data, config, home, log), removed on drop.
+    root: PathBuf,
 }
 
 impl StoreMount {
@@ -51,7 +52,7 @@ impl StoreMount {
         }
         Ok(StoreMount {
             point,
-            data_dir: data_dir.to_path_buf(),
+            root: data_dir.parent().unwrap_or(data_dir).to_path_buf(),
         })
     }
 
@@ -85,7 +86,7 @@ impl Drop for StoreMount {
             // SAFETY: a valid NUL-terminated path.
             unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
         }
-        std::fs::remove_dir_all(&self.data_dir).ok();
+        std::fs::remove_dir_all(&self.root).ok();
     }
 }
 
@@ -94,17 +95,15 @@ fn daemon_on_tmpfs(bytes: usize) -> Result<(StoreMount, Daemon), String> {
     let dir = tempfile::Builder::new()
         .prefix("memd-diskfull")
         .tempdir()
-        .map_err(|e| e.to_string())?;
-    let mount = StoreMount::new(dir.path(), bytes)?;
-    let mut d = Daemon {
-        log: dir.path().join("daemon.stderr"),
-        dir,
-        child: None,
-        port: 0,
-        token: String::new(),
-        data_dir_in_config: false,
+        .map_err(|e| e.to_string())?
+        // StoreMount removes it after unmounting.
+        .keep();
+    let mount = StoreMount::new(&dir.join("data"), bytes)?;
+    let spec = tests::Spec {
+        root: Some(dir),
+        ..tests::Spec::new()
     };
-    d.spawn(&[]);
+    let d = Daemon::start(spec).map_err(|e| e.to_string())?;
     Ok((mount, d))
 }
 

@@ -70,7 +70,7 @@ fn acknowledged_writes_survive_sigkill_at_random_moments() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(20);
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     let mut all = Vec::new();
     let mut rng = rand::rng();
     for round in 0..rounds {
@@ -98,7 +98,7 @@ fn acknowledged_writes_survive_sigkill_at_random_moments() {
 
 #[test]
 fn sigterm_finishes_cleanly_and_restart_keeps_everything() {
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     let acked: Vec<RecordResponseResponse> = (0..20)
         .map(|i| {
             d.post(
@@ -120,7 +120,7 @@ fn sigterm_finishes_cleanly_and_restart_keeps_everything() {
 /// still end in a final snapshot, not skip it.
 #[test]
 fn sigterm_during_model_load_still_takes_the_final_snapshot() {
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     let _: RecordResponseResponse = d.post(
         "/api/record-response",
         &json!({"key_takeaway": "stored while the model loads"}),
@@ -142,7 +142,7 @@ fn sigterm_during_model_load_still_takes_the_final_snapshot() {
 
 #[test]
 fn a_second_daemon_on_the_same_data_dir_refuses_to_start() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let out = std::process::Command::new(tests::bin("memd"))
         .arg("serve")
         .env("MEMD_PORT", "0")
@@ -173,7 +173,7 @@ fn newest_wal(dir: &std::path::Path) -> std::path::PathBuf {
 
 #[test]
 fn torn_and_corrupt_wal_tails_recover_after_a_crash() {
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     let acked: Vec<RecordResponseResponse> = (0..30)
         .map(|i| {
             d.post(
@@ -184,7 +184,7 @@ fn torn_and_corrupt_wal_tails_recover_after_a_crash() {
         .collect();
     d.kill9();
     // A torn tail: half a frame header, as a crash in the middle of an append leaves it.
-    let wal = newest_wal(d.data_dir());
+    let wal = newest_wal(&d.data_dir());
     let mut bytes = std::fs::read(&wal).unwrap();
     bytes.extend_from_slice(&[0x40, 0x00]);
     std::fs::write(&wal, &bytes).unwrap();
@@ -204,7 +204,7 @@ fn torn_and_corrupt_wal_tails_recover_after_a_crash() {
         &json!({"key_takeaway": "after the first crash"}),
     );
     d.kill9();
-    let wal = newest_wal(d.data_dir());
+    let wal = newest_wal(&d.data_dir());
     let mut bytes = std::fs::read(&wal).unwrap();
     let garbage = [16u8, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef];
     bytes.extend_from_slice(&garbage);

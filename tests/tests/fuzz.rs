@@ -221,7 +221,7 @@ fn check_stored(d: &Daemon, schemas: &Schemas, tally: &mut Tally) {
 
 #[test]
 fn every_post_route_survives_random_malformed_and_typed_bodies() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     wait_for_model(&d);
     let (status, text) = d.get_raw("/openapi.json", true);
     assert_eq!(status, 200, "GET /openapi.json");
@@ -295,7 +295,7 @@ fn every_post_route_survives_random_malformed_and_typed_bodies() {
 
 #[test]
 fn wrong_methods_paths_and_headers_get_clean_4xx() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(30)))
@@ -391,7 +391,7 @@ fn wrong_methods_paths_and_headers_get_clean_4xx() {
 /// Raw bytes on the socket: garbage, broken HTTP, oversized headers, smuggling attempts.
 #[test]
 fn raw_socket_garbage_never_kills_the_daemon() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let mut rng = StdRng::seed_from_u64(seed());
     let host = format!("127.0.0.1:{}", d.port);
     let auth = format!("Bearer {}", d.token);

@@ -107,7 +107,7 @@ fn conversation(d: &Daemon, session: &str, turns: usize, score: bool) -> Vec<Str
 
 #[test]
 fn five_turns_with_score_response_inject_context_and_never_need_the_sidecar() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let ids = seed(&d);
     let ctx = conversation(&d, "sess-scored", 5, true);
     assert!(
@@ -162,7 +162,7 @@ fn five_turns_with_score_response_inject_context_and_never_need_the_sidecar() {
 
 #[test]
 fn five_turns_without_score_response_ask_for_the_sidecar() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     seed(&d);
     let ctx = conversation(&d, "sess-unscored", 3, false);
     assert!(ctx[1].contains("<memd-score-required>"));
@@ -191,7 +191,7 @@ fn five_turns_without_score_response_ask_for_the_sidecar() {
 
 #[test]
 fn an_interrupted_turn_is_not_scored() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let env = d.env();
     let t = d.data_dir().join("t.jsonl");
     let prompt = |p: &str| run_hook("hook-prompt", &[], &claude_prompt("sess-int", p, &t), &env);
@@ -211,7 +211,7 @@ fn an_interrupted_turn_is_not_scored() {
 
 #[test]
 fn bad_stdin_fails_open() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let env = d.env();
     for stdin in [
         b"".to_vec(),
@@ -239,7 +239,7 @@ fn bad_stdin_fails_open() {
 
 #[test]
 fn cursor_events_and_the_double_fire_guard() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let mut env = d.env();
     seed(&d);
     let base = json!({"conversation_id": "cur-1", "generation_id": "g1", "cursor_version": "1.7.2", "workspace_roots": ["/p"]});
@@ -384,7 +384,7 @@ fn cursor_rules_file_is_kept_current_when_enabled() {
     let cfg_dir = d0.path().join("config");
     std::fs::create_dir_all(&cfg_dir).unwrap();
     std::fs::write(cfg_dir.join("config.toml"), "[cursor]\nrules_file = true\n").unwrap();
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     // restart with the config dir that enables the rules file
     d.terminate();
     d.spawn(&[("MEMD_CONFIG_DIR", cfg_dir.to_str().unwrap())]);

@@ -155,7 +155,7 @@ fn misleading_notes_leave_the_top_five_within_three_failures() {
         eprintln!("MEMD_SKIP_MODEL_TESTS=1: skipping outcome learning (needs the embedding model)");
         return;
     }
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     // The agent believed every deploy note when it stored it.
     let correct_ids: Vec<String> = CORRECT
         .iter()

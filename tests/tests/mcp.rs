@@ -18,7 +18,7 @@ use tests::Daemon;
 
 #[test]
 fn tools_over_streamable_http_with_sessions() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let r = Report(drive_http(&d, "legacy", "full", "http-legacy"));
     assert!(
         r.0["protocol_version"]
@@ -32,7 +32,7 @@ fn tools_over_streamable_http_with_sessions() {
 
 #[test]
 fn tools_over_streamable_http_stateless_2026() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let r = Report(drive_http(&d, "2026-07-28", "full", "http-modern"));
     assert_eq!(r.0["protocol_version"], "2026-07-28");
     check_full(&r);
@@ -49,7 +49,7 @@ fn tools_over_streamable_http_stateless_2026() {
 
 #[test]
 fn tools_over_the_stdio_bridge() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let r = Report(drive_stdio(&d.env(), "legacy", "full", "stdio-legacy"));
     check_full(&r);
     let modern = Report(drive_stdio(&d.env(), "auto", "smoke", "stdio-auto"));
@@ -63,7 +63,7 @@ fn tools_over_the_stdio_bridge() {
 /// Runs drive.py's `restart` scenario over the bridge around `restart_daemon`, and checks the
 /// calls after the restart worked in the same client session.
 fn bridge_across_restart(restart_daemon: impl FnOnce(&mut Daemon)) {
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     let memd = tests::bin("memd").display().to_string();
     let args = [
         "--transport",
@@ -116,7 +116,7 @@ fn stdio_bridge_reopens_a_session_the_daemon_forgot() {
 
 #[test]
 fn sigterm_ends_open_mcp_sessions_promptly() {
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     let url = d.url("/mcp");
     let token = d.token.clone();
     let args = [
@@ -140,7 +140,7 @@ fn sigterm_ends_open_mcp_sessions_promptly() {
         d.log_text()
     );
     let log = d.log_text();
-    assert!(log.contains("memd: stopped"), "{log}");
+    assert!(log.lines().any(|l| l.ends_with(" stopped")), "{log}");
     // The MCP layer holds the core weakly, so the daemon gets the store back for its snapshot.
     assert!(!log.contains("core still shared"), "{log}");
     drop(paused);
@@ -257,7 +257,7 @@ fn stop(d: &Daemon, conv: &str, user: &str, answer: &str) -> proto::StopResponse
 fn score_response_over_mcp_completes_the_hook_turn() {
     // Control (its own daemon: score_response takes the most recent pending exchange of any
     // conversation): the same turn without a score makes the stop hook ask for a sidecar.
-    let control = Daemon::start();
+    let control = tests::start_daemon();
     prompt(&control, "control", "How do I rotate the staging keys?");
     stop(
         &control,
@@ -277,7 +277,7 @@ fn score_response_over_mcp_completes_the_hook_turn() {
         "control: {unscored:?}"
     );
 
-    let d = Daemon::start();
+    let d = tests::start_daemon();
 
     prompt(&d, "turns", "Which port does the staging database use?");
     stop(
@@ -360,7 +360,7 @@ fn raw_initialize(
 
 #[test]
 fn mcp_endpoint_requires_the_token_and_a_loopback_origin() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let both = "application/json, text/event-stream";
     let token = d.token.clone();
     assert_eq!(raw_initialize(&d, None, None, both).0, 401, "no token");

@@ -77,7 +77,7 @@ fn scored_turn(d: &Daemon, conv: &str, query: &str, outcome: &str) -> String {
 
 #[test]
 fn safety_a_secret_in_an_exchange_is_not_stored_in_clear() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let key = "sk-proj-Q2hhbmdlTWVQbGVhc2VJQW1Ob3RBUmVhbEtleQ1234";
     prompt(
         &d,
@@ -111,7 +111,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn safety_an_unauthenticated_request_is_refused() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     for path in [
         "/api/search",
         "/api/hooks/get-context",
@@ -126,7 +126,7 @@ fn safety_an_unauthenticated_request_is_refused() {
 
 #[test]
 fn safety_oversized_input_is_rejected_without_a_partial_write() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let (s, _) = d.post_raw(
         "/api/ingest",
         json!({"title": "big", "content": "x".repeat(11 * 1024 * 1024)})
@@ -149,7 +149,7 @@ fn safety_oversized_input_is_rejected_without_a_partial_write() {
 
 #[test]
 fn safety_the_hook_fails_open_when_memd_is_down() {
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     d.kill9();
     let mut env = d.env();
     env.push(("MEMD_URL".into(), "http://127.0.0.1:9".into())); // nothing listens; no auto-start
@@ -163,7 +163,7 @@ fn safety_the_hook_fails_open_when_memd_is_down() {
 
 #[test]
 fn safety_a_cross_origin_request_is_refused() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -181,7 +181,7 @@ fn safety_a_cross_origin_request_is_refused() {
 
 #[test]
 fn retrieval_a_relevant_memory_is_injected() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let id = bank(&d, "The billing staging database listens on port 5433");
     embedded(&d);
     let ctx = prompt(&d, "r", "what port is the billing staging database on?");
@@ -193,7 +193,7 @@ fn retrieval_a_relevant_memory_is_injected() {
 
 #[test]
 fn retrieval_an_irrelevant_query_injects_nothing() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     bank(&d, "The billing staging database listens on port 5433");
     bank(&d, "Ada prefers tabs over spaces in Go code");
     embedded(&d);
@@ -203,7 +203,7 @@ fn retrieval_an_irrelevant_query_injects_nothing() {
 
 #[test]
 fn retrieval_days_back_returns_only_recent_memories() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let id = takeaway(&d, "fresh note about the release checklist");
     let old = json!({"content": "an old note from last year"});
     let _: MemoryBankResponse = d.post("/api/memory-bank/add", &old);
@@ -230,7 +230,7 @@ fn retrieval_days_back_returns_only_recent_memories() {
 
 #[test]
 fn retrieval_an_id_lookup_returns_the_full_normalized_memory() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let id = takeaway(&d, "use `cargo nextest` for the integration suite");
     let m = lookup(&d, &id).expect("found");
     assert_eq!(
@@ -242,7 +242,7 @@ fn retrieval_an_id_lookup_returns_the_full_normalized_memory() {
 
 #[test]
 fn retrieval_a_book_chunk_is_found() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let text = "# Runbook\n\nTo rotate the TLS certificates, run `certctl rotate --all` on the bastion host.\n\n".repeat(3)
         + &"Unrelated filler about office plants and lunch menus. ".repeat(60);
     let r: IngestResponse = d.post(
@@ -270,7 +270,7 @@ fn retrieval_a_book_chunk_is_found() {
 
 #[test]
 fn learning_worked_promotes_working_to_history() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let id = takeaway(
         &d,
         "Run database migrations with `make migrate` before starting the API",
@@ -288,7 +288,7 @@ fn learning_worked_promotes_working_to_history() {
 
 #[test]
 fn learning_failed_demotes_and_deletes() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let id = takeaway(&d, "The deploy script lives in scripts/old_deploy.sh");
     embedded(&d);
     for _ in 0..3 {
@@ -309,7 +309,7 @@ fn learning_failed_demotes_and_deletes() {
 
 #[test]
 fn learning_related_empty_scores_nothing() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let id = bank(&d, "The staging cluster is called kestrel");
     embedded(&d);
     prompt(&d, "l", "what is the staging cluster called?");
@@ -326,7 +326,7 @@ fn learning_related_empty_scores_nothing() {
 #[test]
 fn learning_the_sidecar_scores_when_the_agent_did_not() {
     // Covered in depth by tests/sidecar.rs; here: the default local-only chain is offered.
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     prompt(&d, "l", "first");
     stop(&d, "l", "first answer");
     prompt(&d, "l", "second");
@@ -346,7 +346,7 @@ fn learning_the_sidecar_scores_when_the_agent_did_not() {
 
 #[test]
 fn learning_no_double_scoring() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let id = bank(&d, "Ada's editor is Helix");
     embedded(&d);
     prompt(&d, "l", "what editor does Ada use?");
@@ -376,7 +376,7 @@ fn learning_no_double_scoring() {
 
 #[test]
 fn lifecycle_a_restart_keeps_everything() {
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     let id = bank(&d, "The user's name is Ada");
     prompt(&d, "c", "hello");
     stop(&d, "c", "hi Ada");
@@ -390,7 +390,7 @@ fn lifecycle_a_restart_keeps_everything() {
 
 #[test]
 fn lifecycle_kill_9_keeps_acknowledged_writes() {
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     let ids: Vec<String> = (0..25)
         .map(|i| takeaway(&d, &format!("note {i}")))
         .collect();
@@ -407,7 +407,7 @@ fn lifecycle_session_state_expires() {
         "[context]\nsession_ttl_hours = 0\n",
     )
     .unwrap();
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     d.terminate();
     d.spawn(&[("MEMD_CONFIG_DIR", cfg.path().to_str().unwrap())]);
     prompt(&d, "old", "question");
@@ -429,7 +429,7 @@ fn lifecycle_session_state_expires() {
 
 #[test]
 fn lifecycle_cursor_double_fire_is_ignored() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let mut env = d.env();
     env.push(("CURSOR_VERSION".into(), "1.7.2".into()));
     let stdin = json!({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "hi"});
@@ -441,13 +441,13 @@ fn lifecycle_cursor_double_fire_is_ignored() {
 
 #[test]
 fn lifecycle_export_import_round_trip_is_lossless() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let id = bank(&d, "Ada deploys on Fridays");
     takeaway(&d, "a takeaway");
     let (s, jsonl) = d.get_raw("/api/export", true);
     assert_eq!(s, 200);
     assert_eq!(jsonl.lines().count(), 2);
-    let e = Daemon::start();
+    let e = tests::start_daemon();
     let (s, t) = e.post_raw("/api/import", jsonl.as_bytes(), true);
     assert_eq!(s, 200, "{t}");
     let again = e.post_raw("/api/import", jsonl.as_bytes(), true);

@@ -123,7 +123,7 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 /// Scans every byte of every file of the data dir; returns how many files and bytes it read.
 fn assert_data_dir_clean(d: &Daemon, needles: &Needles, stage: &str) -> (usize, u64) {
-    let files = files_under(d.data_dir());
+    let files = files_under(d.root());
     let mut bytes = 0u64;
     for f in &files {
         let data = std::fs::read(f).unwrap_or_default();
@@ -273,7 +273,7 @@ fn no_secret_or_private_span_is_stored_or_answered() {
     assert!(corpus.len() >= 50);
     let needles = Needles::of(&corpus);
     let transcripts = tempfile::tempdir().expect("transcript dir");
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     let mut ids = Vec::new();
     for (i, ex) in corpus.iter().enumerate() {
         ids.extend(feed(&d, i, ex, transcripts.path(), &needles));
@@ -291,7 +291,7 @@ fn no_secret_or_private_span_is_stored_or_answered() {
     let answers = assert_answers_clean(&d, &corpus, &ids, &needles);
     // SIGTERM writes the final snapshot and the vector index.
     assert!(d.terminate(), "clean exit");
-    let snapshots = files_under(d.data_dir())
+    let snapshots = files_under(d.root())
         .iter()
         .filter(|p| {
             p.file_name()
@@ -317,7 +317,7 @@ fn no_secret_or_private_span_is_stored_or_answered() {
 /// errors are logged, and serde's messages quote the offending string.
 #[test]
 fn malformed_hook_input_does_not_copy_text_into_the_hook_log() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let env = d.env();
     let secret = "sk-ant-api03-Q9vR2mXk7LpT4wZs8YbN1cFd6GhJ3KuE5aVxCo0iPq";
     let inputs = [
@@ -347,7 +347,7 @@ fn malformed_hook_input_does_not_copy_text_into_the_hook_log() {
 /// conversation ids, sidecar report words) is scrubbed too.
 #[test]
 fn secrets_in_side_fields_are_not_stored() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let gh = "ghp_R8mT2xKq9ZwV4nLs7YbP1cJd6FhG3uAe5oWi";
     let aws = "AKIAZ7QXK2MVN4PLR8TW";
     let slack = "xoxb-2741950183-8823017726401-Rk3Tq9ZmXw7LpVs2NbYc4Hd";
@@ -403,7 +403,7 @@ fn secrets_in_side_fields_are_not_stored() {
     );
     assert_eq!(status, 200, "{text}");
     let mut leaks = Vec::new();
-    for f in files_under(d.data_dir()) {
+    for f in files_under(d.root()) {
         let found = needles
             .found_in(&std::fs::read(&f).unwrap_or_default())
             .len();
@@ -433,7 +433,7 @@ fn secrets_in_side_fields_are_not_stored() {
 /// digest of the context matches what the hook printed, and no prompt text is in the file.
 #[test]
 fn trace_ledger_records_hook_steps_with_digests_only() {
-    let d = Daemon::start();
+    let d = tests::start_daemon();
     let transcripts = tempfile::tempdir().expect("transcript dir");
     let mut env = d.env();
     env.push(("MEMD_HOOK_DEADLINE_MS".into(), "60000".into()));

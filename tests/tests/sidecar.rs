@@ -53,7 +53,7 @@ fn stop(d: &Daemon, conv: &str, answer: &str) -> std::time::Duration {
 }
 
 fn daemon_with(llm: &FakeServer) -> Daemon {
-    let mut d = Daemon::start();
+    let mut d = tests::start_daemon();
     d.terminate();
     let url = format!("{}/v1", llm.url());
     d.spawn(&[

@@ -51,7 +51,47 @@ pub struct Core {
     pub trace: crate::trace::Trace,
 }
 
+/// What opening the engine found, for the start-up log line.
+#[derive(Debug, Clone)]
+pub struct OpenReport {
+    pub snapshot_gen: u64,
+    pub ops_replayed: u64,
+    /// Empty when the write-ahead log ended cleanly; otherwise what recovery cut or set aside.
+    pub tail: String,
+}
+
+impl std::fmt::Display for OpenReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "snapshot gen {}, {} ops replayed{}",
+            self.snapshot_gen, self.ops_replayed, self.tail
+        )
+    }
+}
+
 impl Core {
+    /// Opens the engine on `<data dir>/store` (blocking: loads the snapshot, replays the log).
+    /// This is the storage seam: the server never sees the store type, so another backend
+    /// can stand behind `Core` without touching it.
+    pub fn open(cfg: Config) -> anyhow::Result<(Core, OpenReport)> {
+        let store_dir = cfg.data_dir.join("store");
+        let state = MemState::new(crate::embed::DIMS)?;
+        let (store, recovery) =
+            Store::open(&store_dir, state).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let report = OpenReport {
+            snapshot_gen: recovery.snapshot_gen,
+            ops_replayed: recovery.ops_replayed,
+            tail: tail_note(&recovery.tail),
+        };
+        Ok((Core::new(cfg, store), report))
+    }
+
+    /// Flushes the log and writes the final snapshot (blocking).
+    pub fn close(self) -> Result<(), String> {
+        self.store.close().map_err(|e| e.to_string())
+    }
+
     pub fn new(cfg: Config, store: Store<MemState>) -> Core {
         Core {
             trace: crate::trace::Trace::open(&cfg.data_dir.join("logs")),
@@ -137,7 +177,7 @@ impl Core {
         let applied = self.applied.clone();
         tokio::spawn(async move {
             if let Ok(Err(e)) = rx.await {
-                eprintln!("memd: a queued write failed: {e}");
+                tracing::error!("a queued write failed: {e}");
             }
             applied.send_modify(|done| *done = (*done).max(n));
         });
@@ -542,6 +582,18 @@ impl Core {
             stats.recent_hooks = calls.iter().cloned().collect();
         }
         stats
+    }
+}
+
+fn tail_note(tail: &crate::store::TailState) -> String {
+    match tail {
+        crate::store::TailState::Clean => String::new(),
+        crate::store::TailState::Torn { offset, reason } => {
+            format!("; torn WAL tail cut at byte {offset}: {reason}")
+        }
+        crate::store::TailState::Corrupt { offset, reason } => {
+            format!("; corrupt WAL tail set aside at byte {offset}: {reason}")
+        }
     }
 }
 

@@ -49,7 +49,7 @@ async fn embed_loop(core: Arc<Core>, shutdown: Shutdown) {
             }
             Ok(_) => {}
             Err(e) => {
-                eprintln!("memd: embedding failed, will retry: {e}");
+                tracing::warn!("embedding failed, will retry: {e}");
                 tokio::select! {
                     _ = tokio::time::sleep(EMBED_RETRY) => {}
                     _ = shutdown.wait() => return,
@@ -104,7 +104,7 @@ async fn lifecycle_loop(core: Arc<Core>, shutdown: Shutdown) {
             _ = shutdown.wait() => return,
         }
         if let Err(e) = run_lifecycle(&core).await {
-            eprintln!("memd: lifecycle pass failed: {e}");
+            tracing::warn!("lifecycle pass failed: {e}");
         }
     }
 }
@@ -165,8 +165,8 @@ async fn snapshot_loop(core: Arc<Core>, shutdown: Shutdown) {
             let c = core.clone();
             match tokio::task::spawn_blocking(move || c.store.snapshot()).await {
                 Ok(Ok(_)) => crate::heap::release_freed_memory(),
-                Ok(Err(e)) => eprintln!("memd: snapshot failed (the WAL keeps everything): {e}"),
-                Err(e) => eprintln!("memd: snapshot task failed: {e}"),
+                Ok(Err(e)) => tracing::error!("snapshot failed (the WAL keeps everything): {e}"),
+                Err(e) => tracing::error!("snapshot task failed: {e}"),
             }
         }
     }

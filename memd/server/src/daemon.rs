@@ -11,30 +11,27 @@ use memd_engine::config::Config;
 use memd_engine::core::Core;
 use memd_engine::embed::{self, Embed};
 use memd_engine::shutdown;
-use memd_engine::state::MemState;
-use memd_engine::store::{DirLock, Store};
+use memd_engine::store::DirLock;
 use memd_engine::workers;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::{info, warn};
 
 pub async fn serve(cfg: Config) -> Result<()> {
     prepare_data_dir(&cfg.data_dir)?;
+    crate::logging::init(&cfg.data_dir)?;
     let _lock = DirLock::acquire(&cfg.data_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let token = guard::load_or_create_token(&cfg.token_path())?;
     let started = std::time::Instant::now();
-    let store_dir = cfg.data_dir.join("store");
-    let (store, recovery) = tokio::task::spawn_blocking(move || {
-        Store::open(&store_dir, MemState::new(embed::DIMS)?).map_err(|e| anyhow::anyhow!("{e}"))
-    })
-    .await??;
-    eprintln!(
-        "memd: store open in {} ms (snapshot gen {}, {} ops replayed{})",
-        started.elapsed().as_millis(),
-        recovery.snapshot_gen,
-        recovery.ops_replayed,
-        tail_note(&recovery.tail)
+    // The store opens before the port does: until then a hook finds nothing listening and
+    // goes on without memd, instead of waiting in the accept queue for its whole deadline.
+    let open_cfg = cfg.clone();
+    let (core, opened) = tokio::task::spawn_blocking(move || Core::open(open_cfg)).await??;
+    info!(
+        "store open in {} ms ({opened})",
+        started.elapsed().as_millis()
     );
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], cfg.port)))
         .await
@@ -45,10 +42,10 @@ pub async fn serve(cfg: Config) -> Result<()> {
             )
         })?;
     let port = listener.local_addr()?.port();
-    let mut cfg = cfg;
-    cfg.port = port;
-    let data_dir = cfg.data_dir.clone();
-    let core = Arc::new(Core::new(cfg, store));
+    let mut core = core;
+    core.cfg.port = port;
+    let data_dir = core.cfg.data_dir.clone();
+    let core = Arc::new(core);
     load_model_in_background(core.clone());
     let (trigger, stop) = shutdown::channel();
     let workers = workers::spawn_all(&core, &stop);
@@ -63,12 +60,12 @@ pub async fn serve(cfg: Config) -> Result<()> {
     let signals = Signals::install()?;
     tokio::spawn(async move {
         signals.wait().await;
-        eprintln!("memd: shutting down");
+        info!("shutting down");
         trigger.fire();
     });
     write_daemon_file(&data_dir, port)?;
-    eprintln!(
-        "memd: listening on 127.0.0.1:{port}, data in {}",
+    info!(
+        "listening on 127.0.0.1:{port}, data in {}",
         data_dir.display()
     );
     http::serve(listener, server, stop).await?;
@@ -77,16 +74,16 @@ pub async fn serve(cfg: Config) -> Result<()> {
     }
     std::fs::remove_file(data_dir.join(proto::paths::DAEMON_FILE)).ok();
     match sole_owner(core, RELEASE_LIMIT).await {
-        Ok(core) => tokio::task::spawn_blocking(move || core.store.close())
+        Ok(core) => tokio::task::spawn_blocking(move || core.close())
             .await?
             .map_err(|e| anyhow::anyhow!("final snapshot failed: {e}"))?,
-        Err(_) => eprintln!(
-            "memd: core still shared {} s after shutdown; skipping the final snapshot (the \
+        Err(_) => warn!(
+            "core still shared {} s after shutdown; skipping the final snapshot (the \
              write-ahead log holds everything)",
             RELEASE_LIMIT.as_secs()
         ),
     }
-    eprintln!("memd: stopped");
+    info!("stopped");
     Ok(())
 }
 
@@ -106,18 +103,6 @@ async fn sole_owner(mut core: Arc<Core>, limit: Duration) -> Result<Core, Arc<Co
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Err(shared) => return Err(shared),
-        }
-    }
-}
-
-fn tail_note(tail: &memd_engine::store::TailState) -> String {
-    match tail {
-        memd_engine::store::TailState::Clean => String::new(),
-        memd_engine::store::TailState::Torn { offset, reason } => {
-            format!("; torn WAL tail cut at byte {offset}: {reason}")
-        }
-        memd_engine::store::TailState::Corrupt { offset, reason } => {
-            format!("; corrupt WAL tail set aside at byte {offset}: {reason}")
         }
     }
 }
@@ -177,8 +162,9 @@ fn load_model_in_background(core: Arc<Core>) {
                 .map(|e| Arc::new(e) as Arc<dyn Embed>)
                 .map_err(|e| format!("model failed to load: {e:#}"))
         });
-        if let Err(e) = &result {
-            eprintln!("memd: {e}");
+        match &result {
+            Ok(_) => info!("embedding model loaded"),
+            Err(e) => warn!("{e}"),
         }
         // Before publishing: loading freed ~50 MB that glibc would otherwise keep.
         memd_engine::heap::release_freed_memory();

@@ -10,6 +10,7 @@
 //! - [`daemon`]: start-up (data dir, lock, token, engine, model load in the background), the
 //!   listener, signals, and the orderly shutdown with the final snapshot.
 //! - [`http`]: the front door: Host/Origin/token guard, body limits, routes, the OpenAPI document.
+//! - [`logging`]: `tracing` to stderr and `<data dir>/logs/daemon.log`, filtered by `MEMD_LOG`.
 //! - [`mcp`]: the agent's tools over streamable HTTP at `/mcp` (the stdio bridge is a client
 //!   and lives in the `memd` CLI crate).
 //!
@@ -17,4 +18,5 @@
 
 pub mod daemon;
 pub mod http;
+pub mod logging;
 pub mod mcp;

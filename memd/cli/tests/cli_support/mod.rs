@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const MEMD: &str = env!("CARGO_BIN_EXE_memd");
@@ -86,19 +86,28 @@ impl User {
         dir
     }
 
+    /// This user's environment.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let s = |p: PathBuf| p.display().to_string();
+        let root = self.root.path();
+        vec![
+            ("HOME".into(), s(self.home())),
+            ("XDG_CONFIG_HOME".into(), s(root.join("xdg-config"))),
+            ("XDG_DATA_HOME".into(), s(root.join("xdg-data"))),
+            ("XDG_CACHE_HOME".into(), s(root.join("xdg-cache"))),
+            ("XDG_STATE_HOME".into(), s(root.join("xdg-state"))),
+            ("MEMD_DATA_DIR".into(), s(self.data_dir())),
+            ("MEMD_CONFIG_DIR".into(), s(self.config_dir())),
+            ("PATH".into(), s(self.path_dir.clone())),
+        ]
+    }
+
     /// Applies this user's environment to a command.
     pub fn apply(&self, cmd: &mut Command) {
         for k in SCRUBBED {
             cmd.env_remove(k);
         }
-        cmd.env("HOME", self.home())
-            .env("XDG_CONFIG_HOME", self.root.path().join("xdg-config"))
-            .env("XDG_DATA_HOME", self.root.path().join("xdg-data"))
-            .env("XDG_CACHE_HOME", self.root.path().join("xdg-cache"))
-            .env("XDG_STATE_HOME", self.root.path().join("xdg-state"))
-            .env("MEMD_DATA_DIR", self.data_dir())
-            .env("MEMD_CONFIG_DIR", self.config_dir())
-            .env("PATH", &self.path_dir);
+        cmd.envs(self.env());
     }
 
     /// `memd <args>` as this user, stdin closed.
@@ -202,62 +211,38 @@ pub fn health(port: u16) -> Option<serde_json::Value> {
     (r.status().as_u16() == 200).then(|| r.body_mut().read_json().ok())?
 }
 
-/// A daemon (`memd serve`, port 0) owned by the test; SIGTERM and wait on drop.
+/// A daemon (`memd serve`, port 0) of this user, started through `memd-testkit` (the one helper
+/// that starts daemons); killed on drop.
 pub struct Daemon {
-    child: Child,
+    inner: memd_testkit::Daemon,
     pub port: u16,
     pub token: String,
 }
 
 impl Daemon {
     pub fn start(user: &User) -> Daemon {
-        std::fs::remove_file(user.data_dir().join("daemon.json")).ok();
-        let log = std::fs::File::create(user.root.path().join("daemon.log")).expect("log");
-        let mut cmd = Command::new(MEMD);
-        cmd.arg("serve")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
-        user.apply(&mut cmd);
-        cmd.env("MEMD_PORT", "0");
-        let mut child = cmd.spawn().expect("spawn memd serve");
-        let (port, _) = wait_for_daemon(&user.data_dir(), Duration::from_secs(60), || {
-            matches!(child.try_wait(), Ok(None))
-        });
+        let spec = memd_testkit::Spec {
+            root: Some(user.root.path().to_path_buf()),
+            // The user's own (empty) cache: these tests run without the embedding model.
+            runtime_dir: Some(user.root.path().join("xdg-cache/memd/runtime")),
+            env: user.env(),
+            start_limit: Duration::from_secs(60),
+            ..memd_testkit::Spec::with_memd(PathBuf::from(MEMD))
+        };
+        let inner = memd_testkit::Daemon::start(spec).unwrap_or_else(|e| panic!("{e}"));
         Daemon {
-            child,
-            port,
-            token: user.token(),
+            port: inner.port,
+            token: inner.token.clone(),
+            inner,
         }
     }
 
     pub fn post(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
-        let mut r = agent()
-            .post(&format!("http://127.0.0.1:{}{path}", self.port))
-            .header("authorization", &format!("Bearer {}", self.token))
-            .send_json(&body)
-            .expect("post");
-        let status = r.status().as_u16();
-        let t = r.body_mut().read_to_string().expect("body");
-        assert_eq!(status, 200, "POST {path}: {t}");
-        serde_json::from_str(&t).expect("json answer")
+        self.inner.post(path, &body)
     }
 
     pub fn get(&self, path: &str) -> serde_json::Value {
-        let mut r = agent()
-            .get(&format!("http://127.0.0.1:{}{path}", self.port))
-            .header("authorization", &format!("Bearer {}", self.token))
-            .call()
-            .expect("get");
-        assert_eq!(r.status().as_u16(), 200, "GET {path}");
-        r.body_mut().read_json().expect("json answer")
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        terminate(self.child.id());
-        let _ = self.child.wait();
+        self.inner.get(path)
     }
 }
 

@@ -184,7 +184,7 @@ fn write_cursor_rules(cwd: Option<&str>, context: &str) {
             std::fs::rename(&tmp, &path)
         };
         if let Err(e) = write() {
-            eprintln!("memd: cannot update the Cursor rules file: {e}");
+            tracing::warn!("cannot update the Cursor rules file: {e}");
         }
     });
 }

@@ -159,8 +159,8 @@ fn read_key(cfg: &SidecarConfig) -> Option<String> {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(path).ok()?.permissions().mode();
         if mode & 0o077 != 0 {
-            eprintln!(
-                "memd: ignoring sidecar key file {}: mode {:o} is readable by others (chmod 600 it)",
+            tracing::warn!(
+                "ignoring sidecar key file {}: mode {:o} is readable by others (chmod 600 it)",
                 path.display(),
                 mode & 0o777
             );

@@ -538,7 +538,7 @@ impl Machine for MemState {
                     self.index_origin = "loaded".into();
                     break;
                 }
-                Err(e) => eprintln!("memd: vector index {} unusable: {e}", path.display()),
+                Err(e) => tracing::warn!("vector index {} unusable: {e}", path.display()),
             }
         }
         if self.index_origin != "loaded" && !self.records.is_empty() {

@@ -159,8 +159,8 @@ fn describe_rejected(rejected: &[(u64, String)]) -> String {
 /// Moves snapshots that failed validation out of the way, once an older base has worked.
 fn quarantine_rejected(dir: &Path, rejected: &[(u64, String)]) -> Result<(), StoreError> {
     for (generation, why) in rejected {
-        eprintln!(
-            "memd store: snapshot {generation} in {} is unusable ({why}); recovered from an \
+        tracing::warn!(
+            "store: snapshot {generation} in {} is unusable ({why}); recovered from an \
              older base and moved it to {}",
             dir.display(),
             files::corrupt_snapshot_name(*generation)
@@ -252,8 +252,8 @@ fn repair_tail(
         files::write_private_durably(dir, &aside, &discarded).map_err(io_err)?;
         kept_at = format!(", copied to {}", aside.display());
     }
-    eprintln!(
-        "memd store: {kind} tail in {} at offset {good_len} ({reason}); discarding {} bytes{kept_at}",
+    tracing::warn!(
+        "store: {kind} tail in {} at offset {good_len} ({reason}); discarding {} bytes{kept_at}",
         path.display(),
         file_len - good_len
     );

@@ -51,7 +51,7 @@ pub(crate) fn take<M: Machine>(shared: &Shared<M>) -> Result<SnapshotInfo, Store
     crash_here(shared, CrashPoint::Published)?;
     if let Err(err) = prune(&shared.dir) {
         // Harmless: the files are only kept longer; the next snapshot retries.
-        eprintln!("memd store: pruning old snapshots and WAL segments failed: {err}");
+        tracing::warn!("store: pruning old snapshots and WAL segments failed: {err}");
     }
     Ok(SnapshotInfo {
         generation,

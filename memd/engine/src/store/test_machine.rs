@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{Machine, Recovery, Store, files};
+use super::{Machine, Recovery, Store, StoreError, files};
 
 /// An op that makes `Log::apply` panic, to test a machine bug.
 pub(crate) const PANIC_OP: &str = "!panic";
@@ -57,7 +57,21 @@ fn side_path(dir: &Path, generation: u64) -> PathBuf {
 }
 
 pub(crate) fn open(dir: &Path) -> (Store<Log>, Recovery) {
-    Store::open(dir, Log::default()).expect("store opens")
+    // `tests_kill` spawns child processes from other test threads: between fork and exec a
+    // child briefly shares every open descriptor of this process, including the lock file of
+    // a store a test just closed, so the lock can look held by our own pid for a moment.
+    let started = std::time::Instant::now();
+    loop {
+        match Store::open(dir, Log::default()) {
+            Err(StoreError::Locked { pid, .. })
+                if pid == Some(std::process::id())
+                    && started.elapsed() < std::time::Duration::from_secs(5) =>
+            {
+                std::thread::yield_now();
+            }
+            other => return other.expect("store opens"),
+        }
+    }
 }
 
 pub(crate) fn entries(store: &Store<Log>) -> Vec<String> {

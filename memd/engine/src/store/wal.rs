@@ -194,7 +194,7 @@ impl WalWriter {
                 "could not cut wal.{} back to {start} bytes: {err}",
                 self.generation
             );
-            eprintln!("memd store: {reason}; refusing further writes until restart");
+            tracing::error!("store: {reason}; refusing further writes until restart");
             self.poisoned = Some(reason);
         }
     }

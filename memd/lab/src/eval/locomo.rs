@@ -15,7 +15,6 @@ use super::floor::{
 };
 use super::metrics::{ConfigResult, Scorer};
 use super::scenario;
-use super::tempdir::TempDir;
 use anyhow::{Context, Result, anyhow, bail};
 use memd_engine::config::LearningConfig;
 use memd_engine::core::Core;
@@ -29,6 +28,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use tempfile::TempDir;
 
 /// Name of the vector-only configuration in the report.
 pub const VECTOR_ONLY: &str = "vector";
@@ -276,7 +276,10 @@ impl Indexed {
         questions: &[Question],
         embedder: &dyn Embed,
     ) -> Result<Indexed> {
-        let dir = TempDir::new("memd-eval-locomo")?;
+        let dir = tempfile::Builder::new()
+            .prefix("memd-eval-locomo")
+            .tempdir()
+            .context("creating the evaluation store dir")?;
         let (store, _) = Store::open(dir.path(), MemState::new(DIMS)?)
             .map_err(|e| anyhow!("opening the evaluation store: {e}"))?;
         let ops = memories

@@ -19,7 +19,6 @@ pub mod learning_report;
 pub mod locomo;
 pub mod metrics;
 pub mod scenario;
-mod tempdir;
 
 pub use eviction::{EvictionStudy, Start};
 pub use floor::{FloorRow, FloorStudy};

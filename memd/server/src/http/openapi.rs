@@ -7,21 +7,14 @@
 //! read or send, and never be served without the token (it is harmless, but the rule that only
 //! `/api/health` is public stays simple).
 
-use super::Body;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::{Response, StatusCode};
+use axum::response::Response;
 
 /// The document, compiled into the binary.
 pub const DOCUMENT: &str = include_str!("../../openapi.json");
 
 /// The answer to `GET /openapi.json`.
-pub fn response() -> Response<Body> {
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from_static(DOCUMENT.as_bytes())).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+pub async fn response() -> Response {
+    super::body::typed_response(200, "application/json", DOCUMENT.as_bytes().to_vec())
 }
 
 #[cfg(test)]
@@ -632,9 +625,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn served_document_is_the_file() {
-        let resp = super::response();
+    #[tokio::test]
+    async fn served_document_is_the_file() {
+        let resp = super::response().await;
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers()["content-type"], "application/json");
     }

@@ -21,7 +21,6 @@ mod tools;
 pub use recall::AUDIT_EVERY;
 
 use http_body_util::combinators::BoxBody;
-use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use memd_engine::core::Core;
 use memd_engine::shutdown::Shutdown;
@@ -94,10 +93,14 @@ pub fn http_service(core: Arc<Core>, shutdown: Shutdown) -> HttpService {
 }
 
 /// Serves one `/mcp` request (already authenticated by `http`).
-pub async fn call(
+pub async fn call<B>(
     svc: HttpService,
-    req: Request<Incoming>,
-) -> Response<BoxBody<bytes::Bytes, std::convert::Infallible>> {
+    req: Request<B>,
+) -> Response<BoxBody<bytes::Bytes, std::convert::Infallible>>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Error: std::fmt::Display,
+{
     let is_delete = req.method() == Method::DELETE;
     let mut resp = svc.handle(req).await;
     // Ending a session has no body to wait for; clients expect 200 or 204 rather than 202.

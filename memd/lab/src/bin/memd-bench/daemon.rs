@@ -1,9 +1,9 @@
 //! A real `memd serve` process for the benchmark, and an HTTP client for it.
 //!
-//! Owns spawning the daemon from the same target directory (ephemeral port, its own data dir,
-//! the real embedding runtime), timing spawn → `/api/health` 200 → `model_loaded`, reading its
-//! RSS from /proc, stopping it with SIGTERM (clean shutdown, final snapshot) and measuring the
-//! data directory. Must never talk to a daemon it did not start and never leave one running:
+//! Starting, timing (spawn → `/api/health` 200 → `model_loaded`) and stopping the daemon are
+//! `memd-testkit`'s (the one helper that starts daemons). This module adds what the benchmark
+//! measures: RSS from /proc, the store's own start-up line, the data directory's size, and a
+//! keep-alive client for load. Must never talk to a daemon it did not start and never leave one running:
 //! dropping a `Daemon` kills it.
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -11,15 +11,12 @@ use proto::{HealthResponse, StatsResponse};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How often start-up and queue state are polled (the condition decides, not the delay).
-const POLL: Duration = Duration::from_millis(1);
 const START_LIMIT: Duration = Duration::from_secs(300);
 
-/// Where one daemon instance keeps its files. The data dir holds only what memd writes, so its
-/// size is memd's disk use; config, home and logs sit next to it.
+/// Where one daemon instance keeps its files (the `memd-testkit` layout): the data dir holds
+/// only what memd writes, so its size is memd's disk use; config, home and logs sit next to it.
 #[derive(Debug, Clone)]
 pub struct Instance {
     pub root: PathBuf,
@@ -29,10 +26,7 @@ pub struct Instance {
 
 impl Instance {
     pub fn new(root: PathBuf, memd: PathBuf, runtime_dir: PathBuf) -> Result<Instance> {
-        for sub in ["config", "home"] {
-            std::fs::create_dir_all(root.join(sub))
-                .with_context(|| format!("creating {}", root.join(sub).display()))?;
-        }
+        std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
         Ok(Instance {
             root,
             memd,
@@ -59,51 +53,29 @@ impl Instance {
         ]
     }
 
-    /// Spawns `memd serve` and waits for health (and the model, if `wait_model`).
+    /// Spawns `memd serve` through `memd-testkit` and waits for health (and the model, if
+    /// `wait_model`); the kit times both from the spawn.
     pub fn start(&self, wait_model: bool) -> Result<Daemon> {
-        let data = self.data_dir();
-        std::fs::remove_file(data.join(proto::paths::DAEMON_FILE)).ok();
-        let log_path = self.root.join("daemon.stderr");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)?;
-        let mut cmd = Command::new(&self.memd);
-        cmd.arg("serve")
-            .env("MEMD_PORT", "0")
-            .env_remove("MEMD_URL")
-            .env_remove("MEMD_DEV")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
-        for (k, v) in self.env() {
-            cmd.env(k, v);
-        }
-        let spawned = Instant::now();
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("spawning {}", self.memd.display()))?;
-        let mut d = Daemon {
-            child: Some(child),
-            data_dir: data,
-            log_path,
-            client: Client::new(0, String::new()),
-            healthy_after: Duration::ZERO,
-            model_after: None,
+        let spec = memd_testkit::Spec {
+            root: Some(self.root.clone()),
+            runtime_dir: Some(self.runtime_dir.clone()),
+            wait_model,
+            start_limit: START_LIMIT,
+            ..memd_testkit::Spec::with_memd(self.memd.clone())
         };
-        d.wait_healthy(spawned)?;
-        if wait_model {
-            d.wait_model(spawned)?;
-        }
-        Ok(d)
+        let kit = memd_testkit::Daemon::start(spec).map_err(|e| anyhow!("{e}"))?;
+        Ok(Daemon {
+            client: Client::new(kit.port, kit.token.clone()),
+            healthy_after: kit.healthy_after,
+            model_after: kit.model_after,
+            kit,
+        })
     }
 }
 
 /// A running daemon.
 pub struct Daemon {
-    child: Option<Child>,
-    pub data_dir: PathBuf,
-    log_path: PathBuf,
+    kit: memd_testkit::Daemon,
     pub client: Client,
     /// Spawn → first `/api/health` 200.
     pub healthy_after: Duration,
@@ -112,82 +84,16 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    fn check_alive(&mut self) -> Result<()> {
-        if let Some(child) = self.child.as_mut()
-            && let Ok(Some(status)) = child.try_wait()
-        {
-            bail!("memd exited early ({status}); log:\n{}", self.log_tail());
-        }
-        Ok(())
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    }
-
-    fn wait_healthy(&mut self, spawned: Instant) -> Result<()> {
-        let info = self.data_dir.join(proto::paths::DAEMON_FILE);
-        let probe = Client::agent(Duration::from_millis(500));
-        loop {
-            self.check_alive()?;
-            if self.client.port == 0
-                && let Ok(text) = std::fs::read_to_string(&info)
-                && let Ok(v) = serde_json::from_str::<proto::paths::DaemonInfo>(&text)
-            {
-                let token = std::fs::read_to_string(self.data_dir.join(proto::paths::TOKEN_FILE))
-                    .context("daemon.json present but no token file")?;
-                self.client = Client::new(v.port, token.trim().to_string());
-            }
-            if self.client.port != 0 {
-                let url = self.client.url("/api/health");
-                if let Ok(r) = probe.get(&url).call()
-                    && r.status() == 200
-                {
-                    self.healthy_after = spawned.elapsed();
-                    return Ok(());
-                }
-            }
-            if spawned.elapsed() > START_LIMIT {
-                bail!(
-                    "memd not healthy after {START_LIMIT:?}; log:\n{}",
-                    self.log_tail()
-                );
-            }
-            std::thread::sleep(POLL);
-        }
-    }
-
-    fn wait_model(&mut self, spawned: Instant) -> Result<()> {
-        loop {
-            self.check_alive()?;
-            let h = self.health()?;
-            if h.model_loaded {
-                self.model_after = Some(spawned.elapsed());
-                return Ok(());
-            }
-            if let Some(e) = h.model_error.filter(|e| !e.contains("loading")) {
-                bail!("memd could not load the embedding model: {e}");
-            }
-            if spawned.elapsed() > START_LIMIT {
-                bail!("model not loaded after {START_LIMIT:?}");
-            }
-            std::thread::sleep(POLL);
-        }
-    }
-
     /// The daemon's own account of its last store recovery (`store open in N ms ...`).
     pub fn store_open_line(&self) -> Option<String> {
-        let text = std::fs::read_to_string(&self.log_path).ok()?;
+        let text = std::fs::read_to_string(&self.kit.log).ok()?;
         text.lines()
             .rev()
-            .find(|l| l.contains("store open in"))
-            .map(|l| l.trim_start_matches("memd: ").to_string())
+            .find_map(|l| l.find("store open in").map(|at| l[at..].to_string()))
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.kit.pid()
     }
 
     pub fn health(&self) -> Result<HealthResponse> {
@@ -238,33 +144,7 @@ impl Daemon {
 
     /// SIGTERM, wait for a clean exit; returns how long the shutdown (with final snapshot) took.
     pub fn stop(mut self) -> Result<Duration> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(Duration::ZERO);
-        };
-        let start = Instant::now();
-        // SAFETY: kill(2) on the pid of a child this process spawned and has not reaped.
-        let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        if rc != 0 {
-            bail!("cannot signal memd: {}", std::io::Error::last_os_error());
-        }
-        let status = child.wait()?;
-        let took = start.elapsed();
-        if !status.success() {
-            bail!(
-                "memd exited with {status} on SIGTERM; log:\n{}",
-                self.log_tail()
-            );
-        }
-        Ok(took)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().ok();
-            c.wait().ok();
-        }
+        self.kit.stop().map_err(|e| anyhow!("{e}"))
     }
 }
 
