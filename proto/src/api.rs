@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 /// Every 4xx/5xx answer carries this body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     pub error: String,
     /// The request field the error is about, when there is one.
@@ -33,6 +34,7 @@ pub mod limits {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SortBy {
     #[default]
@@ -43,18 +45,24 @@ pub enum SortBy {
 
 /// `POST /api/search`. At least one of `query`, `days_back`, `id` is required; `id` wins.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SearchRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::QUERY_MAX_CHARS)))]
     pub query: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = limits::DAYS_BACK.0, max = limits::DAYS_BACK.1)))]
     pub days_back: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::ID_MAX_CHARS)))]
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::ID_MAX_CHARS)))]
     pub conversation_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collections: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = limits::SEARCH_LIMIT.0, max = limits::SEARCH_LIMIT.1)))]
     pub limit: Option<i64>,
     /// Equality on metadata keys; `{"created_at": {"$gte": "2026-01-01T00:00:00Z"}}` style
     /// range operators (`$gte`, `$lte`, `$gt`, `$lt`) on strings and numbers.
@@ -67,6 +75,7 @@ pub struct SearchRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SearchResponse {
     pub results: Vec<MemoryView>,
     pub count: usize,
@@ -74,13 +83,18 @@ pub struct SearchResponse {
 
 /// `POST /api/memory-bank/add`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemoryBankAdd {
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = limits::MEMORY_BANK_MAX_CHARS)))]
     pub content: String,
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::TAGS_MAX)))]
     pub tags: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0.0, max = 1.0)))]
     pub importance: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0.0, max = 1.0)))]
     pub confidence: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
@@ -88,27 +102,35 @@ pub struct MemoryBankAdd {
 
 /// `POST /api/memory-bank/update`. Unset fields keep their value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemoryBankUpdate {
     #[serde(alias = "doc_id")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::ID_MAX_CHARS)))]
     pub id: String,
     #[serde(
         default,
         alias = "new_content",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = limits::MEMORY_BANK_MAX_CHARS)))]
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::TAGS_MAX)))]
     pub tags: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0.0, max = 1.0)))]
     pub importance: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0.0, max = 1.0)))]
     pub confidence: Option<f64>,
 }
 
 /// `POST /api/memory-bank/archive`: by id, or by the closest active entry to `content`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemoryBankArchive {
     #[serde(default, alias = "doc_id", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::ID_MAX_CHARS)))]
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
@@ -116,6 +138,7 @@ pub struct MemoryBankArchive {
 
 /// Answer of every memory-bank mutation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemoryBankResponse {
     pub success: bool,
     pub doc_id: String,
@@ -126,6 +149,7 @@ pub struct MemoryBankResponse {
 
 /// `POST /api/ingest`: a book (reference document) as text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct IngestRequest {
     pub title: String,
     pub content: String,
@@ -134,6 +158,7 @@ pub struct IngestRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct IngestResponse {
     pub success: bool,
     pub title: String,
@@ -143,6 +168,7 @@ pub struct IngestResponse {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BookInfo {
     pub title: String,
     pub chunks: usize,
@@ -152,16 +178,20 @@ pub struct BookInfo {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BooksResponse {
     pub books: Vec<BookInfo>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RemoveBookRequest {
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub title: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RemoveBookResponse {
     pub success: bool,
     pub removed_chunks: usize,
@@ -169,6 +199,7 @@ pub struct RemoveBookResponse {
 
 /// `GET /api/health`: answered without authentication, reveals no content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HealthResponse {
     pub status: String,
     pub version: String,
@@ -182,6 +213,7 @@ pub struct HealthResponse {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CollectionStats {
     pub count: usize,
     pub mean_score: f64,
@@ -189,6 +221,7 @@ pub struct CollectionStats {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct IndexStats {
     /// Vectors in the index.
     pub vectors: usize,
@@ -201,6 +234,7 @@ pub struct IndexStats {
 
 /// `GET /api/stats`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StatsResponse {
     pub version: String,
     pub collections: BTreeMap<String, CollectionStats>,
@@ -222,6 +256,7 @@ pub struct StatsResponse {
 
 /// One hook request as the daemon timed it (no content).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HookCall {
     pub at: String,
     pub endpoint: String,
@@ -231,6 +266,7 @@ pub struct HookCall {
 
 /// Sidecar bookkeeping shown by `memd status` (issue 4 fills it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SidecarStatus {
     pub remote_enabled: bool,
     pub calls_today: u32,
@@ -243,8 +279,16 @@ pub struct SidecarStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CoolingEntry {
     pub key: String,
     pub until: String,
     pub reason: String,
+}
+
+/// An answer that only says the request was carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SuccessResponse {
+    pub success: bool,
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 /// Which client a hook call came from. Decides output shape and context delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Client {
     #[default]
@@ -17,6 +18,7 @@ pub enum Client {
 
 /// `POST /api/hooks/get-context`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GetContextRequest {
     pub query: String,
     pub conversation_id: String,
@@ -31,12 +33,14 @@ pub struct GetContextRequest {
 
 /// One memory the scoring prompt asks about: id plus a short hint (never the full text).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ScoringMemory {
     pub id: String,
     pub content_hint: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GetContextResponse {
     /// Everything the hook should hand to the model (scoring prompt + KNOWN CONTEXT), or "".
     pub formatted_injection: String,
@@ -49,6 +53,7 @@ pub struct GetContextResponse {
 
 /// `POST /api/hooks/stop`: one finished exchange.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StopRequest {
     pub conversation_id: String,
     /// May be empty: memd then uses the prompt it saw in get-context for this conversation.
@@ -60,6 +65,7 @@ pub struct StopRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StopResponse {
     pub stored: bool,
     pub doc_id: String,
@@ -74,12 +80,14 @@ pub struct StopResponse {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExchangeText {
     pub user: String,
     pub assistant: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SidecarMemory {
     pub id: String,
     pub content: String,
@@ -87,6 +95,7 @@ pub struct SidecarMemory {
 
 /// Everything `hook-stop` needs to score the previous exchange itself (seed 000).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SidecarData {
     pub conversation_id: String,
     /// The exchange being scored (the one before the current turn).
@@ -107,6 +116,7 @@ pub struct SidecarData {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TargetKind {
     /// Configured by the user (config file or `MEMD_SIDECAR_URL`).
@@ -120,6 +130,7 @@ pub enum TargetKind {
 
 /// One OpenAI-compatible `/chat/completions` endpoint with the models to try on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SidecarTarget {
     pub name: String,
     pub kind: TargetKind,
@@ -136,6 +147,7 @@ pub struct SidecarTarget {
 
 /// `POST /api/record-outcome`: scores the last completed exchange of a conversation, once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RecordOutcomeRequest {
     #[serde(default)]
     pub conversation_id: String,
@@ -156,6 +168,7 @@ pub struct RecordOutcomeRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RecordOutcomeResponse {
     pub success: bool,
     pub outcome: String,
@@ -172,6 +185,7 @@ pub struct RecordOutcomeResponse {
 
 /// `POST /api/record-response`: a key takeaway stored in working memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RecordResponseRequest {
     pub key_takeaway: String,
     /// `worked` (0.7), `failed` (0.2), `partial` (0.55); absent → 0.5.
@@ -182,6 +196,7 @@ pub struct RecordResponseRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RecordResponseResponse {
     pub success: bool,
     pub doc_id: String,
@@ -189,6 +204,7 @@ pub struct RecordResponseResponse {
 
 /// One sidecar attempt as `hook-stop` reports it (never the exchange text).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SidecarAttempt {
     #[serde(default)]
     pub at: String,
@@ -203,6 +219,7 @@ pub struct SidecarAttempt {
 
 /// `POST /api/sidecar/report`: what a sidecar run did, so memd can circuit-break and show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SidecarReport {
     pub conversation_id: String,
     pub attempts: Vec<SidecarAttempt>,

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// The five collections. The string form is also the id prefix (`working_3fa9c2e1b07d`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Collection {
     Books,
@@ -57,6 +58,7 @@ impl Collection {
 
 /// What an exchange or a memory did for the user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Worked,
@@ -96,6 +98,7 @@ impl Outcome {
 
 /// The normalized memory shape (seed 002, feature 2): the same fields on every read path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemoryView {
     pub id: String,
     pub collection: String,

@@ -123,6 +123,7 @@ pub fn log_dir() -> Option<PathBuf> {
 
 /// What a running daemon writes to `daemon.json`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DaemonInfo {
     pub port: u16,
     pub pid: u32,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 /// Any JSON value. Numbers are kept as `f64` (metadata is small and human-made).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum Value {
     #[default]

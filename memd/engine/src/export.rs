@@ -26,6 +26,7 @@ const REJECTS_LISTED: usize = 100;
 
 /// What `POST /api/import` did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ImportResponse {
     /// Records stored.
     pub imported: usize,
@@ -40,6 +41,7 @@ pub struct ImportResponse {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RejectedLine {
     pub line: usize,
     pub reason: String,

@@ -12,6 +12,7 @@ pub const HISTORY_LEN: usize = 10;
 
 /// One scored outcome in a memory's history.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OutcomeEntry {
     pub outcome: Outcome,
     /// Unix milliseconds.
@@ -20,6 +21,7 @@ pub struct OutcomeEntry {
 
 /// A memory as stored. Times are Unix milliseconds (UTC).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Record {
     /// Internal key for the indexes. Unique for the life of the store, never reused.
     pub key: u64,

@@ -217,7 +217,7 @@ impl Core {
     pub async fn sidecar_report(
         &self,
         req: &proto::SidecarReport,
-    ) -> Result<serde_json::Value, ApiError> {
+    ) -> Result<proto::SuccessResponse, ApiError> {
         super::validate_conversation(&req.conversation_id)?;
         if req.attempts.len() > 64 {
             return Err(ApiError::bad("attempts", "at most 64 attempts per report"));
@@ -244,7 +244,7 @@ impl Core {
             attempts,
         })
         .await?;
-        Ok(serde_json::json!({"success": true}))
+        Ok(proto::SuccessResponse { success: true })
     }
 }
 

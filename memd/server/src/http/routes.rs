@@ -1,20 +1,24 @@
 //! The route table: method + path → handler, and the guard in front of all of them.
 //!
-//! Handlers decode (with the route's body limit), call the core, encode. The guard answers 403
+//! [`operations`] lists every route once; the router and the OpenAPI document are both made
+//! from it. Handlers decode (with the route's body limit), call the core, encode. The guard answers 403
 //! for non-loopback Host/Origin and 401 without the token (everything but `/api/health`),
 //! and records hook latencies. Must never let a request reach a handler unguarded.
 
 use super::Server;
-use super::body::{ApiJson, Limited, error_response, json_response, respond};
+use super::body::{ApiJson, Limited, error_response, json_response, respond, typed_response};
+use super::openapi::{Operation, Payload, READ_ERRORS, WRITE_ERRORS, schema_of};
+use axum::Extension;
 use axum::Router;
 use axum::extract::{RawQuery, Request, State};
 use axum::http::{Method, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{MethodRouter, any, get, post};
 use memd_engine::context;
 use memd_engine::error::ApiError;
-use memd_engine::export::IMPORT_MAX_BYTES;
+use memd_engine::export::{IMPORT_MAX_BYTES, ImportResponse};
+use memd_engine::record::Record;
 use proto::limits::{BODY_MAX_BYTES, INGEST_MAX_BYTES};
 use proto::*;
 use std::sync::Arc;
@@ -24,26 +28,149 @@ type App = State<Arc<Server>>;
 /// Ingest carries a document of up to INGEST_MAX_BYTES plus its JSON framing.
 const INGEST_BODY_MAX: usize = INGEST_MAX_BYTES + 64 * 1024;
 
-/// Every route, guarded.
+/// Every operation: the one list the router and the OpenAPI document are both built from.
+pub fn operations() -> Vec<Operation> {
+    vec![
+        get_op(
+            "/api/health",
+            "health",
+            "Liveness, version, counts (no authentication, no content).",
+            json::<HealthResponse>(),
+            true,
+        ),
+        get_op(
+            "/api/stats",
+            "stats",
+            "Per-collection counts and scores, index, graphs, recent hook calls, sidecar state.",
+            json::<StatsResponse>(),
+            false,
+        ),
+        post_op::<SearchRequest, SearchResponse>(
+            "/api/search",
+            "search",
+            "Search memories by text, recency (`days_back`) or id.",
+        ),
+        post_op::<GetContextRequest, GetContextResponse>(
+            "/api/hooks/get-context",
+            "getContext",
+            "The prompt hook: KNOWN CONTEXT for this prompt and the scoring request for the last turn.",
+        ),
+        post_op::<StopRequest, StopResponse>(
+            "/api/hooks/stop",
+            "stop",
+            "The stop hook: store the exchange, close the turn, say whether the sidecar must score it.",
+        ),
+        post_op::<RecordOutcomeRequest, RecordOutcomeResponse>(
+            "/api/record-outcome",
+            "recordOutcome",
+            "Score the last exchange and the memories it used (once per exchange).",
+        ),
+        post_op::<RecordResponseRequest, RecordResponseResponse>(
+            "/api/record-response",
+            "recordResponse",
+            "Store a key takeaway as a working memory.",
+        ),
+        post_op::<MemoryBankAdd, MemoryBankResponse>(
+            "/api/memory-bank/add",
+            "memoryBankAdd",
+            "Add a fact to the memory bank (a near-duplicate is reported, not stored twice).",
+        ),
+        post_op::<MemoryBankUpdate, MemoryBankResponse>(
+            "/api/memory-bank/update",
+            "memoryBankUpdate",
+            "Change a memory-bank fact; unset fields keep their value.",
+        ),
+        post_op::<MemoryBankArchive, MemoryBankResponse>(
+            "/api/memory-bank/archive",
+            "memoryBankArchive",
+            "Archive (soft-delete) a memory-bank fact by id or content.",
+        ),
+        post_op::<SidecarReport, SuccessResponse>(
+            "/api/sidecar/report",
+            "sidecarReport",
+            "What a sidecar run tried (targets, statuses; no content).",
+        ),
+        post_op::<IngestRequest, IngestResponse>(
+            "/api/ingest",
+            "ingest",
+            "Store a document as a book, in chunks (body limit 10 MiB + framing).",
+        ),
+        get_op(
+            "/api/books",
+            "books",
+            "Every book with its chunk count.",
+            json::<BooksResponse>(),
+            false,
+        ),
+        post_op::<RemoveBookRequest, RemoveBookResponse>(
+            "/api/remove-book",
+            "removeBook",
+            "Delete a book and its chunks.",
+        ),
+        get_op(
+            "/api/export",
+            "export",
+            "Every memory (of one collection, `?collection=`) as JSON Lines, losslessly.",
+            Payload::JsonLines(schema_of::<Record>),
+            false,
+        ),
+        Operation {
+            method: "post",
+            path: "/api/import",
+            id: "import",
+            summary: "Import JSON Lines of `Record`s (idempotent: known ids and identical contents are skipped).",
+            request: Payload::JsonLines(schema_of::<Record>),
+            response: json::<ImportResponse>(),
+            errors: WRITE_ERRORS,
+            public: false,
+        },
+        get_op(
+            "/openapi.json",
+            "openapi",
+            "This document (OpenAPI 3.1).",
+            Payload::AnyObject,
+            false,
+        ),
+    ]
+}
+
+/// The handler of each operation in [`operations`], by operation id.
+fn handler(id: &str) -> Option<MethodRouter<Arc<Server>>> {
+    Some(match id {
+        "health" => get(health),
+        "stats" => get(stats),
+        "search" => post(search),
+        "getContext" => post(get_context),
+        "stop" => post(stop),
+        "recordOutcome" => post(record_outcome),
+        "recordResponse" => post(record_response),
+        "memoryBankAdd" => post(memory_bank_add),
+        "memoryBankUpdate" => post(memory_bank_update),
+        "memoryBankArchive" => post(memory_bank_archive),
+        "sidecarReport" => post(sidecar_report),
+        "ingest" => post(ingest),
+        "books" => get(books),
+        "removeBook" => post(remove_book),
+        "export" => get(export),
+        "import" => post(import),
+        "openapi" => get(openapi),
+        _ => return None,
+    })
+}
+
+/// Every route, guarded. Panics at start if an operation has no handler (a test builds it).
 pub fn router(server: Arc<Server>) -> Router {
-    Router::new()
-        .route("/openapi.json", get(super::openapi::response))
-        .route("/api/health", get(health))
-        .route("/api/stats", get(stats))
-        .route("/api/search", post(search))
-        .route("/api/hooks/get-context", post(get_context))
-        .route("/api/hooks/stop", post(stop))
-        .route("/api/record-outcome", post(record_outcome))
-        .route("/api/record-response", post(record_response))
-        .route("/api/memory-bank/add", post(memory_bank_add))
-        .route("/api/memory-bank/update", post(memory_bank_update))
-        .route("/api/memory-bank/archive", post(memory_bank_archive))
-        .route("/api/sidecar/report", post(sidecar_report))
-        .route("/api/ingest", post(ingest))
-        .route("/api/books", get(books))
-        .route("/api/remove-book", post(remove_book))
-        .route("/api/export", get(export))
-        .route("/api/import", post(import))
+    let operations = operations();
+    let document = serde_json::to_vec(&super::openapi::document(&operations))
+        .unwrap_or_else(|_| b"{}".to_vec());
+    let mut router = Router::new();
+    for op in &operations {
+        let Some(h) = handler(op.id) else {
+            panic!("operation {} has no handler", op.id);
+        };
+        router = router.route(op.path, h);
+    }
+    router
         .route("/mcp", any(mcp))
         .route("/mcp/{*rest}", any(mcp))
         .fallback(not_found)
@@ -52,7 +179,52 @@ pub fn router(server: Arc<Server>) -> Router {
         // One span per request; with MEMD_LOG=debug a line with status and latency. Headers
         // (the token) and bodies are never recorded.
         .layer(TraceLayer::new_for_http())
+        .layer(Extension(OpenApi(Arc::new(document))))
         .with_state(server)
+}
+
+/// The generated document, made once when the router is built.
+#[derive(Clone)]
+struct OpenApi(Arc<Vec<u8>>);
+
+fn json<T: schemars::JsonSchema>() -> Payload {
+    Payload::Json(schema_of::<T>)
+}
+
+fn get_op(
+    path: &'static str,
+    id: &'static str,
+    summary: &'static str,
+    response: Payload,
+    public: bool,
+) -> Operation {
+    Operation {
+        method: "get",
+        path,
+        id,
+        summary,
+        request: Payload::None,
+        response,
+        errors: if public { &[] } else { READ_ERRORS },
+        public,
+    }
+}
+
+fn post_op<Req: schemars::JsonSchema, Resp: schemars::JsonSchema>(
+    path: &'static str,
+    id: &'static str,
+    summary: &'static str,
+) -> Operation {
+    Operation {
+        method: "post",
+        path,
+        id,
+        summary,
+        request: json::<Req>(),
+        response: json::<Resp>(),
+        errors: WRITE_ERRORS,
+        public: false,
+    }
 }
 
 /// Host/Origin (403), token (401), then the route; hook calls are timed for `memd status`.
@@ -198,6 +370,10 @@ async fn export(State(s): App, RawQuery(query): RawQuery) -> Response {
 
 async fn import(State(s): App, Limited(body): Limited<IMPORT_MAX_BYTES>) -> Response {
     super::transfer::import_response(&s.core, &body).await
+}
+
+async fn openapi(Extension(OpenApi(document)): Extension<OpenApi>) -> Response {
+    typed_response(200, "application/json", document.to_vec())
 }
 
 async fn mcp(State(s): App, req: Request) -> Response {
