@@ -8,7 +8,6 @@
 use super::Server;
 use super::body::{ApiJson, Limited, error_response, json_response, respond, typed_response};
 use super::openapi::{Operation, Payload, READ_ERRORS, WRITE_ERRORS, schema_of};
-use axum::Extension;
 use axum::Router;
 use axum::extract::{RawQuery, Request, State};
 use axum::http::{Method, Uri, header};
@@ -161,8 +160,6 @@ fn handler(id: &str) -> Option<MethodRouter<Arc<Server>>> {
 /// Every route, guarded. Panics at start if an operation has no handler (a test builds it).
 pub fn router(server: Arc<Server>) -> Router {
     let operations = operations();
-    let document = serde_json::to_vec(&super::openapi::document(&operations))
-        .unwrap_or_else(|_| b"{}".to_vec());
     let mut router = Router::new();
     for op in &operations {
         let Some(h) = handler(op.id) else {
@@ -179,13 +176,12 @@ pub fn router(server: Arc<Server>) -> Router {
         // One span per request; with MEMD_LOG=debug a line with status and latency. Headers
         // (the token) and bodies are never recorded.
         .layer(TraceLayer::new_for_http())
-        .layer(Extension(OpenApi(Arc::new(document))))
         .with_state(server)
 }
 
-/// The generated document, made once when the router is built.
-#[derive(Clone)]
-struct OpenApi(Arc<Vec<u8>>);
+/// The generated document, made at the first request for it (not at start: start-up time is
+/// on the user's path, the document is not).
+static OPENAPI: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
 
 fn json<T: schemars::JsonSchema>() -> Payload {
     Payload::Json(schema_of::<T>)
@@ -372,8 +368,12 @@ async fn import(State(s): App, Limited(body): Limited<IMPORT_MAX_BYTES>) -> Resp
     super::transfer::import_response(&s.core, &body).await
 }
 
-async fn openapi(Extension(OpenApi(document)): Extension<OpenApi>) -> Response {
-    typed_response(200, "application/json", document.to_vec())
+async fn openapi() -> Response {
+    let document = OPENAPI.get_or_init(|| {
+        serde_json::to_vec(&super::openapi::document(&operations()))
+            .unwrap_or_else(|_| b"{}".to_vec())
+    });
+    typed_response(200, "application/json", document.clone())
 }
 
 async fn mcp(State(s): App, req: Request) -> Response {
