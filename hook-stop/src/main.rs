@@ -5,6 +5,14 @@
 //! (`needs_sidecar`), scores the previous exchange with the sidecar chain. It must never block or
 //! steer the agent: no `decision`, no `followup_message`; Claude gets no output, Cursor gets `{}`;
 //! every failure path exits 0 and leaves one line in the hook log.
+//!
+//! # Layout
+//!
+//! - `main` (this file): the turn: read the event, post the exchange, act on the answer.
+//! - `transcript`: the user's text from Claude Code's transcript when the event lacks it.
+//! - `sidecar`: the scoring chain (prompt, OpenAI-style calls, verdict parsing, reporting).
+//!
+//! Everything shared with `hook-prompt` (deadline, stdin, log, the daemon call) is `hookrt`.
 
 mod sidecar;
 mod transcript;

@@ -22,7 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Settings of the caller's environment that must never leak into a daemon started here.
-const SCRUBBED_ENV: [&str; 13] = [
+pub const SCRUBBED_ENV: [&str; 13] = [
     "MEMD_PORT",
     "MEMD_DEV",
     "MEMD_URL",

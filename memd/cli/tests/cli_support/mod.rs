@@ -12,22 +12,6 @@ use std::time::{Duration, Instant};
 
 pub const MEMD: &str = env!("CARGO_BIN_EXE_memd");
 
-/// Environment variables of the developer's session that must not leak into a test user.
-const SCRUBBED: [&str; 12] = [
-    "MEMD_PORT",
-    "MEMD_DEV",
-    "MEMD_URL",
-    "MEMD_RUNTIME_DIR",
-    "MEMD_ORT_LIB",
-    "MEMD_MODEL_DIR",
-    "ORT_DYLIB_PATH",
-    "MEMD_SIDECAR_URL",
-    "MEMD_SIDECAR_MODELS",
-    "MEMD_SIDECAR_KEY_FILE",
-    "MEMD_SIDECAR_REMOTE",
-    "CURSOR_VERSION",
-];
-
 /// One fake user.
 pub struct User {
     pub root: tempfile::TempDir,
@@ -104,9 +88,13 @@ impl User {
 
     /// Applies this user's environment to a command.
     pub fn apply(&self, cmd: &mut Command) {
-        for k in SCRUBBED {
+        // The developer's own memd settings must not leak into a test user; this user's own
+        // (data dir, config dir, XDG) are set below.
+        for k in memd_testkit::SCRUBBED_ENV {
             cmd.env_remove(k);
         }
+        cmd.env_remove("MEMD_RUNTIME_DIR")
+            .env_remove("CURSOR_VERSION");
         cmd.envs(self.env());
     }
 
