@@ -41,7 +41,7 @@ pub mod embed;
 pub mod error;
 pub mod export;
 pub mod heap;
-pub mod index;
+mod index;
 pub mod ingest;
 pub mod learn;
 pub mod record;

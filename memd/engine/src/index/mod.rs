@@ -13,5 +13,4 @@ mod vector_file;
 
 pub use fuse::reciprocal_rank_fusion;
 pub use lexical::Lexical;
-pub use tokenize::tokenize;
 pub use vector::{VectorIndex, quantize};

@@ -139,9 +139,10 @@ fn emit(buf: &mut String, f: &mut impl FnMut(&str)) {
     buf.clear();
 }
 
-/// The terms of `text` as owned strings (for callers outside the index; the index itself uses
-/// the allocation-free `for_each_term`).
-pub fn tokenize(text: &str) -> impl Iterator<Item = String> {
+/// The terms of `text` as owned strings (tests; the index itself uses the allocation-free
+/// `for_each_term`).
+#[cfg(test)]
+fn tokenize(text: &str) -> impl Iterator<Item = String> {
     let mut terms = Vec::new();
     let mut buf = String::new();
     for_each_term(text, &mut buf, |t| terms.push(t.to_owned()));
