@@ -19,6 +19,7 @@
 //! - `index`: the derived search indexes: vectors (usearch HNSW), lexical (BM25), fusion.
 //! - [`search`]: the query pipeline and the normalized memory shape every read returns.
 //! - [`learn`]: outcome math (Wilson, deltas), lifecycle rules, knowledge graphs. Pure.
+//! - [`project`]: which project a working directory belongs to (repository, origin remote).
 //! - [`context`]: what a prompt gets (KNOWN CONTEXT, scoring prompt) and the turn cycle
 //!   (stop, record-outcome, sidecar decisions).
 //! - `books`, [`ingest`]: reference documents: extraction, chunking, storage.
@@ -44,6 +45,7 @@ pub mod heap;
 mod index;
 pub mod ingest;
 pub mod learn;
+pub mod project;
 pub mod record;
 pub mod redact;
 pub mod search;
