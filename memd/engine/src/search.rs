@@ -327,8 +327,10 @@ pub fn browse<'a>(state: &'a MemState, q: &Query) -> Vec<&'a Record> {
             learn::scoring::learned_score(b)
                 .total_cmp(&learn::scoring::learned_score(a))
                 .then(b.created_at.cmp(&a.created_at))
+                .then(b.key.cmp(&a.key))
         }),
-        _ => recs.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.key.cmp(&b.key))),
+        // Keys grow with every insert: within one millisecond the later write is the newer.
+        _ => recs.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.key.cmp(&a.key))),
     }
     recs.truncate(q.limit);
     recs
@@ -343,7 +345,7 @@ pub fn sort_hits(state: &MemState, hits: &mut [Hit], sort_by: Option<SortBy>) {
             .map_or(0.0, learn::scoring::learned_score)
     };
     match sort_by {
-        Some(SortBy::Recency) => hits.sort_by_key(|h| std::cmp::Reverse(created(h))),
+        Some(SortBy::Recency) => hits.sort_by_key(|h| std::cmp::Reverse((created(h), h.key))),
         Some(SortBy::Score) => hits.sort_by(|a, b| learned(b).total_cmp(&learned(a))),
         _ => {}
     }
@@ -426,6 +428,35 @@ mod tests {
             .into_iter()
             .map(|h| (h.key, h.rank_score))
             .collect()
+    }
+
+    /// Writes in the same millisecond (one client writing fast) still come back newest first.
+    #[test]
+    fn newest_first_holds_within_one_millisecond() {
+        let mut state = MemState::new(384).unwrap();
+        let keys: Vec<u64> = ["first", "second", "third"]
+            .iter()
+            .map(|t| insert(&mut state, t, false))
+            .collect();
+        let q = Query {
+            since_ms: Some(-1),
+            limit: 10,
+            sort_by: Some(SortBy::Recency),
+            ..Query::default()
+        };
+        let order: Vec<u64> = browse(&state, &q).iter().map(|r| r.key).collect();
+        assert_eq!(order, keys.iter().rev().copied().collect::<Vec<_>>());
+        let mut hits: Vec<Hit> = keys
+            .iter()
+            .map(|&key| Hit {
+                key,
+                similarity: None,
+                lexical: None,
+                rank_score: 0.0,
+            })
+            .collect();
+        sort_hits(&state, &mut hits, Some(SortBy::Recency));
+        assert_eq!(hits[0].key, keys[2]);
     }
 
     #[test]
