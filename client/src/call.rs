@@ -50,6 +50,16 @@ impl CallError {
         }
     }
 
+    /// A description without anything the other side sent (for logs that must never hold
+    /// text from elsewhere: a process squatting on the port could answer anything).
+    pub fn summary(&self) -> String {
+        match self {
+            CallError::Status { code, .. } => format!("memd answered HTTP {code}"),
+            CallError::BadResponse(_) => "memd answer not understood".into(),
+            other => other.to_string(),
+        }
+    }
+
     pub fn is_unreachable(&self) -> bool {
         matches!(self, CallError::Unreachable { .. })
     }
@@ -211,7 +221,8 @@ impl Client {
                 Ok(0) => return Ok(total),
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(CallError::Transport(e.to_string())),
+                // The daemon answered and then the stream broke: a bad answer, not "not running".
+                Err(e) => return Err(CallError::BadResponse(e.to_string())),
             };
             out.write_all(&buf[..n]).map_err(CallError::Output)?;
             total += n as u64;

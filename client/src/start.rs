@@ -1,8 +1,9 @@
 //! Starting `memd serve` when nothing answers, and waiting until it does.
 //!
 //! The daemon is started detached: its own process group, stdin/stdout on /dev/null, stderr
-//! appended to `<data dir>/logs/daemon.log` when that directory exists (a client never creates
-//! the data dir: the daemon makes it private itself), cwd `/`. memd's data-dir lock guarantees
+//! appended to `<data dir>/logs/daemon.log` when that directory exists, cwd `/`. The only
+//! directory a client creates is a hook's data dir for its start stamp, private (0700) as the
+//! daemon would make it. memd's data-dir lock guarantees
 //! one daemon whoever starts it. Must never wait past the caller's limit and never let the
 //! daemon inherit the caller's stdio (it outlives the caller).
 
@@ -60,8 +61,7 @@ pub fn start_unless_recent(location: &Location) -> SpawnOutcome {
         return SpawnOutcome::NotFound;
     };
     // Stamp before spawning so concurrent hooks see it as early as possible.
-    if let Err(e) =
-        std::fs::create_dir_all(&location.data_dir).and_then(|_| std::fs::write(&stamp, b""))
+    if let Err(e) = create_private_dir(&location.data_dir).and_then(|_| std::fs::write(&stamp, b""))
     {
         return SpawnOutcome::Failed(format!("cannot write {}: {e}", stamp.display()));
     }
@@ -87,6 +87,24 @@ pub fn started_recently(stamp: &Path, now: SystemTime) -> bool {
     }
 }
 
+/// Creates `dir` (and missing parents) readable by this user only, as the daemon would: a
+/// directory made with the umask's permissions could be group-writable, and memd refuses to
+/// start in one.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// The daemon's log grows while it runs (it writes there itself when started by a client);
+/// past this size it is set aside as `daemon.log.1` before the next start.
+const LOG_ROTATE_BYTES: u64 = 8 * 1024 * 1024;
+
 /// Starts `exe serve` detached for `location` and returns the child (not waited for).
 pub fn spawn_detached(exe: &Path, location: &Location) -> std::io::Result<Child> {
     let mut command = Command::new(exe);
@@ -97,10 +115,14 @@ pub fn spawn_detached(exe: &Path, location: &Location) -> std::io::Result<Child>
         .current_dir("/");
     // Only into an existing logs dir: creating the data dir here would bypass the daemon's own
     // private (0700) creation of it.
+    let log = location.daemon_log();
+    if std::fs::metadata(&log).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
+        std::fs::rename(&log, log.with_extension("log.1")).ok();
+    }
     match std::fs::OpenOptions::new()
         .append(true)
         .create(true)
-        .open(location.daemon_log())
+        .open(&log)
     {
         Ok(log) => command.stderr(log),
         Err(_) => command.stderr(Stdio::null()),
@@ -186,6 +208,16 @@ fn is_executable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_made_for_the_stamp_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("a/memd");
+        create_private_dir(&data).unwrap();
+        let mode = std::fs::metadata(&data).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
 
     #[test]
     fn stamp_age_decides_the_cooldown() {

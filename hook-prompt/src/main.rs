@@ -97,7 +97,7 @@ fn fetch_context(request: &GetContextRequest, deadline: &Deadline) -> Option<Str
     let daemon = match Daemon::locate() {
         Ok(daemon) => daemon,
         Err(e) => {
-            log::failure(e.kind(), &e.to_string());
+            log::failure(e.kind(), &e.summary());
             return None;
         }
     };

@@ -452,3 +452,39 @@ fn prompt_text_never_reaches_the_log() {
     assert!(!log.contains("SECRET-PROMPT-TEXT"));
     assert_eq!(sandbox.log_kinds(), ["http_status"]);
 }
+
+/// A configuration the hook cannot use is still logged (in the data dir it can still find),
+/// and the hook stays silent and exits 0.
+#[test]
+fn unusable_port_or_config_is_logged_not_lost() {
+    let mut sandbox = Sandbox::new(None);
+    sandbox.set("MEMD_PORT", "not-a-port");
+    let run = sandbox.run(
+        hook(),
+        &[],
+        &event_fixture("claude_user_prompt_submit.json"),
+    );
+    assert_eq!(run.code, Some(0));
+    assert_eq!(run.stdout, "");
+    assert_eq!(sandbox.log_kinds(), ["config"]);
+
+    let mut sandbox = Sandbox::new(None);
+    let config = sandbox.dir().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "data_dir = '''/elsewhere'''\n").unwrap();
+    sandbox.set("MEMD_CONFIG_DIR", config.to_str().unwrap());
+    sandbox.remove("MEMD_DATA_DIR");
+    let xdg = sandbox.dir().join("xdg");
+    sandbox.set("XDG_DATA_HOME", xdg.to_str().unwrap());
+    let run = sandbox.run(
+        hook(),
+        &[],
+        &event_fixture("claude_user_prompt_submit.json"),
+    );
+    assert_eq!(run.code, Some(0));
+    assert_eq!(run.stdout, "");
+    // Nothing usable names a data dir, so the line goes to the default one: XDG_DATA_HOME/memd.
+    let log = xdg.join("memd/logs/hooks.log");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("\"config\""), "{}: {text}", log.display());
+}

@@ -106,7 +106,7 @@ fn claude_stop_request(
 fn send_stop(request: &StopRequest, deadline: &Deadline) {
     let daemon = match Daemon::locate() {
         Ok(daemon) => daemon,
-        Err(e) => return log::failure(e.kind(), &e.to_string()),
+        Err(e) => return log::failure(e.kind(), &e.summary()),
     };
     let answer = match daemon.post::<_, StopResponse>(STOP_PATH, request, deadline.call_budget()) {
         Ok(answer) => answer,

@@ -63,7 +63,7 @@ pub fn score_and_report(data: &SidecarData, daemon: &Daemon, deadline: &Deadline
         scored,
     };
     if let Err(e) = daemon.post::<_, IgnoredAny>(REPORT_PATH, &report, deadline.call_budget()) {
-        log::failure(e.kind(), &format!("sidecar report: {e}"));
+        log::failure(e.kind(), &format!("sidecar report: {}", e.summary()));
     }
 }
 
@@ -89,7 +89,7 @@ fn record_outcome(
     match daemon.post::<_, IgnoredAny>(RECORD_OUTCOME_PATH, &request, deadline.call_budget()) {
         Ok(_) => true,
         Err(e) => {
-            log::failure(e.kind(), &format!("record-outcome: {e}"));
+            log::failure(e.kind(), &format!("record-outcome: {}", e.summary()));
             false
         }
     }

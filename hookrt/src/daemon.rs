@@ -39,7 +39,7 @@ impl Daemon {
     /// Logs a failed call; when nothing listens on a conventional endpoint, starts memd so it is
     /// ready by the next turn (this turn goes on without it).
     pub fn note_failure(&self, error: &CallError) {
-        let mut message = error.to_string();
+        let mut message = error.summary();
         if error.is_unreachable() && self.client.location.managed() {
             let outcome = start_unless_recent(&self.client.location);
             message = format!("{message}; {}", outcome.describe());

@@ -50,6 +50,12 @@ pub fn config_file() -> Option<PathBuf> {
 
 /// Resolves the data dir and port, reading the two keys clients need from config.toml.
 pub fn resolve() -> Result<Resolved, String> {
+    let (settings, file) = read_settings()?;
+    resolve_with(settings, file)
+}
+
+/// config.toml's client keys, and the file when it exists.
+fn read_settings() -> Result<(Settings, Option<PathBuf>), String> {
     let file = config_file().filter(|p| p.exists());
     let settings = match &file {
         Some(path) => {
@@ -59,19 +65,12 @@ pub fn resolve() -> Result<Resolved, String> {
         }
         None => Settings::default(),
     };
-    resolve_with(settings, file)
+    Ok((settings, file))
 }
 
 /// Applies the resolution order to settings already read from `config_file`.
 pub fn resolve_with(file: Settings, config_file: Option<PathBuf>) -> Result<Resolved, String> {
-    let data_dir = match env_nonempty("MEMD_DATA_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => match file.data_dir {
-            Some(d) => d,
-            None => default_data_dir()
-                .ok_or("cannot find a data directory: set HOME or MEMD_DATA_DIR")?,
-        },
-    };
+    let data_dir = data_dir_from(file.data_dir)?;
     let port = match env_nonempty("MEMD_PORT") {
         Some(p) => p
             .trim()
@@ -88,6 +87,35 @@ pub fn resolve_with(file: Settings, config_file: Option<PathBuf>) -> Result<Reso
         port,
         config_file,
     })
+}
+
+/// `MEMD_DATA_DIR`, else config.toml's `data_dir` (a leading `~/` is the home dir), else the
+/// default. A relative path is an error: the daemon runs from `/` and the hooks from the
+/// user's project, so it would name two different places.
+fn data_dir_from(configured: Option<PathBuf>) -> Result<PathBuf, String> {
+    let (dir, source) = match (env_nonempty("MEMD_DATA_DIR"), configured) {
+        (Some(d), _) => (PathBuf::from(d), "MEMD_DATA_DIR"),
+        (None, Some(d)) => (expand_home(d), "data_dir in config.toml"),
+        (None, None) => {
+            return default_data_dir()
+                .ok_or_else(|| "cannot find a data directory: set HOME or MEMD_DATA_DIR".into());
+        }
+    };
+    if dir.is_absolute() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "{source} must be an absolute path (got {})",
+            dir.display()
+        ))
+    }
+}
+
+fn expand_home(path: PathBuf) -> PathBuf {
+    match (path.strip_prefix("~"), home()) {
+        (Ok(rest), Some(home)) => home.join(rest),
+        _ => path,
+    }
 }
 
 /// The data directory when neither `MEMD_DATA_DIR` nor config.toml names one.
@@ -116,9 +144,13 @@ pub fn config_dir() -> Option<PathBuf> {
     Some(home()?.join(".config").join(name))
 }
 
-/// Log directory (hook log, daemon log): `<data dir>/logs`.
+/// Log directory (hook log, daemon log): `<data dir>/logs`. Tolerant on purpose: a bad
+/// `MEMD_PORT` or an unreadable config.toml must still be logged somewhere, so this falls back
+/// to the default data dir rather than failing.
 pub fn log_dir() -> Option<PathBuf> {
-    Some(resolve().ok()?.data_dir.join("logs"))
+    let configured = read_settings().ok().and_then(|(s, _)| s.data_dir);
+    let dir = data_dir_from(configured).ok().or_else(default_data_dir)?;
+    Some(dir.join("logs"))
 }
 
 /// What a running daemon writes to `daemon.json`.
@@ -128,4 +160,29 @@ pub struct DaemonInfo {
     pub port: u16,
     pub pid: u32,
     pub version: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_data_dir_must_be_absolute_and_may_start_at_home() {
+        if env_nonempty("MEMD_DATA_DIR").is_some() {
+            // The environment wins over config.toml; this test is about config.toml.
+            return eprintln!("SKIPPED: MEMD_DATA_DIR is set in this environment");
+        }
+        let e = data_dir_from(Some(PathBuf::from("memd-data"))).unwrap_err();
+        assert!(e.contains("absolute"), "{e}");
+        assert_eq!(
+            data_dir_from(Some(PathBuf::from("/srv/memd"))).unwrap(),
+            PathBuf::from("/srv/memd")
+        );
+        if let Some(home) = home() {
+            assert_eq!(
+                data_dir_from(Some(PathBuf::from("~/memd"))).unwrap(),
+                home.join("memd")
+            );
+        }
+    }
 }

@@ -18,6 +18,8 @@ pub struct Settings {
 /// Reads `data_dir` and `port` from the text of a config file.
 pub fn parse(text: &str) -> Result<Settings, String> {
     let mut settings = Settings::default();
+    // Editors on some systems start the file with a byte-order mark; TOML parsers skip it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (index, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -169,6 +171,10 @@ mod tests {
             Some(PathBuf::from("/x"))
         );
         assert_eq!(dir("data_directory = \"/x\""), None);
+        assert_eq!(
+            dir("\u{feff}data_dir = \"/bom\""),
+            Some(PathBuf::from("/bom"))
+        );
     }
 
     #[test]

@@ -68,9 +68,15 @@ pub struct Client {
     inner: memd_client::Client,
 }
 
-/// The location of the daemon `cfg` describes.
+/// The location of the daemon `cfg` describes. Unlike the hooks and the MCP bridge, the CLI
+/// ignores `MEMD_URL`: it stops and purges daemons and sends the token, so it talks only to the
+/// loopback daemon of this data dir, never to an endpoint left in the environment.
 pub fn location(cfg: &Config) -> Location {
-    Location::new(cfg.data_dir.clone(), cfg.port)
+    Location {
+        data_dir: cfg.data_dir.clone(),
+        configured_port: cfg.port,
+        url_override: None,
+    }
 }
 
 /// Reads `<data dir>/daemon.json` if a daemon wrote one.

@@ -222,7 +222,30 @@ impl Config {
 fn read_file_config(path: &Path) -> Result<FileConfig> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("invalid config in {}", path.display()))
+    let file: FileConfig =
+        toml::from_str(&text).with_context(|| format!("invalid config in {}", path.display()))?;
+    check_client_readable(&text, &file)
+        .with_context(|| format!("invalid config in {}", path.display()))?;
+    Ok(file)
+}
+
+/// The hooks read `data_dir` and `port` with proto's small reader (no TOML library in the
+/// static binaries). A file they would read differently must not start a daemon: they would
+/// look for it in another data dir.
+fn check_client_readable(text: &str, file: &FileConfig) -> Result<()> {
+    const HINT: &str = "write data_dir as a one-line string and port as a decimal number, \
+        before any [section]: the hooks read them without a full TOML parser";
+    let client = proto::settings::parse(text).map_err(|e| anyhow::anyhow!("{e}; {HINT}"))?;
+    if client.data_dir != file.data_dir || client.port != file.port {
+        bail!(
+            "data_dir/port read as {:?}/{:?} by the hooks but {:?}/{:?} by memd; {HINT}",
+            client.data_dir,
+            client.port,
+            file.data_dir,
+            file.port
+        );
+    }
+    Ok(())
 }
 
 fn apply_sidecar_env(s: &mut SidecarConfig) {
@@ -280,6 +303,24 @@ mod tests {
             assert_eq!(client.data_dir, daemon.data_dir, "{text}");
             assert_eq!(client.port, daemon.port, "{text}");
         }
+    }
+
+    #[test]
+    fn a_config_the_hooks_would_read_differently_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        for text in ["data_dir = \"\"\"/srv/memd\"\"\"\n", "port = 0xB847\n"] {
+            std::fs::write(&path, text).unwrap();
+            assert!(
+                toml::from_str::<FileConfig>(text).is_ok(),
+                "valid TOML: {text}"
+            );
+            let e = format!("{:#}", read_file_config(&path).unwrap_err());
+            assert!(e.contains("without a full TOML parser"), "{e}");
+        }
+        std::fs::write(&path, "\u{feff}data_dir = \"/srv/memd\"\n").unwrap();
+        let file = read_file_config(&path).unwrap();
+        assert_eq!(file.data_dir, Some(PathBuf::from("/srv/memd")));
     }
 
     #[test]

@@ -94,24 +94,35 @@ fn git_dir_of(dot_git: &Path) -> Option<PathBuf> {
     if meta.is_dir() {
         return Some(dot_git.to_path_buf());
     }
-    let text = std::fs::read_to_string(dot_git).ok()?;
+    let text = read_small(dot_git)?;
     let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
     let base = dot_git.parent()?;
     let path = lexical(&base.join(target));
     path.is_dir().then_some(path)
 }
 
+/// A regular file's text, if it is one and not absurdly large: a FIFO or device named `.git`
+/// (a tarball can hold anything) must not block a prompt.
+fn read_small(path: &Path) -> Option<String> {
+    const MAX: u64 = 1024 * 1024;
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
+}
+
 /// Where the shared config lives: a linked worktree's git dir names it in `commondir`.
 fn common_dir(git_dir: &Path) -> PathBuf {
-    match std::fs::read_to_string(git_dir.join("commondir")) {
-        Ok(text) if !text.trim().is_empty() => lexical(&git_dir.join(text.trim())),
+    match read_small(&git_dir.join("commondir")) {
+        Some(text) if !text.trim().is_empty() => lexical(&git_dir.join(text.trim())),
         _ => git_dir.to_path_buf(),
     }
 }
 
 /// `url` of `[remote "origin"]` in `<git dir>/config`.
 fn origin_url(git_dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(git_dir.join("config")).ok()?;
+    let text = read_small(&git_dir.join("config"))?;
     let mut in_origin = false;
     for raw in text.lines() {
         let line = raw.trim();
@@ -154,16 +165,28 @@ pub fn normalize_remote(url: &str) -> Option<String> {
             (url, true)
         }
     };
-    let without_user = match host_and_path.split_once('@') {
-        Some((user, rest)) if !user.contains('/') => rest,
-        _ => host_and_path,
+    // Credentials end at the last `@` before the path (a password may contain `@`).
+    let authority_end = if scp_like {
+        host_and_path.rfind(':')
+    } else {
+        host_and_path.find('/')
+    }
+    .unwrap_or(host_and_path.len());
+    let without_user = match host_and_path[..authority_end].rfind('@') {
+        Some(at) => &host_and_path[at + 1..],
+        None => host_and_path,
     };
     let (host, path) = if scp_like {
         without_user.split_once(':')?
     } else {
         without_user.split_once('/')?
     };
-    let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
+    let host = match host.strip_prefix('[') {
+        // `[::1]:8080`: the address inside the brackets.
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => host.split(':').next().unwrap_or(host),
+    }
+    .to_ascii_lowercase();
     let path = path
         .trim_matches('/')
         .trim_end_matches(".git")
@@ -198,6 +221,7 @@ mod tests {
             "git@github.com:Acme/billing.git",
             "ssh://git@github.com:22/Acme/billing.git",
             "git://github.com/Acme/billing",
+            "https://bot:p@ss@github.com/Acme/billing.git",
         ] {
             assert_eq!(
                 normalize_remote(url).as_deref(),
@@ -205,6 +229,10 @@ mod tests {
                 "{url}"
             );
         }
+        assert_eq!(
+            normalize_remote("ssh://git@[::1]:2222/team/app.git").as_deref(),
+            Some("::1/team/app")
+        );
         for local in [
             "/srv/git/billing.git",
             "../billing",
@@ -228,6 +256,18 @@ mod tests {
         let other = t.path().join("elsewhere/billing-copy");
         repo(&other, Some("https://github.com/acme/billing"));
         assert_eq!(resolve(&other).id, p.id);
+    }
+
+    #[test]
+    fn a_fifo_named_git_is_not_read() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("odd");
+        fs::create_dir_all(&dir).unwrap();
+        let fifo = std::ffi::CString::new(dir.join(".git").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let p = resolve(&dir);
+        assert!(p.id.starts_with("path:"), "{}", p.id);
     }
 
     #[test]

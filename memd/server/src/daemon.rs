@@ -21,8 +21,9 @@ use tracing::{info, warn};
 
 pub async fn serve(cfg: Config) -> Result<()> {
     prepare_data_dir(&cfg.data_dir)?;
-    crate::logging::init(&cfg.data_dir)?;
     let _lock = DirLock::acquire(&cfg.data_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // After the lock: a second daemon that loses it must not touch the running one's log.
+    crate::logging::init(&cfg.data_dir)?;
     let token = guard::load_or_create_token(&cfg.token_path())?;
     let started = std::time::Instant::now();
     // The store opens before the port does: until then a hook finds nothing listening and
