@@ -28,145 +28,174 @@ type App = State<Arc<Server>>;
 /// Ingest carries a document of up to INGEST_MAX_BYTES plus its JSON framing.
 const INGEST_BODY_MAX: usize = INGEST_MAX_BYTES + 64 * 1024;
 
-/// Every operation: the one list the router and the OpenAPI document are both built from.
-pub fn operations() -> Vec<Operation> {
+/// Every operation with its handler: the one list the router and the OpenAPI document are
+/// both built from.
+fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
     vec![
-        get_op(
-            "/api/health",
-            "health",
-            "Liveness, version, counts (no authentication, no content).",
-            json::<HealthResponse>(),
-            true,
+        (
+            get_op(
+                "/api/health",
+                "health",
+                "Liveness, version, counts (no authentication, no content).",
+                json::<HealthResponse>(),
+                true,
+            ),
+            get(health),
         ),
-        get_op(
-            "/api/stats",
-            "stats",
-            "Per-collection counts and scores, index, graphs, recent hook calls, sidecar state.",
-            json::<StatsResponse>(),
-            false,
+        (
+            get_op(
+                "/api/stats",
+                "stats",
+                "Per-collection counts and scores, index, graphs, recent hook calls, sidecar state.",
+                json::<StatsResponse>(),
+                false,
+            ),
+            get(stats),
         ),
-        post_op::<SearchRequest, SearchResponse>(
-            "/api/search",
-            "search",
-            "Search memories by text, recency (`days_back`) or id.",
+        (
+            post_op::<SearchRequest, SearchResponse>(
+                "/api/search",
+                "search",
+                "Search memories by text, recency (`days_back`) or id.",
+            ),
+            post(search),
         ),
-        post_op::<GetContextRequest, GetContextResponse>(
-            "/api/hooks/get-context",
-            "getContext",
-            "The prompt hook: KNOWN CONTEXT for this prompt and the scoring request for the last turn.",
+        (
+            post_op::<GetContextRequest, GetContextResponse>(
+                "/api/hooks/get-context",
+                "getContext",
+                "The prompt hook: KNOWN CONTEXT for this prompt and the scoring request for the last turn.",
+            ),
+            post(get_context),
         ),
-        post_op::<StopRequest, StopResponse>(
-            "/api/hooks/stop",
-            "stop",
-            "The stop hook: store the exchange, close the turn, say whether the sidecar must score it.",
+        (
+            post_op::<StopRequest, StopResponse>(
+                "/api/hooks/stop",
+                "stop",
+                "The stop hook: store the exchange, close the turn, say whether the sidecar must score it.",
+            ),
+            post(stop),
         ),
-        post_op::<RecordOutcomeRequest, RecordOutcomeResponse>(
-            "/api/record-outcome",
-            "recordOutcome",
-            "Score the last exchange and the memories it used (once per exchange).",
+        (
+            post_op::<RecordOutcomeRequest, RecordOutcomeResponse>(
+                "/api/record-outcome",
+                "recordOutcome",
+                "Score the last exchange and the memories it used (once per exchange).",
+            ),
+            post(record_outcome),
         ),
-        post_op::<RecordResponseRequest, RecordResponseResponse>(
-            "/api/record-response",
-            "recordResponse",
-            "Store a key takeaway as a working memory.",
+        (
+            post_op::<RecordResponseRequest, RecordResponseResponse>(
+                "/api/record-response",
+                "recordResponse",
+                "Store a key takeaway as a working memory.",
+            ),
+            post(record_response),
         ),
-        post_op::<MemoryBankAdd, MemoryBankResponse>(
-            "/api/memory-bank/add",
-            "memoryBankAdd",
-            "Add a fact to the memory bank (a near-duplicate is reported, not stored twice).",
+        (
+            post_op::<MemoryBankAdd, MemoryBankResponse>(
+                "/api/memory-bank/add",
+                "memoryBankAdd",
+                "Add a fact to the memory bank (a near-duplicate is reported, not stored twice).",
+            ),
+            post(memory_bank_add),
         ),
-        post_op::<MemoryBankUpdate, MemoryBankResponse>(
-            "/api/memory-bank/update",
-            "memoryBankUpdate",
-            "Change a memory-bank fact; unset fields keep their value.",
+        (
+            post_op::<MemoryBankUpdate, MemoryBankResponse>(
+                "/api/memory-bank/update",
+                "memoryBankUpdate",
+                "Change a memory-bank fact; unset fields keep their value.",
+            ),
+            post(memory_bank_update),
         ),
-        post_op::<MemoryBankArchive, MemoryBankResponse>(
-            "/api/memory-bank/archive",
-            "memoryBankArchive",
-            "Archive (soft-delete) a memory-bank fact by id or content.",
+        (
+            post_op::<MemoryBankArchive, MemoryBankResponse>(
+                "/api/memory-bank/archive",
+                "memoryBankArchive",
+                "Archive (soft-delete) a memory-bank fact by id or content.",
+            ),
+            post(memory_bank_archive),
         ),
-        post_op::<SidecarReport, SuccessResponse>(
-            "/api/sidecar/report",
-            "sidecarReport",
-            "What a sidecar run tried (targets, statuses; no content).",
+        (
+            post_op::<SidecarReport, SuccessResponse>(
+                "/api/sidecar/report",
+                "sidecarReport",
+                "What a sidecar run tried (targets, statuses; no content).",
+            ),
+            post(sidecar_report),
         ),
-        post_op::<IngestRequest, IngestResponse>(
-            "/api/ingest",
-            "ingest",
-            "Store a document as a book, in chunks (body limit 10 MiB + framing).",
+        (
+            post_op::<IngestRequest, IngestResponse>(
+                "/api/ingest",
+                "ingest",
+                "Store a document as a book, in chunks (body limit 10 MiB + framing).",
+            ),
+            post(ingest),
         ),
-        get_op(
-            "/api/books",
-            "books",
-            "Every book with its chunk count.",
-            json::<BooksResponse>(),
-            false,
+        (
+            get_op(
+                "/api/books",
+                "books",
+                "Every book with its chunk count.",
+                json::<BooksResponse>(),
+                false,
+            ),
+            get(books),
         ),
-        post_op::<RemoveBookRequest, RemoveBookResponse>(
-            "/api/remove-book",
-            "removeBook",
-            "Delete a book and its chunks.",
+        (
+            post_op::<RemoveBookRequest, RemoveBookResponse>(
+                "/api/remove-book",
+                "removeBook",
+                "Delete a book and its chunks.",
+            ),
+            post(remove_book),
         ),
-        get_op(
-            "/api/export",
-            "export",
-            "Every memory (of one collection, `?collection=`) as JSON Lines, losslessly.",
-            Payload::JsonLines(schema_of::<Record>),
-            false,
+        (
+            get_op(
+                "/api/export",
+                "export",
+                "Every memory (of one collection, `?collection=`) as JSON Lines, losslessly.",
+                Payload::JsonLines(schema_of::<Record>),
+                false,
+            ),
+            get(export),
         ),
-        Operation {
-            method: "post",
-            path: "/api/import",
-            id: "import",
-            summary: "Import JSON Lines of `Record`s (idempotent: known ids and identical contents are skipped).",
-            request: Payload::JsonLines(schema_of::<Record>),
-            response: json::<ImportResponse>(),
-            errors: WRITE_ERRORS,
-            public: false,
-        },
-        get_op(
-            "/openapi.json",
-            "openapi",
-            "This document (OpenAPI 3.1).",
-            Payload::AnyObject,
-            false,
+        (
+            Operation {
+                method: "post",
+                path: "/api/import",
+                id: "import",
+                summary: "Import JSON Lines of `Record`s (idempotent: known ids and identical contents are skipped).",
+                request: Payload::JsonLines(schema_of::<Record>),
+                response: json::<ImportResponse>(),
+                errors: WRITE_ERRORS,
+                public: false,
+            },
+            post(import),
+        ),
+        (
+            get_op(
+                "/openapi.json",
+                "openapi",
+                "This document (OpenAPI 3.1).",
+                Payload::AnyObject,
+                false,
+            ),
+            get(openapi),
         ),
     ]
 }
 
-/// The handler of each operation in [`operations`], by operation id.
-fn handler(id: &str) -> Option<MethodRouter<Arc<Server>>> {
-    Some(match id {
-        "health" => get(health),
-        "stats" => get(stats),
-        "search" => post(search),
-        "getContext" => post(get_context),
-        "stop" => post(stop),
-        "recordOutcome" => post(record_outcome),
-        "recordResponse" => post(record_response),
-        "memoryBankAdd" => post(memory_bank_add),
-        "memoryBankUpdate" => post(memory_bank_update),
-        "memoryBankArchive" => post(memory_bank_archive),
-        "sidecarReport" => post(sidecar_report),
-        "ingest" => post(ingest),
-        "books" => get(books),
-        "removeBook" => post(remove_book),
-        "export" => get(export),
-        "import" => post(import),
-        "openapi" => get(openapi),
-        _ => return None,
-    })
+/// Every operation, as the OpenAPI document describes them.
+pub fn operations() -> Vec<Operation> {
+    routes().into_iter().map(|(op, _)| op).collect()
 }
 
-/// Every route, guarded. Panics at start if an operation has no handler (a test builds it).
+/// Every route, guarded.
 pub fn router(server: Arc<Server>) -> Router {
-    let operations = operations();
     let mut router = Router::new();
-    for op in &operations {
-        let Some(h) = handler(op.id) else {
-            panic!("operation {} has no handler", op.id);
-        };
-        router = router.route(op.path, h);
+    for (op, handler) in routes() {
+        router = router.route(op.path, handler);
     }
     let router = router
         .route("/mcp", any(mcp))
