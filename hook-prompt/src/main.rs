@@ -35,14 +35,22 @@ fn answer(event: Event, deadline: &Deadline) {
             session_id,
             prompt,
             cwd,
+            project_dir,
         } => {
-            let request = context_request(prompt, session_id, cwd, Client::ClaudeCode, false);
+            let mut request = context_request(prompt, session_id, cwd, Client::ClaudeCode, false);
+            request.project_dir = project_dir;
             if let Some(context) = fetch_context(&request, deadline) {
                 output::emit(&claude_answer("UserPromptSubmit", &context));
             }
         }
-        Event::ClaudeSessionStart { session_id, cwd } => {
-            let request = context_request(String::new(), session_id, cwd, Client::ClaudeCode, true);
+        Event::ClaudeSessionStart {
+            session_id,
+            cwd,
+            project_dir,
+        } => {
+            let mut request =
+                context_request(String::new(), session_id, cwd, Client::ClaudeCode, true);
+            request.project_dir = project_dir;
             if let Some(context) = fetch_context(&request, deadline) {
                 output::emit(&claude_answer("SessionStart", &context));
             }
@@ -50,10 +58,12 @@ fn answer(event: Event, deadline: &Deadline) {
         Event::CursorSessionStart {
             conversation_id,
             cwd,
+            project_dir,
         } => {
             output::set_fallback(Some(CURSOR_EMPTY));
-            let request =
+            let mut request =
                 context_request(String::new(), conversation_id, cwd, Client::Cursor, true);
+            request.project_dir = project_dir;
             if let Some(context) = fetch_context(&request, deadline) {
                 output::emit(&cursor_session_answer(&context));
             }
@@ -62,10 +72,12 @@ fn answer(event: Event, deadline: &Deadline) {
             conversation_id,
             prompt,
             cwd,
+            project_dir,
         } => {
             // Cursor cannot take context here; the call lets memd record the prompt and refresh
             // its rules file. The answer is always "continue".
-            let request = context_request(prompt, conversation_id, cwd, Client::Cursor, false);
+            let mut request = context_request(prompt, conversation_id, cwd, Client::Cursor, false);
+            request.project_dir = project_dir;
             let _ = fetch_context(&request, deadline);
             output::emit(CURSOR_CONTINUE);
         }
@@ -87,6 +99,7 @@ fn context_request(
         query,
         conversation_id,
         cwd,
+        project_dir: None,
         client: Some(client),
         session_start,
     }

@@ -48,11 +48,18 @@ fn answer(event: Event, deadline: &Deadline) {
             session_id,
             transcript_path,
             last_assistant_message,
+            project_dir,
             ..
-        } => claude_stop_request(session_id, transcript_path, last_assistant_message),
+        } => {
+            let mut request =
+                claude_stop_request(session_id, transcript_path, last_assistant_message);
+            request.project_dir = project_dir;
+            request
+        }
         Event::CursorResponse {
             conversation_id,
             text,
+            project_dir,
         } => {
             // The answer is fixed; print it now so nothing later can change it.
             output::emit(CURSOR_EMPTY);
@@ -61,6 +68,7 @@ fn answer(event: Event, deadline: &Deadline) {
                 user_message: String::new(),
                 assistant_response: text,
                 client: Some(Client::Cursor),
+                project_dir,
             }
         }
         _ => return,
@@ -100,6 +108,7 @@ fn claude_stop_request(
         user_message: exchange.user,
         assistant_response,
         client: Some(Client::ClaudeCode),
+        project_dir: None,
     }
 }
 

@@ -42,11 +42,13 @@ pub enum Event {
         session_id: String,
         prompt: String,
         cwd: Option<String>,
+        project_dir: Option<String>,
     },
     /// Claude Code `SessionStart` (context before the first prompt).
     ClaudeSessionStart {
         session_id: String,
         cwd: Option<String>,
+        project_dir: Option<String>,
     },
     /// Claude Code `Stop`.
     ClaudeStop {
@@ -54,22 +56,26 @@ pub enum Event {
         transcript_path: Option<String>,
         stop_hook_active: bool,
         last_assistant_message: Option<String>,
+        project_dir: Option<String>,
     },
     /// Cursor `sessionStart`.
     CursorSessionStart {
         conversation_id: String,
         cwd: Option<String>,
+        project_dir: Option<String>,
     },
     /// Cursor `beforeSubmitPrompt`.
     CursorPrompt {
         conversation_id: String,
         prompt: String,
         cwd: Option<String>,
+        project_dir: Option<String>,
     },
     /// Cursor `afterAgentResponse`: the assistant's final text.
     CursorResponse {
         conversation_id: String,
         text: String,
+        project_dir: Option<String>,
     },
     /// Cursor `stop`: only the end of the turn, nothing to send.
     CursorStop,
@@ -102,8 +108,19 @@ pub fn event_name(raw: &[u8]) -> Option<String> {
         .and_then(|r| r.hook_event_name)
 }
 
-/// Parses the stdin of a hook invoked in `mode`.
+/// Parses the stdin of a hook invoked in `mode`, outside any Claude Code project setting.
 pub fn parse_event(raw: &[u8], mode: Mode) -> Result<Event, EventError> {
+    parse_event_in(raw, mode, None)
+}
+
+/// Parses the stdin of a hook invoked in `mode`. `claude_project_dir` is `CLAUDE_PROJECT_DIR`
+/// (where the session was started): it names a Claude Code conversation's project better than
+/// `cwd`, which follows the agent's `cd`s. Cursor's project is its first workspace root.
+pub fn parse_event_in(
+    raw: &[u8],
+    mode: Mode,
+    claude_project_dir: Option<String>,
+) -> Result<Event, EventError> {
     let input: RawInput =
         serde_json::from_slice(raw).map_err(|e| EventError::Malformed(describe_json_error(&e)))?;
     let name = input.hook_event_name.clone().unwrap_or_default();
@@ -111,7 +128,7 @@ pub fn parse_event(raw: &[u8], mode: Mode) -> Result<Event, EventError> {
         Mode::Claude if input.cursor_version.is_some() => Ok(Event::Ignored {
             reason: "Cursor input reached the Claude Code copy of the hook".into(),
         }),
-        Mode::Claude => claude_event(&name, input),
+        Mode::Claude => claude_event(&name, input, non_empty(claude_project_dir)),
         Mode::Cursor => cursor_event(&name, input),
     }
 }
@@ -128,23 +145,32 @@ fn describe_json_error(e: &serde_json::Error) -> String {
     format!("{what} at line {} column {}", e.line(), e.column())
 }
 
-fn claude_event(name: &str, input: RawInput) -> Result<Event, EventError> {
+fn claude_event(
+    name: &str,
+    input: RawInput,
+    env_project_dir: Option<String>,
+) -> Result<Event, EventError> {
     let session_id = || required(input.session_id.clone(), "session_id");
+    let cwd = non_empty(input.cwd.clone());
+    let project_dir = env_project_dir.or_else(|| cwd.clone());
     match name {
         "UserPromptSubmit" => Ok(Event::ClaudePrompt {
             session_id: session_id()?,
             prompt: input.prompt.unwrap_or_default(),
-            cwd: non_empty(input.cwd),
+            cwd,
+            project_dir,
         }),
         "SessionStart" => Ok(Event::ClaudeSessionStart {
             session_id: session_id()?,
-            cwd: non_empty(input.cwd),
+            cwd,
+            project_dir,
         }),
         "Stop" => Ok(Event::ClaudeStop {
             session_id: session_id()?,
             transcript_path: non_empty(input.transcript_path),
             stop_hook_active: input.stop_hook_active.unwrap_or(false),
             last_assistant_message: input.last_assistant_message,
+            project_dir,
         }),
         other => Ok(Event::Ignored {
             reason: format!("Claude Code event `{other}` is not handled"),
@@ -161,19 +187,24 @@ fn cursor_event(name: &str, input: RawInput) -> Result<Event, EventError> {
         )
     };
     let cwd = || non_empty(input.cwd.clone()).or_else(|| first_root(&input.workspace_roots));
+    let project_dir =
+        || first_root(&input.workspace_roots).or_else(|| non_empty(input.cwd.clone()));
     match name {
         "sessionStart" => Ok(Event::CursorSessionStart {
             conversation_id: conversation_id()?,
             cwd: cwd(),
+            project_dir: project_dir(),
         }),
         "beforeSubmitPrompt" => Ok(Event::CursorPrompt {
             conversation_id: conversation_id()?,
             prompt: input.prompt.clone().unwrap_or_default(),
             cwd: cwd(),
+            project_dir: project_dir(),
         }),
         "afterAgentResponse" => Ok(Event::CursorResponse {
             conversation_id: conversation_id()?,
             text: input.text.clone().unwrap_or_default(),
+            project_dir: project_dir(),
         }),
         "stop" => Ok(Event::CursorStop),
         other => Ok(Event::Ignored {

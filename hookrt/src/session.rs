@@ -4,7 +4,7 @@
 //! neutral answer, deadline, stdin, event) so that both binaries get every guard before any
 //! input is read. Must never print anything except through `output`, and never talk to memd.
 
-use crate::event::{Event, event_name, parse_event};
+use crate::event::{Event, event_name, parse_event_in};
 use crate::input::{self, Mode};
 use crate::watchdog::Deadline;
 use crate::{log, output, watchdog};
@@ -45,7 +45,8 @@ impl Invocation {
             }
         };
         log::set_event(&event_name(&raw).unwrap_or_else(|| "unknown".into()));
-        match parse_event(&raw, self.mode) {
+        let claude_project_dir = std::env::var("CLAUDE_PROJECT_DIR").ok();
+        match parse_event_in(&raw, self.mode, claude_project_dir) {
             Ok(event) => Some(event),
             Err(e) => {
                 log::failure("bad_input", &e.message());

@@ -31,6 +31,31 @@ pub mod limits {
     pub const INGEST_MAX_BYTES: usize = 10 * 1024 * 1024;
     /// Every JSON endpoint except ingest.
     pub const BODY_MAX_BYTES: usize = 1024 * 1024;
+    /// A working directory sent for project resolution (`cwd`, `project_dir`).
+    pub const DIR_MAX_CHARS: usize = 4096;
+    /// A project id or selector (`project`).
+    pub const PROJECT_MAX_CHARS: usize = 512;
+}
+
+/// Where a new memory belongs: the caller's current project, or every project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Only the project the caller works in (build commands, conventions, paths).
+    #[default]
+    Project,
+    /// Every project (who the user is, how they like to work).
+    Global,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Project => "project",
+            Scope::Global => "global",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -72,6 +97,16 @@ pub struct SearchRequest {
     pub sort_by: Option<SortBy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_archived: Option<bool>,
+    /// Whose memories are candidates: `current` (the project of `cwd`, else of
+    /// `conversation_id`, plus global ones), `global` (global ones only), `all`, or a project
+    /// id as `memd projects` lists it. Absent: `current` when a project is known, else `all`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::PROJECT_MAX_CHARS)))]
+    pub project: Option<String>,
+    /// The caller's working directory (absolute); memd resolves it to its repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::DIR_MAX_CHARS)))]
+    pub cwd: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -98,6 +133,14 @@ pub struct MemoryBankAdd {
     pub confidence: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
+    /// `project` (default: only the project of `cwd`) or `global` (every project). A
+    /// project-scoped add without a resolvable `cwd` is stored global, and the answer says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+    /// The caller's working directory (absolute); memd resolves it to its repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::DIR_MAX_CHARS)))]
+    pub cwd: Option<String>,
 }
 
 /// `POST /api/memory-bank/update`. Unset fields keep their value.
@@ -145,6 +188,9 @@ pub struct MemoryBankResponse {
     /// True when the add matched an existing entry and nothing new was stored.
     #[serde(default)]
     pub duplicate: bool,
+    /// The project the entry belongs to; absent when it is global.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }
 
 /// `POST /api/ingest`: a book (reference document) as text.
@@ -155,6 +201,13 @@ pub struct IngestRequest {
     pub content: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// `global` (default: books are reference for every project) or `project` (only the
+    /// project of `cwd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::DIR_MAX_CHARS)))]
+    pub cwd: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -162,6 +215,9 @@ pub struct IngestRequest {
 pub struct IngestResponse {
     pub success: bool,
     pub title: String,
+    /// The project the book belongs to; absent when it is global.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     pub chunks: usize,
     /// Chunks that were already stored (re-ingesting the same text stores nothing twice).
     pub already_present: usize,
@@ -175,6 +231,9 @@ pub struct BookInfo {
     pub created_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The project the book belongs to; absent when it is global.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -195,6 +254,49 @@ pub struct RemoveBookRequest {
 pub struct RemoveBookResponse {
     pub success: bool,
     pub removed_chunks: usize,
+}
+
+/// One project memd has memories or conversations for (`GET /api/projects`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ProjectInfo {
+    /// `host/owner/repo` of the origin remote, else `path:<repository root>`.
+    pub id: String,
+    /// The repository root memd last saw it at (absent for a project known only from
+    /// imported memories).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// Memories per collection (archived memory-bank entries included).
+    pub memories: BTreeMap<String, usize>,
+    pub total: usize,
+    /// RFC 3339: the last prompt in it, else its newest memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used: Option<String>,
+}
+
+/// `GET /api/projects`: newest use first; global memories are counted apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ProjectsResponse {
+    pub projects: Vec<ProjectInfo>,
+    pub global: BTreeMap<String, usize>,
+}
+
+/// `POST /api/projects/forget`: deletes every memory of one project (global ones stay).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ForgetProjectRequest {
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = limits::PROJECT_MAX_CHARS)))]
+    pub project: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ForgetProjectResponse {
+    pub success: bool,
+    pub deleted: usize,
+    /// Conversations of that project whose hook state was dropped too.
+    pub conversations: usize,
 }
 
 /// `GET /api/health`: answered without authentication, reveals no content.

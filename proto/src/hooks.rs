@@ -24,6 +24,10 @@ pub struct GetContextRequest {
     pub conversation_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// Where the conversation's project is read from (`CLAUDE_PROJECT_DIR`, Cursor's first
+    /// workspace root); memd walks up to the repository root. Absent: `cwd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_dir: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<Client>,
     /// Cursor `sessionStart`: a new conversation, no user prompt yet; context only.
@@ -62,6 +66,10 @@ pub struct StopRequest {
     pub assistant_response: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<Client>,
+    /// Used only when memd has not seen this conversation's prompt: the project is normally
+    /// the one get-context resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_dir: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

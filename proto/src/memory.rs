@@ -117,6 +117,9 @@ pub struct MemoryView {
     /// The last three outcomes, oldest first, e.g. `[YY~N]` shows up to 3 after the bracket.
     pub outcome_history: String,
     pub tags: Vec<String>,
+    /// The project this memory belongs to; absent when it is global (seen in every project).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub importance: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

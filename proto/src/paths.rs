@@ -153,6 +153,42 @@ pub fn log_dir() -> Option<PathBuf> {
     Some(dir.join("logs"))
 }
 
+/// The header `memd mcp` sends with every relayed request: the directory the client started
+/// it in, so MCP tools know the caller's project.
+pub const PROJECT_DIR_HEADER: &str = "memd-project-dir";
+
+/// A directory as a header value: bytes outside printable ASCII, `%` and controls become
+/// `%XX` (header values are ASCII; paths are not).
+pub fn encode_header_dir(dir: &str) -> String {
+    let mut out = String::with_capacity(dir.len());
+    for b in dir.bytes() {
+        if (0x21..0x7f).contains(&b) && b != b'%' || b == b' ' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The inverse of [`encode_header_dir`]; `None` for a malformed escape or non-UTF-8 result.
+pub fn decode_header_dir(value: &str) -> Option<String> {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// What a running daemon writes to `daemon.json`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -165,6 +201,22 @@ pub struct DaemonInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_dirs_round_trip() {
+        for dir in [
+            "/home/dev/shop",
+            "/home/dév/my project",
+            "/tmp/100%/x",
+            "/a\tb",
+        ] {
+            let enc = encode_header_dir(dir);
+            assert!(enc.bytes().all(|b| (0x20..0x7f).contains(&b)), "{enc}");
+            assert_eq!(decode_header_dir(&enc).as_deref(), Some(dir));
+        }
+        assert_eq!(decode_header_dir("/x%4"), None);
+        assert_eq!(decode_header_dir("/x%zz"), None);
+    }
 
     #[test]
     fn config_data_dir_must_be_absolute_and_may_start_at_home() {

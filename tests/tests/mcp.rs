@@ -248,7 +248,7 @@ fn stop(d: &Daemon, conv: &str, user: &str, answer: &str) -> proto::StopResponse
             conversation_id: conv.into(),
             user_message: user.into(),
             assistant_response: answer.into(),
-            client: None,
+            ..Default::default()
         },
     )
 }

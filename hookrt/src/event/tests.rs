@@ -17,6 +17,7 @@ fn claude_prompt_submit() {
         session_id,
         prompt,
         cwd,
+        project_dir,
     } = event
     else {
         panic!("wrong event {event:?}");
@@ -24,6 +25,35 @@ fn claude_prompt_submit() {
     assert_eq!(session_id, "3f2c9a7e-8b1d-4c55-9e0a-6d7b2f41c0aa");
     assert!(prompt.starts_with("The login form still rejects"));
     assert_eq!(cwd.as_deref(), Some("/home/dev/shop"));
+    assert_eq!(
+        project_dir, cwd,
+        "without CLAUDE_PROJECT_DIR the project is cwd's"
+    );
+}
+
+/// `CLAUDE_PROJECT_DIR` names the project even after the agent `cd`s into a subdirectory, and
+/// the stop event (which memd may need to place an unseen conversation) carries it too.
+#[test]
+fn claude_project_dir_wins_over_cwd() {
+    let raw = fixture("claude_user_prompt_submit.json");
+    let event = parse_event_in(&raw, Mode::Claude, Some("/home/dev/shop-root".into())).unwrap();
+    let Event::ClaudePrompt {
+        cwd, project_dir, ..
+    } = event
+    else {
+        panic!("wrong event {event:?}");
+    };
+    assert_eq!(cwd.as_deref(), Some("/home/dev/shop"));
+    assert_eq!(project_dir.as_deref(), Some("/home/dev/shop-root"));
+    let stop = parse_event_in(&fixture("claude_stop.json"), Mode::Claude, None).unwrap();
+    assert!(
+        matches!(stop, Event::ClaudeStop { project_dir: Some(ref d), .. } if d.starts_with('/')),
+        "{stop:?}"
+    );
+    let blank = parse_event_in(&raw, Mode::Claude, Some("  ".into())).unwrap();
+    assert!(
+        matches!(blank, Event::ClaudePrompt { project_dir: Some(ref d), .. } if d == "/home/dev/shop")
+    );
 }
 
 #[test]
@@ -83,6 +113,7 @@ fn cursor_session_start_uses_the_workspace_root_as_cwd() {
         Event::CursorSessionStart {
             conversation_id: "c0ffee00-1111-4222-8333-944445555666".into(),
             cwd: Some("/home/dev/shop".into()),
+            project_dir: Some("/home/dev/shop".into()),
         }
     );
 }
@@ -96,6 +127,7 @@ fn cursor_before_submit_prompt() {
             conversation_id: "c0ffee00-1111-4222-8333-944445555666".into(),
             prompt: "Why does the checkout total round down?".into(),
             cwd: Some("/home/dev/shop".into()),
+            project_dir: Some("/home/dev/shop".into()),
         }
     );
 }
@@ -105,6 +137,10 @@ fn cursor_after_agent_response_and_stop() {
     let event = parse_event(&fixture("cursor_after_agent_response.json"), Mode::Cursor).unwrap();
     assert!(
         matches!(event, Event::CursorResponse { ref text, .. } if text.contains("integer cents"))
+    );
+    assert!(
+        matches!(event, Event::CursorResponse { project_dir: Some(ref d), .. } if d == "/home/dev/shop"),
+        "the workspace root names the project: {event:?}"
     );
     let event = parse_event(&fixture("cursor_stop.json"), Mode::Cursor).unwrap();
     assert_eq!(event, Event::CursorStop);

@@ -76,6 +76,21 @@ struct Bridge {
     recovering: Mutex<()>,
     stdout: Mutex<std::io::Stdout>,
     inflight: (Mutex<usize>, Condvar),
+    /// Sent as `memd-project-dir`: the tools then work in this project.
+    project_dir: Option<String>,
+}
+
+/// Where the client started this bridge: Claude Code's `CLAUDE_PROJECT_DIR` when set, else
+/// the working directory (clients start stdio servers in the workspace).
+fn project_dir() -> Option<String> {
+    std::env::var("CLAUDE_PROJECT_DIR")
+        .ok()
+        .filter(|d| !d.trim().is_empty())
+        .or_else(|| {
+            std::env::current_dir()
+                .ok()
+                .and_then(|d| d.to_str().map(str::to_string))
+        })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -104,6 +119,7 @@ impl Bridge {
             recovering: Mutex::new(()),
             stdout: Mutex::new(std::io::stdout()),
             inflight: (Mutex::new(0), Condvar::new()),
+            project_dir: project_dir(),
         }
     }
 
@@ -237,6 +253,12 @@ impl Bridge {
         }
         if let Some(s) = session {
             req = req.header("mcp-session-id", s);
+        }
+        if let Some(dir) = &self.project_dir {
+            req = req.header(
+                proto::paths::PROJECT_DIR_HEADER,
+                proto::paths::encode_header_dir(dir),
+            );
         }
         let negotiated = lock(&self.session).protocol_version.clone();
         for (name, value) in protocol_headers(msg, negotiated.as_deref()) {

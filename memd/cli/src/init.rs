@@ -513,7 +513,7 @@ fn purge(cfg: &Config, yes: bool) -> Result<()> {
     Ok(())
 }
 
-fn confirm(question: &str) -> Result<bool> {
+pub(crate) fn confirm(question: &str) -> Result<bool> {
     eprint!("{question}");
     std::io::stderr().flush()?;
     let mut line = String::new();

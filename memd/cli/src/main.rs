@@ -24,6 +24,7 @@ mod init;
 mod json;
 mod launch;
 mod merge;
+mod projects;
 mod query;
 mod service;
 mod sidecar_setup;
@@ -139,6 +140,10 @@ pub enum Command {
         /// At most this many results (1-100).
         #[arg(long, short = 'n', value_name = "N")]
         limit: Option<i64>,
+        /// Whose memories: current (this directory's project and global ones), global, all,
+        /// or a project id from `memd projects`.
+        #[arg(long, short = 'p', value_name = "P", default_value = "current")]
+        project: String,
         #[arg(long)]
         json: bool,
     },
@@ -148,6 +153,16 @@ pub enum Command {
         /// Title (default: the file name without extension).
         #[arg(long)]
         title: Option<String>,
+        /// Only for the project of the current directory (default: every project).
+        #[arg(long)]
+        project: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List projects with their memory counts and last use; `forget <id>` deletes one's memories.
+    Projects {
+        #[command(subcommand)]
+        action: Option<ProjectsAction>,
         #[arg(long)]
         json: bool,
     },
@@ -181,6 +196,20 @@ pub enum Command {
     Service {
         #[command(subcommand)]
         action: ServiceAction,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ProjectsAction {
+    /// Delete every memory of one project (global memories stay), after confirmation.
+    Forget {
+        /// The project id as `memd projects` shows it.
+        id: String,
+        /// Do not ask.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -268,9 +297,19 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             query,
             collection,
             limit,
+            project,
             json,
-        } => query::run_search(&query.join(" "), &collection, limit, json),
-        Command::Ingest { file, title, json } => query::run_ingest(&file, title, json),
+        } => query::run_search(&query.join(" "), &collection, limit, &project, json),
+        Command::Ingest {
+            file,
+            title,
+            project,
+            json,
+        } => query::run_ingest(&file, title, project, json),
+        Command::Projects { action, json } => match action {
+            None => projects::run_list(json),
+            Some(ProjectsAction::Forget { id, yes, json }) => projects::run_forget(&id, yes, json),
+        },
         Command::Books { json } => query::run_books(json),
         Command::Remove { title, json } => query::run_remove(&title, json),
         Command::Export { collection, output } => {

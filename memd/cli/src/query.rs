@@ -34,6 +34,7 @@ pub fn run_search(
     query: &str,
     collections: &[String],
     limit: Option<i64>,
+    project: &str,
     json: bool,
 ) -> Result<ExitCode> {
     for c in collections {
@@ -46,6 +47,8 @@ pub fn run_search(
         query: Some(query.to_string()),
         collections: (!collections.is_empty()).then(|| collections.to_vec()),
         limit,
+        project: Some(project.to_string()),
+        cwd: here(),
         ..Default::default()
     };
     let resp: SearchResponse = client.post("/api/search", &req)?;
@@ -60,6 +63,13 @@ pub fn run_search(
         println!("{}", format_hit(i + 1, m));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The directory the command runs in, for the daemon to resolve to a project.
+fn here() -> Option<String> {
+    std::env::current_dir()
+        .ok()
+        .and_then(|d| d.to_str().map(str::to_string))
 }
 
 /// `1. [patterns] (2d, s:0.72, w:0.68, 8 uses, [YY~N]) [id:…] content` on one line.
@@ -162,9 +172,17 @@ struct IngestSummary {
     chunks: usize,
     already_present: usize,
     stored: usize,
+    /// Absent: the book is global.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    project: Option<String>,
 }
 
-pub fn run_ingest(file: &Path, title: Option<String>, json: bool) -> Result<ExitCode> {
+pub fn run_ingest(
+    file: &Path,
+    title: Option<String>,
+    project: bool,
+    json: bool,
+) -> Result<ExitCode> {
     let meta =
         std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?;
     if meta.len() > memd_engine::ingest::MAX_BYTES as u64 {
@@ -216,6 +234,12 @@ pub fn run_ingest(file: &Path, title: Option<String>, json: bool) -> Result<Exit
             title: title.clone(),
             content: part.to_string(),
             source: Some(source.clone()),
+            scope: Some(if project {
+                proto::Scope::Project
+            } else {
+                proto::Scope::Global
+            }),
+            cwd: if project { here() } else { None },
         };
         let resp: IngestResponse =
             match client.post_with_timeout("/api/ingest", &req, INGEST_TIMEOUT) {
@@ -225,6 +249,7 @@ pub fn run_ingest(file: &Path, title: Option<String>, json: bool) -> Result<Exit
                     return Err(e.into());
                 }
             };
+        total.project = resp.project;
         total.chunks += resp.chunks;
         total.already_present += resp.already_present;
         bar.inc(part.len() as u64);
@@ -236,6 +261,7 @@ pub fn run_ingest(file: &Path, title: Option<String>, json: bool) -> Result<Exit
         chunks: total.chunks,
         already_present: total.already_present,
         stored: total.chunks - total.already_present.min(total.chunks),
+        project: total.project.clone(),
     };
     if json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -251,6 +277,9 @@ pub fn run_ingest(file: &Path, title: Option<String>, json: bool) -> Result<Exit
         );
     } else {
         println!("stored {title:?}: {} chunks", summary.chunks);
+    }
+    if !json && let Some(p) = &summary.project {
+        println!("(only for project {p})");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -314,6 +343,7 @@ mod tests {
             last_outcome: "worked".into(),
             outcome_history: "[YY~N]".into(),
             tags: vec![],
+            project: None,
             importance: None,
             confidence: None,
             embedding_similarity: None,

@@ -19,6 +19,8 @@ const CHUNK_OVERLAP: usize = 200;
 const INGEST_BATCH: usize = 256;
 
 impl Core {
+    /// Books are global unless `req.scope` is `project`: then they belong to the project of
+    /// `req.cwd` (a project-scoped ingest with no directory is refused, not made global).
     pub async fn ingest(&self, req: &IngestRequest) -> Result<IngestResponse, ApiError> {
         let title = redact::scrub(req.title.trim()).text;
         let title = title.as_str();
@@ -31,6 +33,18 @@ impl Core {
         }
         // Scrub the whole document first: a secret split across two chunks would otherwise
         // escape both halves' patterns (a PEM block's BEGIN line in one chunk, its body in the next).
+        let project = match req.scope.unwrap_or(Scope::Global) {
+            Scope::Global => None,
+            Scope::Project => Some(
+                self.current_project("cwd", req.cwd.as_deref(), None)?
+                    .ok_or_else(|| {
+                        ApiError::bad(
+                            "cwd",
+                            "scope \"project\" needs cwd, the project's directory",
+                        )
+                    })?,
+            ),
+        };
         let clean = redact::scrub(&req.content).text;
         let chunks = ingest::chunk(&clean, CHUNK_CHARS, CHUNK_OVERLAP);
         if chunks.is_empty() {
@@ -41,6 +55,7 @@ impl Core {
         let mut ops = Vec::with_capacity(total);
         for c in chunks {
             let mut rec = Core::new_record(Collection::Books, c.text, now);
+            rec.project = project.clone();
             rec.metadata.insert("title".into(), Value::from(title));
             rec.metadata
                 .insert("chunk_index".into(), Value::Number(c.index as f64));
@@ -68,13 +83,15 @@ impl Core {
         Ok(IngestResponse {
             success: true,
             title: title.to_string(),
+            project,
             chunks: total,
             already_present,
         })
     }
 
     pub fn books(&self) -> Result<BooksResponse, ApiError> {
-        let mut by_title: BTreeMap<String, BookInfo> = BTreeMap::new();
+        // The same title in two projects is two books.
+        let mut by_title: BTreeMap<(String, Option<String>), BookInfo> = BTreeMap::new();
         self.store.read(|s| {
             for r in s.records().filter(|r| r.collection == Collection::Books) {
                 let title = r
@@ -83,7 +100,7 @@ impl Core {
                     .and_then(Value::as_str)
                     .unwrap_or("(untitled)");
                 let e = by_title
-                    .entry(title.to_string())
+                    .entry((title.to_string(), r.project.clone()))
                     .or_insert_with(|| BookInfo {
                         title: title.to_string(),
                         chunks: 0,
@@ -93,6 +110,7 @@ impl Core {
                             .get("source")
                             .and_then(Value::as_str)
                             .map(str::to_string),
+                        project: r.project.clone(),
                     });
                 e.chunks += 1;
             }

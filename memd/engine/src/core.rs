@@ -49,6 +49,8 @@ pub struct Core {
     pub started: Instant,
     /// What the hooks did, per conversation (ids and digests only).
     pub trace: crate::trace::Trace,
+    /// Directory → project, so a prompt does not re-read `.git` every time.
+    pub project_cache: crate::scope::ProjectCache,
 }
 
 /// What opening the engine found, for the start-up log line.
@@ -107,6 +109,7 @@ impl Core {
             queued: std::sync::atomic::AtomicU64::new(0),
             applied: tokio::sync::watch::channel(0).0,
             started: Instant::now(),
+            project_cache: crate::scope::ProjectCache::default(),
         }
     }
 
@@ -212,9 +215,18 @@ impl Core {
 
     // ---- search ----
 
-    pub async fn search(self: &Arc<Self>, req: &SearchRequest) -> Result<SearchResponse, ApiError> {
+    /// `fallback` is the caller's project when the request itself does not tell it (an MCP
+    /// session's directory).
+    pub async fn search(
+        self: &Arc<Self>,
+        req: &SearchRequest,
+        fallback: Option<String>,
+    ) -> Result<SearchResponse, ApiError> {
         let now = clock::now_ms();
-        let q = Query::from_request(req, now)?;
+        let current = self
+            .current_project("cwd", req.cwd.as_deref(), req.conversation_id.as_deref())?
+            .or(fallback);
+        let q = Query::from_request(req, now, current.as_deref())?;
         if let Some(id) = &q.id {
             let results: Vec<MemoryView> = self
                 .store
@@ -282,6 +294,7 @@ impl Core {
             archived: false,
             former_ids: Vec::new(),
             metadata: BTreeMap::new(),
+            project: None,
         }
     }
 
@@ -297,9 +310,11 @@ impl Core {
         }
     }
 
+    /// `fallback`: the caller's project when `req.cwd` is absent (an MCP session's).
     pub async fn memory_bank_add(
         self: &Arc<Self>,
         req: &MemoryBankAdd,
+        fallback: Option<String>,
     ) -> Result<MemoryBankResponse, ApiError> {
         let content = req.content.trim();
         if content.is_empty() {
@@ -311,9 +326,17 @@ impl Core {
         let confidence = req.confidence.unwrap_or(0.7);
         check_range_f64("importance", importance, 0.0, 1.0)?;
         check_range_f64("confidence", confidence, 0.0, 1.0)?;
+        let current = self
+            .current_project("cwd", req.cwd.as_deref(), None)?
+            .or(fallback);
+        let project = crate::scope::home(req.scope.unwrap_or_default(), current.as_deref());
         let content = redact::scrub(content).text;
-        if let Some(existing) = self.near_duplicate_in_bank(&content).await {
+        if let Some(existing) = self
+            .near_duplicate_in_bank(&content, project.as_deref())
+            .await
+        {
             return Ok(MemoryBankResponse {
+                project: self.store.read(|s| s.by_id(&existing)?.project.clone()),
                 success: true,
                 doc_id: existing,
                 duplicate: true,
@@ -321,6 +344,7 @@ impl Core {
         }
         let now = clock::now_ms();
         let mut rec = Core::new_record(Collection::MemoryBank, content, now);
+        rec.project = project.clone();
         rec.score = 1.0;
         rec.tags = tags;
         rec.importance = Some(importance);
@@ -331,16 +355,27 @@ impl Core {
             success: true,
             doc_id,
             duplicate,
+            project,
         })
     }
 
-    /// An active memory-bank entry saying the same thing (cosine ≥ BANK_DUPLICATE_COSINE).
-    async fn near_duplicate_in_bank(self: &Arc<Self>, content: &str) -> Option<String> {
+    /// An active memory-bank entry saying the same thing (cosine ≥ BANK_DUPLICATE_COSINE) that
+    /// a new entry of `project` would stand beside: that project's or a global one. Another
+    /// project's identical fact is not a duplicate (it is never shown here).
+    async fn near_duplicate_in_bank(
+        self: &Arc<Self>,
+        content: &str,
+        project: Option<&str>,
+    ) -> Option<String> {
         let v = self.embed_query(content).await?;
+        let visible = crate::scope::Visibility::of_current(project);
         self.store.read(|s| {
             let keep = |k: u64| {
-                s.by_key(k)
-                    .is_some_and(|r| r.collection == Collection::MemoryBank && !r.archived)
+                s.by_key(k).is_some_and(|r| {
+                    r.collection == Collection::MemoryBank
+                        && !r.archived
+                        && visible.admits(r.project.as_deref())
+                })
             };
             let hit = s.vectors().search(&v, 1, &keep).ok()?.into_iter().next()?;
             (hit.1 >= BANK_DUPLICATE_COSINE).then(|| s.by_key(hit.0).map(|r| r.id.clone()))?
@@ -397,6 +432,7 @@ impl Core {
         };
         match self.commit_one(op).await? {
             Output::Updated { id } => Ok(MemoryBankResponse {
+                project: self.store.read(|s| s.by_id(&id)?.project.clone()),
                 success: true,
                 doc_id: id,
                 duplicate: false,
@@ -408,14 +444,16 @@ impl Core {
         }
     }
 
+    /// Archiving by content looks only at what `current`'s caller can see.
     pub async fn memory_bank_archive(
         self: &Arc<Self>,
         req: &MemoryBankArchive,
+        current: Option<String>,
     ) -> Result<MemoryBankResponse, ApiError> {
         let id = match (&req.id, &req.content) {
             (Some(id), _) if !id.trim().is_empty() => id.trim().to_string(),
             (_, Some(content)) if !content.trim().is_empty() => self
-                .closest_bank_entry(content.trim())
+                .closest_bank_entry(content.trim(), current.as_deref())
                 .await
                 .ok_or_else(|| {
                     ApiError::not_found("no active memory_bank entry matches that content")
@@ -430,6 +468,7 @@ impl Core {
             .await?
         {
             Output::Updated { id } => Ok(MemoryBankResponse {
+                project: self.store.read(|s| s.by_id(&id)?.project.clone()),
                 success: true,
                 doc_id: id,
                 duplicate: false,
@@ -442,9 +481,14 @@ impl Core {
         }
     }
 
-    async fn closest_bank_entry(self: &Arc<Self>, content: &str) -> Option<String> {
+    async fn closest_bank_entry(
+        self: &Arc<Self>,
+        content: &str,
+        current: Option<&str>,
+    ) -> Option<String> {
         let q = Query {
             collections: Some(vec![Collection::MemoryBank]),
+            visibility: crate::scope::Visibility::select(None, current).ok()?,
             limit: 1,
             ..Query::default()
         };
@@ -460,9 +504,11 @@ impl Core {
         })
     }
 
+    /// The takeaway belongs to its conversation's project, else to `fallback`'s.
     pub async fn record_response(
         &self,
         req: &RecordResponseRequest,
+        fallback: Option<String>,
     ) -> Result<RecordResponseResponse, ApiError> {
         let text = req.key_takeaway.trim();
         if text.is_empty() {
@@ -486,6 +532,11 @@ impl Core {
         rec.score = learn::scoring::initial_score(initial);
         rec.metadata
             .insert("memory_type".into(), Value::from("key_takeaway"));
+        rec.project = req
+            .conversation_id
+            .as_deref()
+            .and_then(|c| self.conversation_project(c))
+            .or(fallback);
         if let Some(c) = &req.conversation_id {
             rec.metadata
                 .insert("conversation_id".into(), Value::from(redact::scrub(c).text));

@@ -1,7 +1,7 @@
 //! Export and import of memories as JSON Lines: one stored [`Record`] per line.
 //!
 //! Owns the export and import operations behind `GET /api/export[?collection=C]` and
-//! `POST /api/import` (the server streams the bytes). An export is lossless: ids,
+//! `POST /api/import` (the server streams the bytes). An export is lossless: ids, project,
 //! former ids, scores, outcome history, timestamps, tags and metadata are written as stored.
 //! Import is idempotent: a record whose id (current or former) already exists is skipped, an
 //! identical content in the same collection is a duplicate, everything else is inserted as it
@@ -154,6 +154,16 @@ fn validate(r: &Record) -> Result<(), String> {
             r.id
         ));
     }
+    if r.project
+        .as_deref()
+        .is_some_and(|p| p.trim().is_empty() || p.len() > proto::limits::PROJECT_MAX_CHARS)
+    {
+        return Err(format!(
+            "{}: project must be 1-{} characters (leave it out for a global memory)",
+            r.id,
+            proto::limits::PROJECT_MAX_CHARS
+        ));
+    }
     Ok(())
 }
 
@@ -205,5 +215,30 @@ mod tests {
         r.score = 0.5;
         r.content = " ".into();
         assert!(validate(&r).unwrap_err().contains("content"));
+        r.content = "x".into();
+        r.project = Some(String::new());
+        assert!(validate(&r).unwrap_err().contains("project"));
+    }
+
+    /// The scope travels with a memory: export writes it, import restores it, and a line
+    /// written before projects existed imports as global.
+    #[test]
+    fn project_round_trips_and_old_lines_are_global() {
+        let mut r = Core::new_record(Collection::MemoryBank, "Run just test".into(), 1);
+        r.project = Some("github.com/acme/shop".into());
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(
+            line.contains(r#""project":"github.com/acme/shop""#),
+            "{line}"
+        );
+        let back: Record = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.project.as_deref(), Some("github.com/acme/shop"));
+        r.project = None;
+        let old = serde_json::to_string(&r).unwrap();
+        assert!(
+            !old.contains("project"),
+            "global records look as they did: {old}"
+        );
+        assert_eq!(serde_json::from_str::<Record>(&old).unwrap().project, None);
     }
 }

@@ -20,6 +20,10 @@
 //! - [`search`]: the query pipeline and the normalized memory shape every read returns.
 //! - [`learn`]: outcome math (Wilson, deltas), lifecycle rules, knowledge graphs. Pure.
 //! - [`project`]: which project a working directory belongs to (repository, origin remote).
+//! - `registry`: projects as a whole on `Core`: the caller's current project, the list with
+//!   counts and last use, forgetting one.
+//! - [`scope`]: whose memories a caller sees (its project's and global ones, never another
+//!   project's) and where a new memory belongs; caches project resolution per directory.
 //! - [`context`]: what a prompt gets (KNOWN CONTEXT, scoring prompt) and the turn cycle
 //!   (stop, record-outcome, sidecar decisions).
 //! - `books`, [`ingest`]: reference documents: extraction, chunking, storage.
@@ -48,6 +52,8 @@ pub mod learn;
 pub mod project;
 pub mod record;
 pub mod redact;
+mod registry;
+pub mod scope;
 pub mod search;
 pub mod shutdown;
 pub mod state;

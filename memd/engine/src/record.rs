@@ -48,6 +48,10 @@ pub struct Record {
     /// Ids this memory had before promotions/demotions, oldest first.
     pub former_ids: Vec<String>,
     pub metadata: Metadata,
+    /// The project this memory belongs to (`scope::Project` id); `None` is global. Logs and
+    /// exports written before projects existed have no such field: those memories are global.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }
 
 impl Record {

@@ -10,6 +10,7 @@ use crate::error::ApiError;
 use crate::index::reciprocal_rank_fusion;
 use crate::learn;
 use crate::record::Record;
+use crate::scope::Visibility;
 use crate::state::MemState;
 use proto::limits;
 use proto::{Collection, MemoryView, SearchRequest, SortBy, Value};
@@ -55,6 +56,8 @@ pub struct Query {
     pub filters: BTreeMap<String, Value>,
     pub sort_by: Option<SortBy>,
     pub include_archived: bool,
+    /// Whose memories are candidates at all (applied before ranking, not after).
+    pub visibility: Visibility,
 }
 
 /// One ranked candidate.
@@ -67,8 +70,13 @@ pub struct Hit {
 }
 
 impl Query {
-    /// Validates a request: every limit enforced with a message naming the field.
-    pub fn from_request(req: &SearchRequest, now_ms: i64) -> Result<Query, ApiError> {
+    /// Validates a request: every limit enforced with a message naming the field. `current` is
+    /// the caller's project, when the request (or its conversation) tells it.
+    pub fn from_request(
+        req: &SearchRequest,
+        now_ms: i64,
+        current: Option<&str>,
+    ) -> Result<Query, ApiError> {
         let text = req
             .query
             .as_deref()
@@ -121,6 +129,7 @@ impl Query {
             filters: validate_filters(req.metadata_filters.as_ref())?,
             sort_by: req.sort_by,
             include_archived: req.include_archived.unwrap_or(false),
+            visibility: Visibility::select(req.project.as_deref(), current)?,
         })
     }
 }
@@ -172,8 +181,11 @@ fn validate_filters(
     Ok(f.clone())
 }
 
-/// Does `rec` pass every filter of `q` (collections, archive, time, metadata)?
+/// Does `rec` pass every filter of `q` (project, collections, archive, time, metadata)?
 pub fn matches(rec: &Record, q: &Query) -> bool {
+    if !q.visibility.admits(rec.project.as_deref()) {
+        return false;
+    }
     if let Some(cs) = &q.collections
         && !cs.contains(&rec.collection)
     {
@@ -197,6 +209,7 @@ fn field_value(rec: &Record, key: &str) -> Option<Value> {
         "score" => Some(Value::Number(rec.score)),
         "uses" => Some(Value::Number(f64::from(rec.uses))),
         "last_outcome" => rec.last_outcome.map(|o| Value::String(o.as_str().into())),
+        "project" => rec.project.clone().map(Value::String),
         "tags" => Some(Value::List(
             rec.tags.iter().map(|t| Value::String(t.clone())).collect(),
         )),
@@ -374,6 +387,7 @@ pub fn view(rec: &Record, now_ms: i64, hit: Option<&Hit>) -> MemoryView {
             .unwrap_or_default(),
         outcome_history: rec.outcome_symbols(),
         tags: rec.tags.clone(),
+        project: rec.project.clone(),
         importance: if bank {
             rec.importance.or(Some(0.7))
         } else {

@@ -142,6 +142,7 @@ mod tests {
             last_outcome: "worked".into(),
             outcome_history: "[YY~N]".into(),
             tags: vec![],
+            project: None,
             importance: None,
             confidence: None,
             embedding_similarity: None,

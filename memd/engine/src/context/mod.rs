@@ -17,10 +17,11 @@ use crate::core::Core;
 use crate::error::{ApiError, check_len};
 use crate::learn;
 use crate::redact;
+use crate::scope::Visibility;
 use crate::search::{self, Hit, Query};
 use crate::state::MemState;
 use crate::state::ops::Op;
-use crate::state::session::SessionOp;
+use crate::state::session::{ProjectRef, SessionOp};
 use format::Line;
 use proto::limits;
 use proto::{Collection, GetContextRequest, GetContextResponse, MemoryView, ScoringMemory};
@@ -50,10 +51,26 @@ pub async fn get_context(
     core: &Arc<Core>,
     req: &GetContextRequest,
 ) -> Result<GetContextResponse, ApiError> {
+    get_context_for(core, req, None).await
+}
+
+/// get-context for a caller whose project may be known otherwise (`fallback`: an MCP
+/// session's) when neither its directory nor its conversation tells it.
+pub async fn get_context_for(
+    core: &Arc<Core>,
+    req: &GetContextRequest,
+    fallback: Option<String>,
+) -> Result<GetContextResponse, ApiError> {
     let conv = validate_conversation(&req.conversation_id)?.to_string();
     check_len("query", &req.query, limits::EXCHANGE_MAX_CHARS)?;
     let prompt = redact::scrub(&req.query).text;
+    let here = where_the_prompt_is(core, req)?;
     core.settle().await;
+    let current = match &here {
+        Some(p) => Some(p.id.clone()),
+        None => core.conversation_project(&conv).or(fallback),
+    };
+    let visible = Visibility::of_current(current.as_deref());
     let query: String = prompt.chars().take(QUERY_CHARS).collect();
     let now = clock::now_ms();
     let plan = if req.session_start {
@@ -73,9 +90,9 @@ pub async fn get_context(
     let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
     let (memories, lines_text, shown_now) = core.store.read(|s| {
         let picked = if query.trim().is_empty() {
-            profile_memories(s, core.cfg.context.max_memories)
+            profile_memories(s, &visible, core.cfg.context.max_memories)
         } else {
-            relevant_memories(core, s, &query, qvec.as_deref().map(|v| &v[..]))
+            relevant_memories(core, s, &visible, &query, qvec.as_deref().map(|v| &v[..]))
         };
         let already = s
             .sessions
@@ -126,6 +143,10 @@ pub async fn get_context(
         concepts: learn::graph::extract_concepts(&query),
         context_type: learn::graph::detect_context_type(&query).to_string(),
         session_start: req.session_start,
+        project: here.map(|p| ProjectRef {
+            id: p.id,
+            root: p.root.display().to_string(),
+        }),
     });
     // The prompt's session record is queued, not awaited: its order against the stop that
     // follows is fixed now, and the prompt path does not pay an fsync. A crash in between loses
@@ -152,6 +173,20 @@ pub async fn get_context(
         scoring_prompt,
         scoring_memories,
     })
+}
+
+/// The project of the hook's directory (`project_dir`, else `cwd`), if it sent one.
+fn where_the_prompt_is(
+    core: &Core,
+    req: &GetContextRequest,
+) -> Result<Option<crate::project::Project>, ApiError> {
+    let nonblank = |d: &Option<String>| d.as_deref().filter(|d| !d.trim().is_empty()).is_some();
+    if nonblank(&req.project_dir) {
+        core.project_cache
+            .resolve("project_dir", req.project_dir.as_deref())
+    } else {
+        core.project_cache.resolve("cwd", req.cwd.as_deref())
+    }
 }
 
 /// Where the opt-in Cursor rules file lives, relative to the workspace root.
@@ -189,16 +224,19 @@ fn write_cursor_rules(cwd: Option<&str>, context: &str) {
     });
 }
 
-/// Candidates above the relevance floor, best first, at most `max_memories`.
+/// Candidates above the relevance floor, best first, at most `max_memories`. Only memories
+/// `visible` admits are candidates at all.
 fn relevant_memories(
     core: &Core,
     s: &MemState,
+    visible: &Visibility,
     query: &str,
     qvec: Option<&[f32]>,
 ) -> Vec<(u64, Option<Hit>)> {
     let cfg = &core.cfg.context;
     let q = Query {
         limit: cfg.max_memories,
+        visibility: visible.clone(),
         ..Query::default()
     };
     let floor = cfg.relevance_floor;
@@ -215,10 +253,11 @@ fn relevant_memories(
 }
 
 /// For a conversation's first context (Cursor sessionStart): the user's most important facts.
-fn profile_memories(s: &MemState, n: usize) -> Vec<(u64, Option<Hit>)> {
+fn profile_memories(s: &MemState, visible: &Visibility, n: usize) -> Vec<(u64, Option<Hit>)> {
     let mut bank: Vec<_> = s
         .records()
         .filter(|r| r.collection == Collection::MemoryBank && !r.archived)
+        .filter(|r| visible.admits(r.project.as_deref()))
         .collect();
     bank.sort_by(|a, b| {
         learn::scoring::memory_bank_quality(b)

@@ -42,6 +42,12 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
     )?;
     let now = clock::now_ms();
     core.settle().await;
+    // The exchange belongs where its prompt was; the stop's own directory only when memd never
+    // saw that prompt.
+    let project = match core.conversation_project(&conv) {
+        Some(p) => Some(p),
+        None => core.current_project("project_dir", req.project_dir.as_deref(), None)?,
+    };
     let user = if req.user_message.trim().is_empty() {
         core.store
             .read(|s| s.sessions.get(&conv).map(|c| c.current_prompt.clone()))
@@ -62,6 +68,7 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
         format::clip(assistant.trim(), EXCHANGE_ASSISTANT_CHARS)
     );
     let mut rec = Core::new_record(Collection::Working, content, now);
+    rec.project = project;
     rec.metadata
         .insert("memory_type".into(), Value::from("exchange"));
     rec.metadata
@@ -191,6 +198,7 @@ pub async fn record_outcome(
         .filter(|s| !s.is_empty());
     if let Some(s) = summary {
         let mut rec = Core::new_record(Collection::Working, redact::scrub(s).text, now);
+        rec.project = core.conversation_project(&conv);
         rec.metadata
             .insert("memory_type".into(), Value::from("exchange_summary"));
         rec.metadata

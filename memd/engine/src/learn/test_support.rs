@@ -29,6 +29,7 @@ pub fn record_in(collection: Collection, created_at: i64) -> Record {
         confidence: None,
         archived: false,
         former_ids: Vec::new(),
+        project: None,
         metadata: Metadata::new(),
     }
 }

@@ -6,6 +6,7 @@
 //! beyond the derived in-memory indexes, and never read the clock (ops carry their times).
 
 pub mod ops;
+mod projects;
 pub mod session;
 
 use crate::index::{Lexical, VectorIndex};
@@ -14,6 +15,7 @@ use crate::record::Record;
 use crate::store::Machine;
 use anyhow::Result;
 use ops::{Op, Output, ScoreBatch, ScoreResult};
+pub use projects::ProjectSeen;
 use proto::Collection;
 use serde::{Deserialize, Serialize};
 use session::Sessions;
@@ -29,7 +31,9 @@ pub struct MemState {
     records: HashMap<u64, Record>,
     /// Current and former ids → key.
     ids: HashMap<String, u64>,
-    /// (collection, content hash) → key, for exact-duplicate detection.
+    /// (collection, hash of project and content) → key, for exact-duplicate detection. The
+    /// same text in two projects is two memories: forgetting one project must not take the
+    /// other's.
     hashes: HashMap<(Collection, u64), u64>,
     next_key: u64,
     pub sessions: Sessions,
@@ -37,6 +41,8 @@ pub struct MemState {
     /// Lifecycle transitions and other counters since the store was created.
     pub counters: BTreeMap<String, u64>,
     pub sidecar_attempts: VecDeque<(i64, proto::SidecarAttempt)>,
+    /// Projects prompts came from: root and last use (`memd projects`).
+    pub projects: BTreeMap<String, ProjectSeen>,
     vectors: Arc<VectorIndex>,
     lexical: Lexical,
     /// Keys stored but not embedded yet.
@@ -57,6 +63,8 @@ struct Persisted {
     graph: learn::Graphs,
     counters: BTreeMap<String, u64>,
     sidecar_attempts: Vec<(i64, proto::SidecarAttempt)>,
+    #[serde(default)]
+    projects: BTreeMap<String, ProjectSeen>,
 }
 
 impl MemState {
@@ -70,6 +78,7 @@ impl MemState {
             graph: learn::Graphs::default(),
             counters: BTreeMap::new(),
             sidecar_attempts: VecDeque::new(),
+            projects: BTreeMap::new(),
             vectors: Arc::new(VectorIndex::new(dims)?),
             lexical: Lexical::new(),
             pending: BTreeSet::new(),
@@ -120,10 +129,15 @@ impl MemState {
         self.pending.len()
     }
 
-    /// The id an identical content already has in `collection`, if any.
-    pub fn duplicate_of(&self, collection: Collection, content: &str) -> Option<&str> {
+    /// The id an identical content of the same project already has in `collection`, if any.
+    pub fn duplicate_of(
+        &self,
+        collection: Collection,
+        project: Option<&str>,
+        content: &str,
+    ) -> Option<&str> {
         self.hashes
-            .get(&(collection, content_hash(content)))
+            .get(&(collection, scoped_hash(project, content)))
             .and_then(|k| self.records.get(k))
             .map(|r| r.id.as_str())
     }
@@ -138,8 +152,10 @@ impl MemState {
         };
         self.lexical.insert(key, &r.content);
         *self.per_collection.entry(r.collection).or_default() += 1;
-        self.hashes
-            .insert((r.collection, content_hash(&r.content)), key);
+        self.hashes.insert(
+            (r.collection, scoped_hash(r.project.as_deref(), &r.content)),
+            key,
+        );
         if r.collection == Collection::MemoryBank && !r.archived {
             self.graph.content.index(&r.id, &r.content);
         }
@@ -152,7 +168,7 @@ impl MemState {
         let Some(r) = self.records.get(&key) else {
             return;
         };
-        let hk = (r.collection, content_hash(&r.content));
+        let hk = (r.collection, scoped_hash(r.project.as_deref(), &r.content));
         if let Some(n) = self.per_collection.get_mut(&r.collection) {
             *n = n.saturating_sub(1);
         }
@@ -164,7 +180,7 @@ impl MemState {
     }
 
     fn apply_insert(&mut self, rec: &Record) -> Output {
-        if let Some(id) = self.duplicate_of(rec.collection, &rec.content) {
+        if let Some(id) = self.duplicate_of(rec.collection, rec.project.as_deref(), &rec.content) {
             return Output::Duplicate { id: id.to_string() };
         }
         if self.ids.contains_key(&rec.id) {
@@ -391,9 +407,15 @@ pub fn sidecar_day_counter(at: i64) -> String {
     format!("sidecar_runs_day_{}", at / crate::clock::DAY_MS)
 }
 
-/// Hash of the whitespace-normalised content (exact-duplicate detection).
-pub fn content_hash(content: &str) -> u64 {
+/// Hash of the project and the whitespace-normalised content (exact-duplicate detection).
+pub fn scoped_hash(project: Option<&str>, content: &str) -> u64 {
     let mut h = Sha256::new();
+    if let Some(p) = project {
+        // Global memories hash as before projects existed; a project prefix cannot collide
+        // with content because of the NUL.
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
     for (i, word) in content.split_whitespace().enumerate() {
         if i > 0 {
             h.update(b" ");
@@ -458,11 +480,20 @@ impl Machine for MemState {
                 if !self.sessions.apply(s) {
                     return Output::Rejected("sidecar lease refused".into());
                 }
-                if let session::SessionOp::SidecarLease { at, .. } = s {
-                    self.bump(&sidecar_day_counter(*at));
+                match s {
+                    session::SessionOp::SidecarLease { at, .. } => {
+                        self.bump(&sidecar_day_counter(*at))
+                    }
+                    session::SessionOp::Prompt {
+                        project: Some(p),
+                        at,
+                        ..
+                    } => self.note_project(p, *at),
+                    _ => {}
                 }
                 Output::Done
             }
+            Op::ForgetProject { project } => self.apply_forget_project(project),
             Op::SidecarAttempts { at, attempts } => self.apply_sidecar(*at, attempts),
             Op::Exchange {
                 record,
@@ -498,6 +529,7 @@ impl Machine for MemState {
             graph: self.graph.clone(),
             counters: self.counters.clone(),
             sidecar_attempts: self.sidecar_attempts.iter().cloned().collect(),
+            projects: self.projects.clone(),
         };
         Ok(rmp_serde::to_vec_named(&p)?)
     }
@@ -510,6 +542,7 @@ impl Machine for MemState {
         self.graph = p.graph;
         self.counters = p.counters;
         self.sidecar_attempts = p.sidecar_attempts.into_iter().collect();
+        self.projects = p.projects;
         self.rebuild_derived();
         Ok(())
     }

@@ -71,6 +71,11 @@ pub enum Op {
         #[serde(with = "serde_bytes")]
         components: Vec<u8>,
     },
+    /// Delete every memory of `project`, drop its conversations' hook state and its registry
+    /// entry, atomically (`memd projects forget`). Global memories are untouched.
+    ForgetProject {
+        project: String,
+    },
 }
 
 impl Op {
@@ -127,6 +132,11 @@ pub enum Output {
     },
     Scored(ScoreResult),
     AlreadyScored,
+    /// A project was forgotten: memories deleted, conversations dropped.
+    Forgotten {
+        deleted: usize,
+        conversations: usize,
+    },
     Done,
     Rejected(String),
 }

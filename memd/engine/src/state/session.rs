@@ -55,6 +55,16 @@ pub struct Conversation {
     /// A sidecar run holds the conversation until this time (one at a time).
     pub sidecar_lease_until: i64,
     pub last_sidecar_at: i64,
+    /// The project its prompts came from: what it stores belongs there.
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+/// A project as a prompt saw it: its id and where its repository root was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectRef {
+    pub id: String,
+    pub root: String,
 }
 
 /// What the prompt hook learns from the state before searching.
@@ -83,6 +93,9 @@ pub enum SessionOp {
         concepts: Vec<String>,
         context_type: String,
         session_start: bool,
+        /// Absent in logs written before projects existed, and when the hook sent no directory.
+        #[serde(default)]
+        project: Option<ProjectRef>,
     },
     Stop {
         conv: String,
@@ -131,6 +144,24 @@ impl Sessions {
             .map(|(k, _)| k.clone())
     }
 
+    /// The project of the conversation seen most recently: where an MCP call that cannot tell
+    /// its own directory most likely comes from.
+    pub fn latest_project(&self) -> Option<String> {
+        self.conversations
+            .values()
+            .filter(|c| c.project.is_some())
+            .max_by_key(|c| c.last_seen)
+            .and_then(|c| c.project.clone())
+    }
+
+    /// Drops the hook state of every conversation in `project` (it holds exchange text).
+    pub fn forget_project(&mut self, project: &str) -> usize {
+        let before = self.conversations.len();
+        self.conversations
+            .retain(|_, c| c.project.as_deref() != Some(project));
+        before - self.conversations.len()
+    }
+
     /// Applies `op`. Returns false only for a sidecar lease that was refused (a run is already
     /// under way for the conversation, or the last one was under 10 s ago).
     pub fn apply(&mut self, op: &SessionOp) -> bool {
@@ -145,10 +176,14 @@ impl Sessions {
                 concepts,
                 context_type,
                 session_start,
+                project,
             } => {
                 let c = self.conversations.entry(conv.clone()).or_default();
                 c.last_seen = *at;
                 c.client = *client;
+                if let Some(p) = project {
+                    c.project = Some(p.id.clone());
+                }
                 c.shown.extend(shown.iter().cloned());
                 if *session_start {
                     return true;
@@ -244,6 +279,7 @@ mod tests {
             concepts: vec![],
             context_type: "coding".into(),
             session_start: false,
+            project: None,
         }
     }
 

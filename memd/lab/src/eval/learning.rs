@@ -206,6 +206,7 @@ impl<'a> Simulation<'a> {
                 query: query.to_string(),
                 conversation_id: CONVERSATION.into(),
                 cwd: None,
+                project_dir: None,
                 client: None,
                 session_start: false,
             },
@@ -241,6 +242,7 @@ impl<'a> Simulation<'a> {
                     TOPICS[topic].name
                 ),
                 client: None,
+                project_dir: None,
             },
         )?;
         self.previous = Some(Previous {

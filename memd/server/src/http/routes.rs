@@ -125,6 +125,24 @@ fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
             post(sidecar_report),
         ),
         (
+            get_op(
+                "/api/projects",
+                "projects",
+                "Every project with memories or prompts: counts per collection and last use.",
+                json::<ProjectsResponse>(),
+                false,
+            ),
+            get(projects),
+        ),
+        (
+            post_op::<ForgetProjectRequest, ForgetProjectResponse>(
+                "/api/projects/forget",
+                "forgetProject",
+                "Delete every memory of one project, and its conversations' hook state (global memories stay).",
+            ),
+            post(forget_project),
+        ),
+        (
             post_op::<IngestRequest, IngestResponse>(
                 "/api/ingest",
                 "ingest",
@@ -325,7 +343,7 @@ async fn stats(State(s): App) -> Response {
 }
 
 async fn search(State(s): App, ApiJson(b): ApiJson<SearchRequest, BODY_MAX_BYTES>) -> Response {
-    respond(s.core.search(&b).await)
+    respond(s.core.search(&b, None).await)
 }
 
 async fn get_context(
@@ -350,14 +368,14 @@ async fn record_response(
     State(s): App,
     ApiJson(b): ApiJson<RecordResponseRequest, BODY_MAX_BYTES>,
 ) -> Response {
-    respond(s.core.record_response(&b).await)
+    respond(s.core.record_response(&b, None).await)
 }
 
 async fn memory_bank_add(
     State(s): App,
     ApiJson(b): ApiJson<MemoryBankAdd, BODY_MAX_BYTES>,
 ) -> Response {
-    respond(s.core.memory_bank_add(&b).await)
+    respond(s.core.memory_bank_add(&b, None).await)
 }
 
 async fn memory_bank_update(
@@ -371,7 +389,7 @@ async fn memory_bank_archive(
     State(s): App,
     ApiJson(b): ApiJson<MemoryBankArchive, BODY_MAX_BYTES>,
 ) -> Response {
-    respond(s.core.memory_bank_archive(&b).await)
+    respond(s.core.memory_bank_archive(&b, None).await)
 }
 
 async fn sidecar_report(
@@ -383,6 +401,17 @@ async fn sidecar_report(
 
 async fn ingest(State(s): App, ApiJson(b): ApiJson<IngestRequest, INGEST_BODY_MAX>) -> Response {
     respond(s.core.ingest(&b).await)
+}
+
+async fn projects(State(s): App) -> Response {
+    json_response(200, &s.core.projects())
+}
+
+async fn forget_project(
+    State(s): App,
+    ApiJson(b): ApiJson<ForgetProjectRequest, BODY_MAX_BYTES>,
+) -> Response {
+    respond(s.core.forget_project(&b).await)
 }
 
 async fn books(State(s): App) -> Response {

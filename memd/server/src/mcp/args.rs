@@ -108,6 +108,28 @@ pub struct SearchMemory {
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     /// relevance (default with a query), recency or score.
     pub sort_by: Option<SortArg>,
+    /// Whose memories: "current" (default: this project's and global ones), "global" (only
+    /// facts that hold everywhere), "all" (every project), or a project id from a result's
+    /// project field.
+    #[schemars(length(max = 512))]
+    pub project: Option<String>,
+}
+
+/// Where a fact applies.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeArg {
+    Project,
+    Global,
+}
+
+impl ScopeArg {
+    pub fn to_proto(self) -> proto::Scope {
+        match self {
+            ScopeArg::Project => proto::Scope::Project,
+            ScopeArg::Global => proto::Scope::Global,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -124,6 +146,9 @@ pub struct AddToMemoryBank {
     /// How sure you are it is true, 0-1 (default 0.7; 0.9+ only when verified, 0.5 when unverified).
     #[schemars(range(min = 0.0, max = 1.0))]
     pub confidence: Option<f64>,
+    /// "project" (default): only this repository (build and test commands, conventions, paths,
+    /// architecture). "global": every project (who the user is, their preferences and habits).
+    pub scope: Option<ScopeArg>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

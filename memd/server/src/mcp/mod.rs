@@ -117,6 +117,17 @@ fn session_of(ctx: &RequestContext<RoleServer>) -> Option<String> {
     (!id.is_empty() && id.len() <= 128).then(|| id.to_string())
 }
 
+/// The directory `memd mcp` relays with each request (see `proto::paths::PROJECT_DIR_HEADER`).
+fn project_dir_of(ctx: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = ctx.extensions.get::<http::request::Parts>()?;
+    let raw = parts
+        .headers
+        .get(proto::paths::PROJECT_DIR_HEADER)?
+        .to_str()
+        .ok()?;
+    proto::paths::decode_header_dir(raw.trim()).filter(|d| !d.is_empty())
+}
+
 fn tool_result(text: String, is_error: bool) -> CallToolResponse {
     let content = vec![ContentBlock::text(text)];
     if is_error {
@@ -171,10 +182,18 @@ impl ServerHandler for MemdTools {
             ));
         };
         let session = session_of(&ctx);
+        let project_dir = project_dir_of(&ctx);
+        let project = match core.current_project("project_dir", project_dir.as_deref(), None) {
+            Ok(Some(p)) => Some(p),
+            Ok(None) => core.latest_project(),
+            Err(e) => return Ok(tool_result(e.message, true)),
+        };
         let caller = Caller {
             core: &core,
             recall: &self.shared.recall,
             session: session.as_deref(),
+            project_dir,
+            project,
         };
         Ok(
             match tools::run(tool, &caller, request.arguments.unwrap_or_default()).await {

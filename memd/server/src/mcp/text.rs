@@ -127,6 +127,9 @@ first. days_back=1, collections=[\"working\"] is today's working memory.
 • metadata: exact-match filters, with $gte/$gt/$lte/$lt/$eq/$ne for ranges, e.g. \
 {{\"created_at\": {{\"$gte\": \"2026-01-01T00:00:00Z\"}}}}.
 • limit: {l_lo}–{l_hi} results (default {l_def}).
+• project: \"current\" (default) searches this project's memories and global ones; \"global\" \
+only facts that hold everywhere; \"all\" every project (say so when you use what another \
+project taught: its commands and paths may not apply here).
 
 READING RESULTS
 1. [patterns] (2d, s:0.72, w:0.68, 8 uses, [YY~N]) [id:patterns_3f2a…] memory text
@@ -163,6 +166,13 @@ WHAT DOES NOT
 • Conversation content: exchanges are captured automatically in working memory.
 • Facts about the current task only.
 • Everything you hear: be selective.
+
+SCOPE
+• scope=\"global\": true in every project: the user's identity, role, preferences, habits, \
+how they like to work.
+• scope=\"project\" (default): true in this repository only: build and test commands, ports, \
+conventions, architecture, deploy steps. Other projects never see it.
+When unsure, ask whether the fact would still be right in a different repository.
 
 SIZE
 One fact per memory, at most {max} characters. Do not combine unrelated facts.

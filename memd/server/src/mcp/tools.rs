@@ -142,11 +142,16 @@ pub fn catalog() -> &'static [Tool] {
     &CATALOG
 }
 
-/// Who is calling: the MCP session (None for the stateless protocol).
+/// Who is calling: the MCP session (None for the stateless protocol) and where it works.
 pub struct Caller<'a> {
     pub core: &'a Arc<Core>,
     pub recall: &'a Recall,
     pub session: Option<&'a str>,
+    /// The directory `memd mcp` was started in, when the client came through it.
+    pub project_dir: Option<String>,
+    /// The caller's project: `project_dir` resolved, else the most recently active
+    /// conversation's (a client calling `/mcp` directly sends no directory).
+    pub project: Option<String>,
 }
 
 impl Caller<'_> {
@@ -185,10 +190,11 @@ async fn get_context_insights(c: &Caller<'_>, args: Args) -> Result<String, ApiE
         query: a.query,
         conversation_id: c.conversation_id(),
         cwd: None,
+        project_dir: c.project_dir.clone(),
         client: Some(Client::Mcp),
         session_start: false,
     };
-    let resp = context::get_context(c.core, &req).await?;
+    let resp = context::get_context_for(c.core, &req, c.project.clone()).await?;
     let shown: Vec<String> = resp
         .relevant_memories
         .iter()
@@ -243,8 +249,10 @@ async fn search_memory(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {
         metadata_filters,
         sort_by: a.sort_by.map(args::SortArg::to_proto),
         include_archived: None,
+        project: Some(a.project.unwrap_or_else(|| "current".into())),
+        cwd: None,
     };
-    let resp = c.core.search(&req).await?;
+    let resp = c.core.search(&req, c.project.clone()).await?;
     if let Some(id) = a.id.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         return Ok(match resp.results.first() {
             Some(m) => full_memory(m),
@@ -274,8 +282,14 @@ async fn add_to_memory_bank(c: &Caller<'_>, args: Args) -> Result<String, ApiErr
         importance: a.importance,
         confidence: a.confidence,
         metadata: None,
+        scope: a.scope.map(args::ScopeArg::to_proto),
+        cwd: None,
     };
-    let resp = c.core.memory_bank_add(&req).await?;
+    let resp = c.core.memory_bank_add(&req, c.project.clone()).await?;
+    let place = match &resp.project {
+        Some(p) => format!("for project {p}"),
+        None => "for every project".to_string(),
+    };
     Ok(if resp.duplicate {
         format!(
             "Not stored again: memory_bank already holds this fact as [id:{id}]. To change it, call update_memory(id=\"{id}\", ...).",
@@ -283,7 +297,7 @@ async fn add_to_memory_bank(c: &Caller<'_>, args: Args) -> Result<String, ApiErr
         )
     } else {
         format!(
-            "Stored in memory_bank as [id:{}] (importance {:.1}, confidence {:.1}).",
+            "Stored in memory_bank {place} as [id:{}] (importance {:.1}, confidence {:.1}).",
             resp.doc_id,
             req.importance.unwrap_or(0.7),
             req.confidence.unwrap_or(0.7)
@@ -315,7 +329,7 @@ async fn archive_memory(c: &Caller<'_>, args: Args) -> Result<String, ApiError> 
         id: a.id,
         content: a.content,
     };
-    let resp = c.core.memory_bank_archive(&req).await?;
+    let resp = c.core.memory_bank_archive(&req, c.project.clone()).await?;
     Ok(format!(
         "Archived [id:{}]: it no longer appears in context or search results.",
         resp.doc_id
@@ -387,7 +401,7 @@ async fn record_response(c: &Caller<'_>, args: Args) -> Result<String, ApiError>
         initial_score: initial.clone(),
         conversation_id: c.session.map(|s| format!("mcp-{s}")),
     };
-    let resp = c.core.record_response(&req).await?;
+    let resp = c.core.record_response(&req, c.project.clone()).await?;
     let start = learn::scoring::initial_score(initial.as_deref().and_then(Outcome::parse));
     Ok(format!(
         "Kept the takeaway in working memory as [id:{}] (starting score {start:.2}).",
@@ -442,6 +456,7 @@ mod tests {
             "limit",
             "metadata",
             "sort_by",
+            "project",
         ] {
             assert!(props.contains_key(p), "search_memory lacks {p}");
         }

@@ -185,6 +185,7 @@ fn get_context_once(c: &Client, prompt: &str, conv: &str) -> Result<GetContextRe
         query: prompt.to_string(),
         conversation_id: conv.to_string(),
         cwd: Some("/home/dev/project".into()),
+        project_dir: None,
         client: Some(proto::Client::ClaudeCode),
         session_start: false,
     };
@@ -296,6 +297,7 @@ fn run_session(c: &Client, s: usize, deadline: Instant, seed: u64, failures: &Fa
             user_message: prompt.clone(),
             assistant_response: answer,
             client: Some(proto::Client::ClaudeCode),
+            project_dir: None,
         };
         let t = Instant::now();
         match c.post::<_, StopResponse>("/api/hooks/stop", &stop) {
