@@ -2,7 +2,10 @@
 //! `memd-testkit` (the one helper that starts daemons for tests, memd-eval and memd-bench).
 //!
 //! Adds only the test-flavoured entry points: a daemon with defaults that panics when it cannot
-//! start, and the one whose data dir comes from config.toml.
+//! start, the one whose data dir comes from config.toml, and (in [`project`]) repositories with
+//! hooks, the CLI and the MCP bridge run inside them.
+
+pub mod project;
 
 pub use memd_testkit::{Daemon, Spec, bin_dir, run_hook, runtime_dir, target_bin as bin};
 

@@ -22,7 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Settings of the caller's environment that must never leak into a daemon started here.
-pub const SCRUBBED_ENV: [&str; 13] = [
+pub const SCRUBBED_ENV: [&str; 14] = [
     "MEMD_PORT",
     "MEMD_DEV",
     "MEMD_URL",
@@ -36,6 +36,8 @@ pub const SCRUBBED_ENV: [&str; 13] = [
     "MEMD_SIDECAR_KEY_FILE",
     "MEMD_SIDECAR_REMOTE",
     "XDG_DATA_HOME",
+    // Claude Code sets it for hooks; a test run from inside Claude Code must not inherit it.
+    "CLAUDE_PROJECT_DIR",
 ];
 /// Between polls of a condition; the condition, not the pause, decides.
 /// 1 ms: memd-bench reports start → healthy from this wait, and an empty store answers in ~7 ms.
