@@ -3,25 +3,13 @@
 
 use proto::*;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use tests::{Daemon, bin, run_hook};
+use std::process::Stdio;
+use tests::project::{Bridge, memd_in};
+use tests::{Daemon, run_hook};
 
 /// The default data dir these processes would use without config.toml.
 fn default_data_dir(d: &Daemon) -> std::path::PathBuf {
     d.data_dir().join("home/.local/share/memd")
-}
-
-fn command(d: &Daemon, name: &str) -> Command {
-    let mut cmd = Command::new(bin(name));
-    cmd.env_remove("MEMD_DATA_DIR")
-        .env_remove("MEMD_PORT")
-        .env_remove("MEMD_URL")
-        .env_remove("XDG_DATA_HOME");
-    for (k, v) in d.env() {
-        cmd.env(k, v);
-    }
-    cmd
 }
 
 #[test]
@@ -50,7 +38,7 @@ fn hooks_status_and_mcp_find_the_daemon_through_config_toml() {
 
     // memd status: running, this daemon's pid.
     let health: HealthResponse = d.get("/api/health");
-    let status = command(&d, "memd")
+    let status = memd_in(&d, d.root())
         .args(["status", "--json"])
         .stdin(Stdio::null())
         .output()
@@ -67,45 +55,11 @@ fn hooks_status_and_mcp_find_the_daemon_through_config_toml() {
     );
 
     // memd mcp: the stdio bridge answers tools/call with this daemon's memory.
-    let mut bridge = command(&d, "memd")
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("memd mcp");
-    let mut stdin = bridge.stdin.take().expect("stdin");
-    let mut lines = BufReader::new(bridge.stdout.take().expect("stdout")).lines();
-    let mut ask = |msg: Value, answered: bool| -> Option<Value> {
-        writeln!(stdin, "{msg}").expect("write to the bridge");
-        if !answered {
-            return None;
-        }
-        let line = lines.next().expect("an answer").expect("read the bridge");
-        Some(serde_json::from_str(&line).expect("JSON-RPC answer"))
-    };
-    let init = ask(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "config-test", "version": "1"}}}),
-        true,
-    )
-    .unwrap();
-    assert!(init["result"]["serverInfo"].is_object(), "{init}");
-    ask(
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        false,
-    );
-    let found = ask(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "search_memory", "arguments": {"query": "how does billing deploy"}}}),
-        true,
-    )
-    .unwrap();
-    drop(stdin);
-    let _ = bridge.wait();
+    let mut bridge = Bridge::start_in(&d, d.root());
+    let found = bridge.tool("search_memory", json!({"query": "how does billing deploy"}));
+    drop(bridge);
     assert!(
-        found.to_string().contains("make ship"),
+        found.contains("make ship"),
         "memd mcp did not reach this daemon: {found}"
     );
 
