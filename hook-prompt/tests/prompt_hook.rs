@@ -66,6 +66,7 @@ fn claude_prompt_gets_context_with_token() {
             "query": "The login form still rejects valid passwords — can you check the bcrypt cost setting?",
             "conversation_id": "3f2c9a7e-8b1d-4c55-9e0a-6d7b2f41c0aa",
             "cwd": "/home/dev/shop",
+            "project_dir": "/home/dev/shop",
             "client": "claude-code",
             "session_start": false
         })
@@ -153,6 +154,24 @@ fn port_comes_from_daemon_json_without_memd_url() {
     assert_eq!(memd.requests().len(), 1);
 }
 
+/// Claude Code tells hooks where the session was started; that names the project even when
+/// the agent has `cd`ed elsewhere since (`cwd`).
+#[test]
+fn claude_project_dir_is_sent_as_the_project() {
+    let memd = memd_with("KNOWN CONTEXT\n- [id:patterns_1] bcrypt cost is 12");
+    let mut sandbox = Sandbox::new(Some(&memd.url()));
+    sandbox.set("CLAUDE_PROJECT_DIR", "/home/dev/shop-root");
+    let run = sandbox.run(
+        hook(),
+        &[],
+        &event_fixture("claude_user_prompt_submit.json"),
+    );
+    assert_eq!(run.code, Some(0));
+    let sent = memd.requests()[0].json();
+    assert_eq!(sent["cwd"], "/home/dev/shop");
+    assert_eq!(sent["project_dir"], "/home/dev/shop-root");
+}
+
 #[test]
 fn cursor_session_start_returns_additional_context() {
     let memd = memd_with("KNOWN CONTEXT\n- checkout uses integer cents");
@@ -174,6 +193,7 @@ fn cursor_session_start_returns_additional_context() {
             "query": "",
             "conversation_id": "c0ffee00-1111-4222-8333-944445555666",
             "cwd": "/home/dev/shop",
+            "project_dir": "/home/dev/shop",
             "client": "cursor",
             "session_start": true
         })

@@ -58,7 +58,8 @@ fn claude_stop_sends_the_exchange_and_prints_nothing() {
             "conversation_id": "3f2c9a7e-8b1d-4c55-9e0a-6d7b2f41c0aa",
             "user_message": "Thanks, that worked. Now fix the flaky test in tests/cart.rs",
             "assistant_response": "The cost factor was 4 in config/auth.toml while the stored hashes use 12; I set it back to 12 and the login test passes.",
-            "client": "claude-code"
+            "client": "claude-code",
+            "project_dir": "/home/dev/shop"
         })
     );
     assert!(sandbox.log_lines().is_empty());
@@ -136,7 +137,8 @@ fn cursor_after_agent_response_sends_the_text() {
             "conversation_id": "c0ffee00-1111-4222-8333-944445555666",
             "user_message": "",
             "assistant_response": "The total is computed in f32 and truncated with `as u64`; I switched it to integer cents.",
-            "client": "cursor"
+            "client": "cursor",
+            "project_dir": "/home/dev/shop"
         })
     );
 }

@@ -151,6 +151,14 @@ fn two_repositories_keep_their_facts_and_share_the_users() {
     let found = mcp.tool("search_memory", json!({"query": "how is it deployed"}));
     assert!(found.contains(BLOG_DEPLOY), "{found}");
     assert!(!found.contains(SHOP_DEPLOY), "{found}");
+    let everywhere = mcp.tool(
+        "search_memory",
+        json!({"query": "how is it deployed", "project": "all"}),
+    );
+    assert!(
+        everywhere.contains(&format!("(from project {SHOP})")),
+        "another project's result is marked: {everywhere}"
+    );
     let stored = mcp.tool(
         "add_to_memory_bank",
         json!({"content": "Blog posts live in content/posts as Markdown."}),

@@ -66,11 +66,17 @@ pub fn result_line(rank: usize, m: &MemoryView) -> String {
     )
 }
 
-pub fn result_list(header: &str, results: &[MemoryView]) -> String {
+/// The result lines under `header`. A memory from a project other than the caller's
+/// (`current`; only `project: "all"` or another id finds one) says where it comes from, so the
+/// agent does not take another repository's command for this one's.
+pub fn result_list(header: &str, results: &[MemoryView], current: Option<&str>) -> String {
     let mut out = String::from(header);
     for (i, m) in results.iter().enumerate() {
         out.push('\n');
         out.push_str(&result_line(i + 1, m));
+        if let Some(p) = m.project.as_deref().filter(|p| Some(*p) != current) {
+            out.push_str(&format!(" (from project {p})"));
+        }
     }
     out
 }
@@ -84,6 +90,10 @@ pub fn full_memory(m: &MemoryView) -> String {
         format!("{} ago", m.age)
     };
     out.push_str(&format!("\ncreated: {} ({ago})", m.created_at));
+    match &m.project {
+        Some(p) => out.push_str(&format!("\nproject: {p}")),
+        None => out.push_str("\nscope: global (every project)"),
+    }
     match Collection::parse(&m.collection) {
         Some(Collection::MemoryBank) => {
             out.push_str(&format!(
@@ -174,6 +184,27 @@ mod tests {
             final_rank_score: None,
             metadata: Default::default(),
         }
+    }
+
+    #[test]
+    fn results_from_another_project_say_so() {
+        let mut here = mem("patterns", 8);
+        here.project = Some("github.com/acme/shop".into());
+        let mut there = mem("memory_bank", 0);
+        there.project = Some("gitlab.com/acme/blog".into());
+        let global = mem("working", 0);
+        let text = result_list(
+            "Found 3 memories:",
+            &[here, there, global],
+            Some("github.com/acme/shop"),
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(!lines[1].contains("from project"), "{text}");
+        assert!(
+            lines[2].ends_with("(from project gitlab.com/acme/blog)"),
+            "{text}"
+        );
+        assert!(!lines[3].contains("from project"), "{text}");
     }
 
     #[test]

@@ -271,7 +271,7 @@ async fn search_memory(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {
         1 => "Found 1 memory:".to_string(),
         n => format!("Found {n} memories:"),
     };
-    Ok(result_list(&header, &resp.results))
+    Ok(result_list(&header, &resp.results, c.project.as_deref()))
 }
 
 async fn add_to_memory_bank(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {
@@ -297,7 +297,7 @@ async fn add_to_memory_bank(c: &Caller<'_>, args: Args) -> Result<String, ApiErr
         )
     } else {
         format!(
-            "Stored in memory_bank {place} as [id:{}] (importance {:.1}, confidence {:.1}).",
+            "Stored in memory_bank as [id:{}] {place} (importance {:.1}, confidence {:.1}).",
             resp.doc_id,
             req.importance.unwrap_or(0.7),
             req.confidence.unwrap_or(0.7)

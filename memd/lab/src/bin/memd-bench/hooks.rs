@@ -14,7 +14,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const CWD: &str = "/home/dev/project";
+/// A repository inside the bench's temp dir: the hooks run "in" it, so every prompt pays for
+/// project resolution as a user's would (the daemon caches it per directory).
+fn project_dir(inst: &Instance) -> Result<String> {
+    let root = inst.root.join("project");
+    std::fs::create_dir_all(root.join(".git"))?;
+    std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n")?;
+    std::fs::write(
+        root.join(".git/config"),
+        "[remote \"origin\"]\n\turl = git@github.com:acme/bench.git\n",
+    )?;
+    root.to_str()
+        .map(str::to_string)
+        .context("the bench's temp dir is not UTF-8")
+}
 
 /// What the hook runs measured.
 pub struct HookRuns {
@@ -79,6 +92,7 @@ pub fn run(
     let env = inst.env();
     let transcripts = inst.root.join("transcripts");
     std::fs::create_dir_all(&transcripts)?;
+    let cwd = project_dir(inst)?;
     let log_before = std::fs::metadata(hook_log(inst)).map_or(0, |m| m.len());
     let stored_before = d.memory_count()?;
     let mut out = HookRuns {
@@ -97,7 +111,7 @@ pub fn run(
         std::thread::sleep(THINK_TIME);
         let (ms, stdout) = run_hook(
             &prompt_bin,
-            &corpus::claude_prompt_stdin(&session, &prompt, &transcript, CWD),
+            &corpus::claude_prompt_stdin(&session, &prompt, &transcript, &cwd),
             &env,
         )?;
         out.prompt.0.push(ms);
@@ -108,7 +122,7 @@ pub fn run(
         std::thread::sleep(THINK_TIME);
         let (ms, stdout) = run_hook(
             &stop_bin,
-            &corpus::claude_stop_stdin(&session, &answer, &transcript, CWD),
+            &corpus::claude_stop_stdin(&session, &answer, &transcript, &cwd),
             &env,
         )?;
         if !stdout.trim().is_empty() {
