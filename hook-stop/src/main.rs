@@ -69,6 +69,7 @@ fn answer(event: Event, deadline: &Deadline) {
                 assistant_response: text,
                 client: Some(Client::Cursor),
                 project_dir,
+                score_call_seen: None,
             }
         }
         _ => return,
@@ -83,21 +84,22 @@ fn claude_stop_request(
     transcript_path: Option<String>,
     last_assistant_message: Option<String>,
 ) -> StopRequest {
-    let exchange = transcript_path
-        .as_deref()
-        .map(
-            |path| match transcript::read_last_exchange(Path::new(path), transcript::TAIL_BYTES) {
-                Ok(found) => found,
+    let exchange =
+        transcript_path.as_deref().and_then(|path| {
+            match transcript::read_last_exchange(Path::new(path), transcript::TAIL_BYTES) {
+                Ok(found) => Some(found),
                 Err(e) => {
                     log::failure(
                         "transcript",
                         &format!("cannot read the transcript: {}", e.kind()),
                     );
-                    transcript::LastExchange::default()
+                    None
                 }
-            },
-        )
-        .unwrap_or_default();
+            }
+        });
+    // Without a readable transcript nobody knows whether a score is in flight: memd waits.
+    let score_call_seen = exchange.as_ref().map(|e| e.score_call);
+    let exchange = exchange.unwrap_or_default();
     let assistant_response = match last_assistant_message {
         Some(text) if !text.trim().is_empty() => text,
         _ => exchange.assistant,
@@ -109,6 +111,7 @@ fn claude_stop_request(
         assistant_response,
         client: Some(Client::ClaudeCode),
         project_dir: None,
+        score_call_seen,
     }
 }
 

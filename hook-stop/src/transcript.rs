@@ -14,11 +14,13 @@ use std::path::Path;
 /// How much of the end of the transcript is read.
 pub const TAIL_BYTES: u64 = 2 * 1024 * 1024;
 
-/// The user text and assistant text of the last exchange found (either may be empty).
+/// The user text and assistant text of the last exchange found (either may be empty), and
+/// whether the assistant called memd's `score_response` tool in it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LastExchange {
     pub user: String,
     pub assistant: String,
+    pub score_call: bool,
 }
 
 /// Reads the last `tail_bytes` of `path` and finds the last exchange in them.
@@ -58,13 +60,37 @@ pub fn last_exchange(jsonl: &str) -> LastExchange {
         return LastExchange::default();
     };
     let user = user_prompt_text(&lines[user_at]).unwrap_or_default();
-    let assistant = lines[user_at + 1..]
+    let answer: Vec<&Value> = lines[user_at + 1..]
         .iter()
         .filter(|line| is_main_chain(line) && line["type"] == "assistant")
+        .collect();
+    let assistant = answer
+        .iter()
         .filter_map(|line| text_blocks(&line["message"]["content"]))
         .collect::<Vec<_>>()
         .join("\n");
-    LastExchange { user, assistant }
+    let score_call = answer
+        .iter()
+        .any(|line| calls_score_response(&line["message"]["content"]));
+    LastExchange {
+        user,
+        assistant,
+        score_call,
+    }
+}
+
+/// A `tool_use` block of memd's `score_response` (Claude Code names MCP tools
+/// `mcp__<server>__<tool>`; the server's name is the user's choice).
+fn calls_score_response(content: &Value) -> bool {
+    content.as_array().is_some_and(|blocks| {
+        blocks.iter().any(|b| {
+            b["type"] == "tool_use"
+                && b["name"].as_str().is_some_and(|n| {
+                    n == "score_response"
+                        || (n.starts_with("mcp__") && n.ends_with("__score_response"))
+                })
+        })
+    })
 }
 
 /// The text of a line if it is a prompt the user typed (not a tool result, sidechain or meta line).

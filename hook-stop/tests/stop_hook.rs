@@ -59,7 +59,8 @@ fn claude_stop_sends_the_exchange_and_prints_nothing() {
             "user_message": "Thanks, that worked. Now fix the flaky test in tests/cart.rs",
             "assistant_response": "The cost factor was 4 in config/auth.toml while the stored hashes use 12; I set it back to 12 and the login test passes.",
             "client": "claude-code",
-            "project_dir": "/home/dev/shop"
+            "project_dir": "/home/dev/shop",
+            "score_call_seen": false
         })
     );
     assert!(sandbox.log_lines().is_empty());

@@ -70,6 +70,11 @@ pub struct StopRequest {
     /// the one get-context resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project_dir: Option<String>,
+    /// Did the turn (Claude Code's transcript) call `score_response`? `Some(false)`: no score
+    /// can be in flight, so memd answers at once instead of waiting its grace window.
+    /// Absent: unknown (memd waits, except for Cursor, which never sees a scoring request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_call_seen: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

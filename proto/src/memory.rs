@@ -117,6 +117,10 @@ pub struct MemoryView {
     /// The last three outcomes, oldest first, e.g. `[YY~N]` shows up to 3 after the bracket.
     pub outcome_history: String,
     pub tags: Vec<String>,
+    /// Failed 3 times since it last worked: the hooks no longer inject it, and reads flag it so
+    /// the agent verifies it, then updates or archives it (a success clears the flag).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disputed: bool,
     /// The project this memory belongs to; absent when it is global (seen in every project).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,

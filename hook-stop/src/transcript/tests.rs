@@ -114,3 +114,44 @@ fn tail_drops_the_line_cut_by_the_seek() {
     let tail = read_tail(file.path(), 18).unwrap();
     assert_eq!(tail, "{\"second\":2}\n");
 }
+
+/// Issue 12: memd waited 500 ms on every stop for a score that was never coming. The stop now
+/// says whether this turn called `score_response`; only the last exchange counts.
+#[test]
+fn a_score_response_call_in_the_last_turn_is_seen() {
+    let call = |name: &str| {
+        format!(
+            r#"{{"type":"assistant","message":{{"role":"assistant","content":[{{"type":"tool_use","id":"t1","name":"{name}","input":{{"outcome":"worked"}}}}]}}}}"#
+        )
+    };
+    let prompt =
+        |text: &str| format!(r#"{{"type":"user","message":{{"role":"user","content":"{text}"}}}}"#);
+    let answer = r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"done"}]}}"#;
+    let scored = [
+        prompt("fix it").as_str(),
+        &call("mcp__memd__score_response"),
+        answer,
+    ]
+    .join("\n");
+    assert!(last_exchange(&scored).score_call);
+    let other_tool = [
+        prompt("fix it").as_str(),
+        &call("mcp__memd__search_memory"),
+        answer,
+    ]
+    .join("\n");
+    assert!(!last_exchange(&other_tool).score_call);
+    let earlier_turn = [
+        prompt("first").as_str(),
+        &call("mcp__memd__score_response"),
+        answer,
+        &prompt("second"),
+        answer,
+    ]
+    .join("\n");
+    assert!(
+        !last_exchange(&earlier_turn).score_call,
+        "an earlier turn's call does not count"
+    );
+    assert!(!last_exchange(&fixture()).score_call);
+}

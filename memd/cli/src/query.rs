@@ -87,6 +87,9 @@ pub fn format_hit(n: usize, m: &MemoryView) -> String {
     if !m.outcome_history.is_empty() {
         facts.push(m.outcome_history.clone());
     }
+    if m.disputed {
+        facts.push("DISPUTED".into());
+    }
     format!(
         "{n}. [{}] ({}) [id:{}] {}",
         m.collection,
@@ -343,6 +346,7 @@ mod tests {
             last_outcome: "worked".into(),
             outcome_history: "[YY~N]".into(),
             tags: vec![],
+            disputed: false,
             project: None,
             importance: None,
             confidence: None,

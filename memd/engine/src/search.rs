@@ -387,6 +387,7 @@ pub fn view(rec: &Record, now_ms: i64, hit: Option<&Hit>) -> MemoryView {
             .unwrap_or_default(),
         outcome_history: rec.outcome_symbols(),
         tags: rec.tags.clone(),
+        disputed: learn::scoring::disputed(rec),
         project: rec.project.clone(),
         importance: if bank {
             rec.importance.or(Some(0.7))

@@ -79,6 +79,9 @@ pub fn tags(m: &MemoryView) -> String {
         }
         _ => {}
     }
+    if m.disputed {
+        t.push_str(", DISPUTED: failed 3 times since it last worked, verify before relying on it");
+    }
     t
 }
 
@@ -142,6 +145,7 @@ mod tests {
             last_outcome: "worked".into(),
             outcome_history: "[YY~N]".into(),
             tags: vec![],
+            disputed: false,
             project: None,
             importance: None,
             confidence: None,

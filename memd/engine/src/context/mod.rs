@@ -71,6 +71,9 @@ pub async fn get_context_for(
         None => core.conversation_project(&conv).or(fallback),
     };
     let visible = Visibility::of_current(current.as_deref());
+    // The agent asking for context itself (MCP) sees disputed memories, flagged, so it can
+    // verify and fix them; the hooks never inject them.
+    let with_disputed = req.client == Some(proto::Client::Mcp);
     let query: String = prompt.chars().take(QUERY_CHARS).collect();
     let now = clock::now_ms();
     let plan = if req.session_start {
@@ -90,20 +93,18 @@ pub async fn get_context_for(
     let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
     let (memories, lines_text, shown_now) = core.store.read(|s| {
         let picked = if query.trim().is_empty() {
-            profile_memories(s, &visible, core.cfg.context.max_memories)
+            profile_memories(s, &visible, core.cfg.context.max_memories, with_disputed)
         } else {
-            relevant_memories(core, s, &visible, &query, qvec.as_deref().map(|v| &v[..]))
+            let qvec = qvec.as_deref().map(|v| &v[..]);
+            relevant_memories(core, s, &visible, &query, qvec, with_disputed)
         };
-        let already = s
-            .sessions
-            .get(&conv)
-            .map(|c| c.shown.clone())
-            .unwrap_or_default();
-        let views: Vec<MemoryView> = picked
+        let already = shown_keys(s, &conv);
+        let (keys, views): (Vec<u64>, Vec<MemoryView>) = picked
             .iter()
-            .filter_map(|(k, h)| Some(search::view(s.by_key(*k)?, now, h.as_ref())))
-            .collect();
-        let (lines, shown) = budget_lines(&views, &already, budget);
+            .filter_map(|(k, h)| Some((*k, search::view(s.by_key(*k)?, now, h.as_ref()))))
+            .unzip();
+        let seen: Vec<bool> = keys.iter().map(|k| already.contains(k)).collect();
+        let (lines, shown) = budget_lines(&views, &seen, budget);
         (views.clone(), lines, shown)
     });
     let lines: Vec<Line<'_>> = lines_text
@@ -232,6 +233,7 @@ fn relevant_memories(
     visible: &Visibility,
     query: &str,
     qvec: Option<&[f32]>,
+    with_disputed: bool,
 ) -> Vec<(u64, Option<Hit>)> {
     let cfg = &core.cfg.context;
     let q = Query {
@@ -247,17 +249,24 @@ fn relevant_memories(
             // Not embedded yet (or no model loaded): only a lexical match counts.
             None => h.lexical.is_some(),
         })
+        .filter(|h| with_disputed || !s.by_key(h.key).is_some_and(learn::scoring::disputed))
         .take(cfg.max_memories)
         .map(|h| (h.key, Some(h)))
         .collect()
 }
 
 /// For a conversation's first context (Cursor sessionStart): the user's most important facts.
-fn profile_memories(s: &MemState, visible: &Visibility, n: usize) -> Vec<(u64, Option<Hit>)> {
+fn profile_memories(
+    s: &MemState,
+    visible: &Visibility,
+    n: usize,
+    with_disputed: bool,
+) -> Vec<(u64, Option<Hit>)> {
     let mut bank: Vec<_> = s
         .records()
         .filter(|r| r.collection == Collection::MemoryBank && !r.archived)
         .filter(|r| visible.admits(r.project.as_deref()))
+        .filter(|r| with_disputed || !learn::scoring::disputed(r))
         .collect();
     bank.sort_by(|a, b| {
         learn::scoring::memory_bank_quality(b)
@@ -267,18 +276,33 @@ fn profile_memories(s: &MemState, visible: &Visibility, n: usize) -> Vec<(u64, O
     bank.into_iter().take(n).map(|r| (r.key, None)).collect()
 }
 
+/// The memories this conversation has seen in full, by internal key: a memory promoted since
+/// has a new id, and its old one (kept in `former_ids`) still leads to it.
+fn shown_keys(s: &MemState, conv: &str) -> std::collections::HashSet<u64> {
+    s.sessions
+        .get(conv)
+        .map(|c| {
+            c.shown
+                .iter()
+                .filter_map(|id| s.by_id(id).map(|r| r.key))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Which memories get a full line (text clipped to the budget) and which only a reference.
+/// `seen[i]`: views[i] was shown in full earlier in this conversation.
 /// Returns `(index into views, Some(text) | None for a repeat)` and the ids newly shown in full.
 fn budget_lines(
     views: &[MemoryView],
-    already: &std::collections::BTreeSet<String>,
+    seen: &[bool],
     budget_chars: usize,
 ) -> (Vec<(usize, Option<String>)>, Vec<String>) {
     let mut left = budget_chars;
     let mut lines = Vec::new();
     let mut shown = Vec::new();
     for (i, m) in views.iter().enumerate() {
-        if already.contains(&m.id) {
+        if seen.get(i).copied().unwrap_or(false) {
             lines.push((i, None));
             continue;
         }

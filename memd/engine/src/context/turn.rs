@@ -101,7 +101,7 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
         scoring_complete: !required,
         ..StopResponse::default()
     };
-    if required && !wait_for_score(core, &conv).await {
+    if required && !score_arrives(core, &conv, req).await {
         resp.scoring_complete = false;
         resp.sidecar_data = sidecar::claim(core, &conv).await?;
         resp.needs_sidecar = resp.sidecar_data.is_some();
@@ -117,16 +117,35 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
     Ok(resp)
 }
 
+/// Is the exchange scored, or about to be? Waits the grace window only when a
+/// `score_response` may still be in flight: the turn's transcript shows the call, or nobody
+/// can tell (no transcript). A turn known not to have called it, and Cursor (which never sees
+/// the scoring request), get the answer at once: 14 of 34 stops in issue 12's replay waited
+/// 500 ms for a score that was never coming.
+async fn score_arrives(core: &Core, conv: &str, req: &StopRequest) -> bool {
+    let may_be_in_flight = match req.score_call_seen {
+        Some(seen) => seen,
+        None => req.client != Some(proto::Client::Cursor),
+    };
+    if may_be_in_flight {
+        wait_for_score(core, conv).await
+    } else {
+        is_scored(core, conv)
+    }
+}
+
+fn is_scored(core: &Core, conv: &str) -> bool {
+    core.store.read(|s| {
+        s.sessions
+            .get(conv)
+            .and_then(|c| c.target.as_ref())
+            .is_none_or(|t| t.scored)
+    })
+}
+
 /// True once the conversation's scoring target is scored, false after the grace window.
 async fn wait_for_score(core: &Core, conv: &str) -> bool {
-    let scored = || {
-        core.store.read(|s| {
-            s.sessions
-                .get(conv)
-                .and_then(|c| c.target.as_ref())
-                .is_none_or(|t| t.scored)
-        })
-    };
+    let scored = || is_scored(core, conv);
     let deadline = tokio::time::Instant::now() + GRACE;
     loop {
         let notified = core.scored.notified();

@@ -23,9 +23,9 @@ pub const PROMOTE_TO_PATTERNS_USES: u32 = 3;
 pub const PROMOTE_TO_PATTERNS_SUCCESSES: f64 = 5.0;
 /// patterns → history below this score.
 pub const DEMOTE_BELOW: f64 = 0.4;
-/// Deleted below this score…
+/// Deleted at or below this score…
 pub const DELETE_BELOW: f64 = 0.2;
-/// …or, while younger than `NEW_ITEM_AGE_MS` and without a track record, below this one
+/// …or, while younger than `NEW_ITEM_AGE_MS` and without a track record, at or below this one
 /// (anchor §5: a new memory gets one more chance before it is judged).
 pub const NEW_ITEM_DELETE_BELOW: f64 = 0.1;
 /// A memory counts as new for deletion while `now − created_at` is below this (7 days).
@@ -104,7 +104,9 @@ pub fn next_transition(rec: &Record, now_ms: i64) -> Option<Transition> {
         return None;
     }
     let score = effective_score(rec);
-    if score < deletion_threshold(rec, now_ms) {
+    // At the threshold counts: 0.5 → 0.7 (worked) → 0.4 → 0.1 is three failures, and the
+    // memory must go then, not after a fourth (issue 12's replay).
+    if score <= deletion_threshold(rec, now_ms) {
         return Some(Transition::Delete {
             reason: DeleteReason::LowScore,
         });

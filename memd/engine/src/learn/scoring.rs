@@ -4,7 +4,8 @@
 //! score, memory_bank quality, the ranking prior and the original's dynamic weights.
 //! Everything here is a pure function of its arguments: no I/O, no clock (callers pass `now`
 //! in Unix ms), no locks. It must never move a memory between collections (that is
-//! `lifecycle`) nor touch books or memory_bank scores.
+//! `lifecycle`) nor touch books or memory_bank scores (a memory_bank fact's outcomes move its
+//! confidence instead).
 
 use crate::record::{HISTORY_LEN, OutcomeEntry, Record};
 use proto::{Collection, Outcome};
@@ -34,6 +35,17 @@ pub const BANK_WILSON_SHARE: f64 = 0.2;
 pub const LEARNED_BLEND_USES: u32 = 3;
 /// Decimal places a stored raw score keeps.
 pub const SCORE_DECIMALS: i32 = 6;
+/// Failures since a memory last worked that make it *disputed*: the hooks stop injecting it,
+/// and every read flags it so the agent verifies it. Three is the replay's bar: a wrong fact
+/// or exchange may mislead at most three times (issue 12).
+pub const DISPUTE_FAILURES: usize = 3;
+/// How much one failure takes from a memory_bank fact's confidence, and one success gives back.
+/// 0.2 takes the default 0.7 to 0.1 (the floor) in three failures: the quality that ranks the
+/// fact drops with the confidence.
+pub const BANK_FAILED_CONFIDENCE: f64 = 0.2;
+pub const BANK_WORKED_CONFIDENCE: f64 = 0.1;
+/// A memory_bank fact's confidence never drops under this through outcomes alone.
+pub const BANK_CONFIDENCE_FLOOR: f64 = 0.1;
 /// Pseudo-uses that damp the observed success rate in the ranking prior.
 const PRIOR_EVIDENCE_DAMPING: f64 = 3.0;
 
@@ -183,8 +195,9 @@ pub fn apply_outcome(
 
 /// Records feedback on a memory_bank fact without touching its score (memory_bank is not
 /// outcome-scored). Counting uses and successes is what lets `memory_bank_quality` blend in
-/// Wilson after `BANK_WILSON_MIN_USES`; without this call that blend never engages.
-/// `unknown` only sets `last_used`, as in `apply_outcome`.
+/// Wilson after `BANK_WILSON_MIN_USES`; a failure also lowers the fact's confidence and a
+/// success raises it, so a wrong fact ranks lower at once and is disputed after
+/// `DISPUTE_FAILURES`. `unknown` only sets `last_used`, as in `apply_outcome`.
 pub fn track_use(
     rec: &mut Record,
     outcome: Outcome,
@@ -200,6 +213,12 @@ pub fn track_use(
         rec.last_used = Some(now_ms);
     } else {
         count_use(rec, outcome, now_ms);
+        let confidence = bank_factor(rec.confidence);
+        rec.confidence = Some(match outcome {
+            Outcome::Failed => (confidence - BANK_FAILED_CONFIDENCE).max(BANK_CONFIDENCE_FLOOR),
+            Outcome::Worked => (confidence + BANK_WORKED_CONFIDENCE).min(1.0),
+            _ => confidence,
+        });
     }
     Ok(OutcomeEffect {
         outcome,
@@ -221,6 +240,22 @@ fn count_use(rec: &mut Record, outcome: Outcome, now_ms: i64) {
     rec.outcome_history.drain(..excess);
     rec.last_outcome = Some(outcome);
     rec.last_used = Some(now_ms);
+}
+
+/// Failed outcomes since the memory last worked (partial and unknown neither count nor reset).
+pub fn failures_since_success(rec: &Record) -> usize {
+    rec.outcome_history
+        .iter()
+        .rev()
+        .take_while(|e| e.outcome != Outcome::Worked)
+        .filter(|e| e.outcome == Outcome::Failed)
+        .count()
+}
+
+/// Failed `DISPUTE_FAILURES` times since it last worked: whatever its score or history, the
+/// hooks do not inject it again until a success (or an edit) clears it.
+pub fn disputed(rec: &Record) -> bool {
+    failures_since_success(rec) >= DISPUTE_FAILURES
 }
 
 /// Wilson score interval lower bound at z = 1.96; 0.5 for an untested memory (`total` not

@@ -390,3 +390,45 @@ fn scoring_targets_follow_related_semantics() {
     let related: Vec<String> = ["z", "b", "z", ""].map(String::from).to_vec();
     assert_eq!(scoring_targets(&cached, Some(&related)), ["z", "b"]);
 }
+
+/// Issue 12: a wrong memory_bank fact scored failed three times was injected forever. Now each
+/// failure lowers its confidence, the third without a success in between disputes it, and a
+/// success clears the dispute.
+#[test]
+fn memory_bank_failures_lower_confidence_and_three_dispute_the_fact() {
+    let mut fact = record_in(Collection::MemoryBank, NOW);
+    fact.score = MEMORY_BANK_SCORE;
+    let quality_before = memory_bank_quality(&fact);
+    for n in 1..=3 {
+        assert!(!disputed(&fact), "not yet after {} failures", n - 1);
+        track_use(&mut fact, Outcome::Failed, NOW + n).unwrap();
+    }
+    assert_eq!(
+        fact.score, MEMORY_BANK_SCORE,
+        "memory_bank scores never move"
+    );
+    assert!((fact.confidence.unwrap() - BANK_CONFIDENCE_FLOOR).abs() < 1e-9);
+    assert!(memory_bank_quality(&fact) < quality_before / 3.0);
+    assert!(disputed(&fact));
+    track_use(&mut fact, Outcome::Partial, NOW + 10).unwrap();
+    assert!(disputed(&fact), "partial neither counts nor clears");
+    track_use(&mut fact, Outcome::Worked, NOW + 11).unwrap();
+    assert!(!disputed(&fact), "a success clears the dispute");
+    assert_eq!(failures_since_success(&fact), 0);
+}
+
+#[test]
+fn three_failures_dispute_any_memory_whatever_its_history() {
+    let mut rec = scored(Collection::Patterns, 0.95, 9, 8.0);
+    for o in [
+        Outcome::Worked,
+        Outcome::Failed,
+        Outcome::Unknown,
+        Outcome::Failed,
+    ] {
+        apply_outcome(&mut rec, o, NOW, false).unwrap();
+    }
+    assert!(!disputed(&rec));
+    apply_outcome(&mut rec, Outcome::Failed, NOW, false).unwrap();
+    assert!(disputed(&rec));
+}

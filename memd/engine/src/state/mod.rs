@@ -221,6 +221,12 @@ impl MemState {
             if let Some(c) = content {
                 r.content = c.clone();
             }
+            if changed {
+                // The outcomes judged the old text: a corrected fact starts a new record of
+                // them (and is no longer disputed). Uses and successes stay as counts.
+                r.outcome_history.clear();
+                r.last_outcome = None;
+            }
             if let Some(t) = tags {
                 r.tags = t.clone();
             }

@@ -58,6 +58,10 @@ pub struct Conversation {
     /// The project its prompts came from: what it stores belongs there.
     #[serde(default)]
     pub project: Option<String>,
+    /// What the session start showed (the user's profile) before any prompt: it joins the
+    /// first exchange's injected ids, so those memories are scored like any other.
+    #[serde(default)]
+    pub profile_shown: Vec<String>,
 }
 
 /// A project as a prompt saw it: its id and where its repository root was.
@@ -186,6 +190,11 @@ impl Sessions {
                 }
                 c.shown.extend(shown.iter().cloned());
                 if *session_start {
+                    for id in injected {
+                        if !c.profile_shown.contains(id) {
+                            c.profile_shown.push(id.clone());
+                        }
+                    }
                     return true;
                 }
                 c.target = scoring_target(c).cloned();
@@ -193,7 +202,9 @@ impl Sessions {
                 c.turns += 1;
                 c.awaiting_stop = true;
                 c.current_prompt = prompt.clone();
-                c.current_injected = injected.clone();
+                let mut in_context = std::mem::take(&mut c.profile_shown);
+                in_context.retain(|id| !injected.contains(id));
+                c.current_injected = injected.iter().cloned().chain(in_context).collect();
                 c.current_concepts = concepts.clone();
                 c.current_context_type = context_type.clone();
             }
@@ -339,6 +350,27 @@ mod tests {
         // the new exchange is pending, the old one stays scored
         assert!(s.plan("c").required);
         assert_eq!(s.most_recent_pending(), None, "target was scored");
+    }
+
+    /// Issue 12: the profile a session start showed was never scored.
+    #[test]
+    fn a_session_starts_profile_is_scored_with_the_first_exchange() {
+        let mut s = Sessions::default();
+        let mut start = prompt("c", 1, &["memory_bank_a", "memory_bank_b"]);
+        if let SessionOp::Prompt { session_start, .. } = &mut start {
+            *session_start = true;
+        }
+        s.apply(&start);
+        assert!(!s.plan("c").required, "a session start is not a turn");
+        s.apply(&prompt("c", 2, &["working_x", "memory_bank_b"]));
+        s.apply(&stop("c", 3, "working_ex"));
+        assert_eq!(
+            s.plan("c").ids,
+            vec!["working_x", "memory_bank_b", "memory_bank_a"]
+        );
+        s.apply(&prompt("c", 4, &[]));
+        s.apply(&stop("c", 5, "working_ex2"));
+        assert!(s.plan("c").ids.is_empty(), "the profile is scored once");
     }
 
     #[test]

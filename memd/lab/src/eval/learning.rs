@@ -243,6 +243,7 @@ impl<'a> Simulation<'a> {
                 ),
                 client: None,
                 project_dir: None,
+                score_call_seen: None,
             },
         )?;
         self.previous = Some(Previous {

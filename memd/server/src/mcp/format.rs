@@ -12,6 +12,17 @@ const RESULT_CHARS: usize = 800;
 
 /// `2d, s:0.72, w:0.68, 8 uses, [YY~N]`, `5d, imp:0.9, conf:0.8` or `2d, reference`.
 pub fn signals(m: &MemoryView) -> String {
+    let mut t = outcome_signals(m);
+    if m.disputed {
+        t.push_str(&format!(", {}", DISPUTED));
+    }
+    t
+}
+
+/// What a reader must do with a disputed memory, in one phrase.
+pub const DISPUTED: &str = "DISPUTED: failed 3 times since it last worked; verify it, then update_memory or archive_memory";
+
+fn outcome_signals(m: &MemoryView) -> String {
     match Collection::parse(&m.collection) {
         Some(Collection::MemoryBank) => {
             let mut t = format!(
@@ -177,6 +188,7 @@ mod tests {
             last_outcome: "worked".into(),
             outcome_history: "[YY~N]".into(),
             tags: vec![],
+            disputed: false,
             project: None,
             importance: None,
             confidence: None,

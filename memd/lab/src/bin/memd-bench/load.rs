@@ -298,6 +298,7 @@ fn run_session(c: &Client, s: usize, deadline: Instant, seed: u64, failures: &Fa
             assistant_response: answer,
             client: Some(proto::Client::ClaudeCode),
             project_dir: None,
+            score_call_seen: None,
         };
         let t = Instant::now();
         match c.post::<_, StopResponse>("/api/hooks/stop", &stop) {
