@@ -97,7 +97,7 @@ impl Outcome {
 }
 
 /// The normalized memory shape (seed 002, feature 2): the same fields on every read path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemoryView {
     pub id: String,

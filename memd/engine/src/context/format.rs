@@ -17,34 +17,69 @@ memories also show s: (outcome score), w: (Wilson confidence), uses and recent o
 Memories may be outdated or wrong: verify before treating them as ground truth. When the user \
 refers to earlier work, this is what you remember of it.";
 
+/// What follows the first KNOWN CONTEXT of a conversation: the agent has read the long
+/// preamble once, and 130 tokens on every later prompt would buy nothing (issue 12).
+const SHORT_PREAMBLE: &str =
+    "memd memories (may be outdated: verify; search_memory(id=...) shows one in full):";
+
 /// One line per memory; `repeat` lines reference a memory already shown in this conversation.
 pub enum Line<'a> {
     Full { m: &'a MemoryView, text: String },
     Repeat { m: &'a MemoryView },
 }
 
-/// The KNOWN CONTEXT block, or "" when there is nothing to show.
-pub fn known_context(lines: &[Line<'_>]) -> String {
+impl Line<'_> {
+    /// The line as the agent reads it, newline included.
+    pub fn render(&self) -> String {
+        match self {
+            Line::Full { m, text } => full_line(m, text),
+            Line::Repeat { m } => repeat_line(m),
+        }
+    }
+}
+
+/// `• <text> [id:…] (<tags>)`: a memory shown in full (text possibly clipped).
+pub fn full_line(m: &MemoryView, text: &str) -> String {
+    format!("• {} [id:{}] ({})\n", text, m.id, tags(m))
+}
+
+/// A reference to a memory shown in full earlier in this conversation.
+pub fn repeat_line(m: &MemoryView) -> String {
+    format!(
+        "• [id:{}] shown earlier in this conversation, unchanged ({}, {})\n",
+        m.id, m.age, m.collection
+    )
+}
+
+fn preamble(first_in_conversation: bool) -> &'static str {
+    if first_in_conversation {
+        PREAMBLE
+    } else {
+        SHORT_PREAMBLE
+    }
+}
+
+/// Characters of the KNOWN CONTEXT block around its lines (preamble and frame).
+pub fn frame_chars(first_in_conversation: bool) -> usize {
+    preamble(first_in_conversation).chars().count()
+        + "\n\n\n".len()
+        + CONTEXT_OPEN.chars().count()
+        + CONTEXT_CLOSE.chars().count()
+}
+
+/// The KNOWN CONTEXT block, or "" when there is nothing to show. The long preamble goes out
+/// with a conversation's first block only.
+pub fn known_context(lines: &[Line<'_>], first_in_conversation: bool) -> String {
     if lines.is_empty() {
         return String::new();
     }
     let mut out = String::with_capacity(512);
-    out.push_str(PREAMBLE);
+    out.push_str(preamble(first_in_conversation));
     out.push_str("\n\n");
     out.push_str(CONTEXT_OPEN);
     out.push('\n');
     for line in lines {
-        match line {
-            Line::Full { m, text } => {
-                out.push_str(&format!("• {} [id:{}] ({})\n", text, m.id, tags(m)));
-            }
-            Line::Repeat { m } => {
-                out.push_str(&format!(
-                    "• [id:{}] shown earlier in this conversation, unchanged ({}, {})\n",
-                    m.id, m.age, m.collection
-                ));
-            }
-        }
+        out.push_str(&line.render());
     }
     out.push_str(CONTEXT_CLOSE);
     out
@@ -158,26 +193,35 @@ mod tests {
     #[test]
     fn known_context_carries_ids_scores_and_the_humility_sentence() {
         let m = mem("patterns_0123456789ab", "patterns", 8);
-        let text = known_context(&[Line::Full {
+        let line = [Line::Full {
             m: &m,
             text: m.content.clone(),
-        }]);
+        }];
+        let text = known_context(&line, true);
         assert!(text.contains("may be outdated or wrong"));
         assert!(text.contains(
             "• The staging database listens on port 5433 [id:patterns_0123456789ab] (2d, patterns, s:0.72, w:0.68, 8 uses, [YY~N])"
         ));
         assert!(text.ends_with(CONTEXT_CLOSE));
+        // Later in the conversation: the one-line preamble, still saying "verify".
+        let later = known_context(&line, false);
+        assert!(later.starts_with("memd memories (may be outdated: verify"));
+        assert!(later.chars().count() + 300 < text.chars().count());
+        assert_eq!(
+            frame_chars(false) + line[0].render().chars().count(),
+            later.chars().count()
+        );
     }
 
     #[test]
     fn empty_context_is_empty() {
-        assert_eq!(known_context(&[]), "");
+        assert_eq!(known_context(&[], true), "");
     }
 
     #[test]
     fn repeats_reference_the_id_without_the_text() {
         let m = mem("working_aa", "working", 0);
-        let text = known_context(&[Line::Repeat { m: &m }]);
+        let text = known_context(&[Line::Repeat { m: &m }], true);
         assert!(text.contains("[id:working_aa] shown earlier"));
         assert!(!text.contains("5433"));
     }

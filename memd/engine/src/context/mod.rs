@@ -6,7 +6,9 @@
 //! only heavy step on the prompt path is one query embedding; learning and promotion run in the
 //! background workers, never here.
 
+mod budget;
 pub mod format;
+mod select;
 mod sidecar;
 mod turn;
 
@@ -18,21 +20,19 @@ use crate::error::{ApiError, check_len};
 use crate::learn;
 use crate::redact;
 use crate::scope::Visibility;
-use crate::search::{self, Hit, Query};
+use crate::search;
 use crate::state::MemState;
 use crate::state::ops::Op;
 use crate::state::session::{ProjectRef, SessionOp};
 use format::Line;
 use proto::limits;
-use proto::{Collection, GetContextRequest, GetContextResponse, MemoryView, ScoringMemory};
+use proto::{GetContextRequest, GetContextResponse, MemoryView, ScoringMemory};
 use std::sync::Arc;
 
 /// Characters per token, for the injection budget (English prose averages about 4).
-const CHARS_PER_TOKEN: usize = 4;
+pub const CHARS_PER_TOKEN: usize = 4;
 /// The longest prompt prefix used as a search query.
 const QUERY_CHARS: usize = 2_000;
-/// A memory line is never cut below this many characters (a stub helps nobody).
-const MIN_LINE_CHARS: usize = 80;
 
 pub(crate) fn validate_conversation(id: &str) -> Result<&str, ApiError> {
     let id = id.trim();
@@ -90,13 +90,28 @@ pub async fn get_context_for(
     } else {
         core.embed_query(&query).await
     };
+    let followup = core
+        .store
+        .read(|s| select::followup_query(s, &conv, &query));
+    let fvec = match &followup {
+        Some(f) => core.embed_query(f).await,
+        None => None,
+    };
+    let scoring_prompt = if plan.required {
+        format::scoring_prompt(&plan.ids)
+    } else {
+        String::new()
+    };
     let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
-    let (memories, lines_text, shown_now) = core.store.read(|s| {
+    let (memories, lines_text, shown_now, first_context) = core.store.read(|s| {
         let picked = if query.trim().is_empty() {
-            profile_memories(s, &visible, core.cfg.context.max_memories, with_disputed)
+            select::profile(s, &visible, core.cfg.context.max_memories, with_disputed)
         } else {
-            let qvec = qvec.as_deref().map(|v| &v[..]);
-            relevant_memories(core, s, &visible, &query, qvec, with_disputed)
+            let prompt = (query.as_str(), qvec.as_deref().map(|v| &v[..]));
+            let followup = followup
+                .as_deref()
+                .map(|f| (f, fvec.as_deref().map(|v| &v[..])));
+            select::relevant(core, s, &visible, prompt, followup, with_disputed)
         };
         let already = shown_keys(s, &conv);
         let (keys, views): (Vec<u64>, Vec<MemoryView>) = picked
@@ -104,8 +119,13 @@ pub async fn get_context_for(
             .filter_map(|(k, h)| Some((*k, search::view(s.by_key(*k)?, now, h.as_ref()))))
             .unzip();
         let seen: Vec<bool> = keys.iter().map(|k| already.contains(k)).collect();
-        let (lines, shown) = budget_lines(&views, &seen, budget);
-        (views.clone(), lines, shown)
+        let first_context = already.is_empty();
+        let (lines, shown) = budget::lay_out(
+            &views,
+            &seen,
+            budget::for_lines(budget, &scoring_prompt, first_context),
+        );
+        (views.clone(), lines, shown, first_context)
     });
     let lines: Vec<Line<'_>> = lines_text
         .iter()
@@ -117,12 +137,7 @@ pub async fn get_context_for(
             None => Line::Repeat { m: &memories[*i] },
         })
         .collect();
-    let scoring_prompt = if plan.required {
-        format::scoring_prompt(&plan.ids)
-    } else {
-        String::new()
-    };
-    let context = format::known_context(&lines);
+    let context = format::known_context(&lines, first_context);
     let formatted_injection = [scoring_prompt.as_str(), context.as_str()]
         .iter()
         .filter(|t| !t.is_empty())
@@ -225,57 +240,6 @@ fn write_cursor_rules(cwd: Option<&str>, context: &str) {
     });
 }
 
-/// Candidates above the relevance floor, best first, at most `max_memories`. Only memories
-/// `visible` admits are candidates at all.
-fn relevant_memories(
-    core: &Core,
-    s: &MemState,
-    visible: &Visibility,
-    query: &str,
-    qvec: Option<&[f32]>,
-    with_disputed: bool,
-) -> Vec<(u64, Option<Hit>)> {
-    let cfg = &core.cfg.context;
-    let q = Query {
-        limit: cfg.max_memories,
-        visibility: visible.clone(),
-        ..Query::default()
-    };
-    let floor = cfg.relevance_floor;
-    search::rank(s, &q, query, qvec, &core.ranking(), cfg.max_memories)
-        .into_iter()
-        .filter(|h| match h.similarity {
-            Some(sim) => sim >= floor,
-            // Not embedded yet (or no model loaded): only a lexical match counts.
-            None => h.lexical.is_some(),
-        })
-        .filter(|h| with_disputed || !s.by_key(h.key).is_some_and(learn::scoring::disputed))
-        .take(cfg.max_memories)
-        .map(|h| (h.key, Some(h)))
-        .collect()
-}
-
-/// For a conversation's first context (Cursor sessionStart): the user's most important facts.
-fn profile_memories(
-    s: &MemState,
-    visible: &Visibility,
-    n: usize,
-    with_disputed: bool,
-) -> Vec<(u64, Option<Hit>)> {
-    let mut bank: Vec<_> = s
-        .records()
-        .filter(|r| r.collection == Collection::MemoryBank && !r.archived)
-        .filter(|r| visible.admits(r.project.as_deref()))
-        .filter(|r| with_disputed || !learn::scoring::disputed(r))
-        .collect();
-    bank.sort_by(|a, b| {
-        learn::scoring::memory_bank_quality(b)
-            .total_cmp(&learn::scoring::memory_bank_quality(a))
-            .then(b.created_at.cmp(&a.created_at))
-    });
-    bank.into_iter().take(n).map(|r| (r.key, None)).collect()
-}
-
 /// The memories this conversation has seen in full, by internal key: a memory promoted since
 /// has a new id, and its old one (kept in `former_ids`) still leads to it.
 fn shown_keys(s: &MemState, conv: &str) -> std::collections::HashSet<u64> {
@@ -288,33 +252,6 @@ fn shown_keys(s: &MemState, conv: &str) -> std::collections::HashSet<u64> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Which memories get a full line (text clipped to the budget) and which only a reference.
-/// `seen[i]`: views[i] was shown in full earlier in this conversation.
-/// Returns `(index into views, Some(text) | None for a repeat)` and the ids newly shown in full.
-fn budget_lines(
-    views: &[MemoryView],
-    seen: &[bool],
-    budget_chars: usize,
-) -> (Vec<(usize, Option<String>)>, Vec<String>) {
-    let mut left = budget_chars;
-    let mut lines = Vec::new();
-    let mut shown = Vec::new();
-    for (i, m) in views.iter().enumerate() {
-        if seen.get(i).copied().unwrap_or(false) {
-            lines.push((i, None));
-            continue;
-        }
-        if left < MIN_LINE_CHARS {
-            break;
-        }
-        let text = format::clip(&m.content, left);
-        left = left.saturating_sub(text.chars().count());
-        shown.push(m.id.clone());
-        lines.push((i, Some(text)));
-    }
-    (lines, shown)
 }
 
 fn scoring_hints(core: &Core, ids: &[String]) -> Vec<ScoringMemory> {
@@ -331,4 +268,4 @@ fn scoring_hints(core: &Core, ids: &[String]) -> Vec<ScoringMemory> {
     })
 }
 
-pub use turn::{record_outcome, stop};
+pub use turn::{record_outcome, score_memories, stop};

@@ -270,6 +270,42 @@ pub async fn record_outcome(
     Ok(resp)
 }
 
+/// Scores memories outside a hook turn: what an MCP client was shown by its own tool calls
+/// when no hook exchange is waiting (clients without hooks, issue 12). The caller guarantees
+/// each id is scored once (it forgets what it scored). Unknown ids are reported, not errors.
+pub async fn score_memories(
+    core: &Arc<Core>,
+    scores: Vec<(String, Outcome)>,
+    action: &str,
+) -> Result<crate::state::ops::ScoreResult, ApiError> {
+    if scores.len() > 100 {
+        return Err(ApiError::bad(
+            "memory_scores",
+            "at most 100 memory scores per call",
+        ));
+    }
+    let exchange_outcome = scores.first().map_or(Outcome::Unknown, |s| s.1);
+    let batch = ScoreBatch {
+        exchange: None,
+        exchange_outcome,
+        scores,
+        concepts: Vec::new(),
+        context_type: String::new(),
+        action: action.to_string(),
+        at: clock::now_ms(),
+        time_weighting: core.cfg.learning.time_weighting,
+    };
+    match core.commit_one(Op::ScoreExchange(Box::new(batch))).await? {
+        Output::Scored(r) => {
+            core.lifecycle_wake.notify_one();
+            Ok(r)
+        }
+        other => Err(ApiError::internal(format!(
+            "unexpected store answer {other:?}"
+        ))),
+    }
+}
+
 fn parse_memory_scores(
     m: Option<&BTreeMap<String, String>>,
 ) -> Result<BTreeMap<String, Outcome>, ApiError> {

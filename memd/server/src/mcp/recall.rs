@@ -1,5 +1,6 @@
 //! What the MCP layer remembers about each client session, in memory only: which memories
-//! `get_context_insights` showed since the last score, and when the self-audit reminder is due.
+//! `get_context_insights` showed and `search_memory` returned since the last score, and when the
+//! self-audit reminder is due.
 //!
 //! Owns the self-audit trigger. Must stay bounded (a fixed number of sessions, a fixed number of
 //! ids each) and must never hold anything that has to survive a restart: the durable doc-id
@@ -26,6 +27,9 @@ pub const STATELESS: &str = "stateless";
 struct SessionRecall {
     bank_context_calls: u32,
     shown_unscored: Vec<String>,
+    /// Returned by search_memory: scoreable when named, never scored by default (browsing is
+    /// no evidence that a memory was used).
+    searched_unscored: Vec<String>,
     last_used: Instant,
 }
 
@@ -34,9 +38,20 @@ impl Default for SessionRecall {
         SessionRecall {
             bank_context_calls: 0,
             shown_unscored: Vec::new(),
+            searched_unscored: Vec::new(),
             last_used: Instant::now(),
         }
     }
+}
+
+fn remember(list: &mut Vec<String>, ids: &[String]) {
+    for id in ids {
+        if !list.contains(id) {
+            list.push(id.clone());
+        }
+    }
+    let excess = list.len().saturating_sub(MAX_SHOWN);
+    list.drain(..excess);
 }
 
 #[derive(Debug, Default)]
@@ -64,13 +79,7 @@ impl Recall {
     /// Notes a `get_context_insights` answer; true when the self-audit reminder is due.
     pub fn note_context(&self, session: &str, shown: &[String], shows_memory_bank: bool) -> bool {
         self.with_session(session, |s| {
-            for id in shown {
-                if !s.shown_unscored.contains(id) {
-                    s.shown_unscored.push(id.clone());
-                }
-            }
-            let excess = s.shown_unscored.len().saturating_sub(MAX_SHOWN);
-            s.shown_unscored.drain(..excess);
+            remember(&mut s.shown_unscored, shown);
             if !shows_memory_bank {
                 return false;
             }
@@ -79,15 +88,26 @@ impl Recall {
         })
     }
 
+    /// Notes the ids a `search_memory` answer returned.
+    pub fn note_search(&self, session: &str, found: &[String]) {
+        self.with_session(session, |s| remember(&mut s.searched_unscored, found));
+    }
+
     /// Memories shown to this session since its last successful score.
     pub fn shown_unscored(&self, session: &str) -> Vec<String> {
         self.with_session(session, |s| s.shown_unscored.clone())
     }
 
+    /// Memories this session's searches returned since they were last scored.
+    pub fn searched_unscored(&self, session: &str) -> Vec<String> {
+        self.with_session(session, |s| s.searched_unscored.clone())
+    }
+
     /// After a score landed: those memories have had their outcome.
     pub fn forget_shown(&self, session: &str, scored: &[String]) {
         self.with_session(session, |s| {
-            s.shown_unscored.retain(|id| !scored.contains(id))
+            s.shown_unscored.retain(|id| !scored.contains(id));
+            s.searched_unscored.retain(|id| !scored.contains(id));
         });
     }
 }
@@ -117,8 +137,10 @@ mod tests {
         r.note_context("s", &["a".into(), "b".into()], false);
         r.note_context("s", &["b".into(), "c".into()], false);
         assert_eq!(r.shown_unscored("s"), vec!["a", "b", "c"]);
-        r.forget_shown("s", &["a".into(), "b".into()]);
+        r.note_search("s", &["c".into(), "d".into()]);
+        r.forget_shown("s", &["a".into(), "b".into(), "d".into()]);
         assert_eq!(r.shown_unscored("s"), vec!["c"]);
+        assert_eq!(r.searched_unscored("s"), vec!["c"]);
     }
 
     #[test]

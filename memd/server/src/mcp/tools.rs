@@ -253,6 +253,8 @@ async fn search_memory(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {
         cwd: None,
     };
     let resp = c.core.search(&req, c.project.clone()).await?;
+    let found: Vec<String> = resp.results.iter().map(|m| m.id.clone()).collect();
+    c.recall.note_search(c.recall_key(), &found);
     if let Some(id) = a.id.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         return Ok(match resp.results.first() {
             Some(m) => full_memory(m),
@@ -338,12 +340,14 @@ async fn archive_memory(c: &Caller<'_>, args: Args) -> Result<String, ApiError> 
 
 async fn score_response(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {
     let a: args::ScoreResponse = decode(args)?;
-    let mut memory_scores: std::collections::BTreeMap<String, String> = a
+    let explicit: std::collections::BTreeMap<String, String> = a
         .memory_scores
+        .clone()
         .unwrap_or_default()
         .into_iter()
         .map(|(id, o)| (id.trim().to_string(), o.as_str().to_string()))
         .collect();
+    let mut memory_scores = explicit.clone();
     // Seed 001: with `related` left out, every memory shown for the exchange takes its outcome,
     // and that includes what get_context_insights showed this session (the hook's own
     // injections are added by record_outcome). Search results are not included: browsing by
@@ -362,15 +366,19 @@ async fn score_response(c: &Caller<'_>, args: Args) -> Result<String, ApiError> 
         conversation_id: String::new(),
         outcome: a.outcome.as_str().to_string(),
         memory_scores: (!memory_scores.is_empty()).then_some(memory_scores),
-        related: a.related,
+        related: a.related.clone(),
         exchange_summary: a.exchange_summary,
         source: Some("agent".into()),
     };
     let resp = context::record_outcome(c.core, &req).await?;
     if resp.already_scored {
-        return Ok("Nothing to score: no exchange is waiting for a score (it was already scored, or none has finished yet). Nothing changed.".into());
+        return score_without_exchange(c, a.outcome, &explicit, a.related.as_deref()).await;
     }
-    c.recall.forget_shown(c.recall_key(), &from_context);
+    let named: Vec<String> = from_context
+        .into_iter()
+        .chain(explicit.into_keys())
+        .collect();
+    c.recall.forget_shown(c.recall_key(), &named);
     let mut out = format!(
         "Scored {} {} as {}.",
         resp.documents_scored,
@@ -391,6 +399,56 @@ async fn score_response(c: &Caller<'_>, args: Args) -> Result<String, ApiError> 
         out.push_str(" The exchange summary was stored.");
     }
     Ok(out)
+}
+
+/// No hook exchange is waiting (a client without hooks, or the exchange was scored already):
+/// the memories this session was shown by its own tool calls are scored instead, each once.
+/// `related` or `memory_scores` pick among them as they would in a turn; without either, what
+/// get_context_insights showed takes the outcome (search results only when named).
+async fn score_without_exchange(
+    c: &Caller<'_>,
+    outcome: args::OutcomeArg,
+    explicit: &std::collections::BTreeMap<String, String>,
+    related: Option<&[String]>,
+) -> Result<String, ApiError> {
+    let key = c.recall_key();
+    let shown = c.recall.shown_unscored(key);
+    let searched = c.recall.searched_unscored(key);
+    let seen = |id: &str| shown.iter().chain(&searched).any(|s| s == id);
+    let default = Outcome::parse(outcome.as_str()).unwrap_or(Outcome::Unknown);
+    let mut scores: Vec<(String, Outcome)> = explicit
+        .iter()
+        .filter(|(id, _)| seen(id))
+        .map(|(id, o)| (id.clone(), Outcome::parse(o).unwrap_or(default)))
+        .collect();
+    let by_default: Vec<String> = match related {
+        Some(ids) => ids
+            .iter()
+            .map(|i| i.trim().to_string())
+            .filter(|i| seen(i))
+            .collect(),
+        None => shown,
+    };
+    for id in by_default {
+        if !scores.iter().any(|(s, _)| *s == id) {
+            scores.push((id, default));
+        }
+    }
+    if scores.is_empty() {
+        return Ok("Nothing to score: no exchange is waiting for a score, and this session was shown no memory it has not scored yet. Nothing changed.".into());
+    }
+    let result = context::score_memories(c.core, scores, "score_response").await?;
+    c.recall.forget_shown(key, &result.scored);
+    Ok(format!(
+        "No hook exchange was waiting: scored {} {} this session was shown, as {}.",
+        result.scored.len(),
+        if result.scored.len() == 1 {
+            "memory"
+        } else {
+            "memories"
+        },
+        outcome.as_str()
+    ))
 }
 
 async fn record_response(c: &Caller<'_>, args: Args) -> Result<String, ApiError> {

@@ -1,0 +1,113 @@
+//! Which memories a prompt gets: candidates above the relevance floor, the profile for a
+//! conversation's first context, and the conversation's own words for short follow-ups.
+//!
+//! Owns the selection rules of get-context (floor, count, disputed memories, follow-ups).
+//! Must never write and never format: the caller lays the result out within its budget.
+
+use crate::core::Core;
+use crate::learn;
+use crate::scope::Visibility;
+use crate::search::{self, Hit, Query};
+use crate::state::MemState;
+use proto::Collection;
+
+/// A prompt of at most this many words is a possible follow-up ("commit that", "push the new
+/// build to prod, please"): alone it says too little to find what it refers to.
+pub const SHORT_PROMPT_WORDS: usize = 8;
+/// A memory found through the conversation's context must still be this similar to the short
+/// prompt itself, so "thanks!" after a deploy discussion does not re-inject the deploy notes.
+/// Measured in tests/tests/replay.rs (issue 12): the follow-ups' right memories sit at
+/// 0.19–0.33 from the bare prompt, memories on the previous topic at -0.05–0.12 from
+/// unrelated short prompts.
+pub const FOLLOWUP_PROMPT_FLOOR: f32 = 0.17;
+/// How much of the last answer joins a follow-up's query (its gist: the opening sentences).
+const ANSWER_GIST_CHARS: usize = 300;
+
+/// For a short prompt in a conversation with history: the prompt, the previous prompt and the
+/// gist of the last answer, as one query. `None` for long prompts and first prompts.
+pub fn followup_query(s: &MemState, conv: &str, prompt: &str) -> Option<String> {
+    let words = prompt.split_whitespace().count();
+    if words == 0 || words > SHORT_PROMPT_WORDS {
+        return None;
+    }
+    let c = s.sessions.get(conv)?;
+    let previous = c.last.as_ref()?;
+    let gist: String = previous.assistant.chars().take(ANSWER_GIST_CHARS).collect();
+    Some(format!("{prompt}\n{}\n{gist}", previous.user.trim()))
+}
+
+/// Candidates above the relevance floor, best first, at most `max_memories`. Only memories
+/// `visible` admits are candidates at all; disputed ones only when `with_disputed`. A
+/// follow-up query adds what the conversation's context finds, if the prompt itself is not
+/// unrelated to it.
+pub fn relevant(
+    core: &Core,
+    s: &MemState,
+    visible: &Visibility,
+    prompt: (&str, Option<&[f32]>),
+    followup: Option<(&str, Option<&[f32]>)>,
+    with_disputed: bool,
+) -> Vec<(u64, Option<Hit>)> {
+    let cfg = &core.cfg.context;
+    let q = Query {
+        limit: cfg.max_memories,
+        visibility: visible.clone(),
+        ..Query::default()
+    };
+    let floor = cfg.relevance_floor;
+    let allowed = |h: &Hit| {
+        let above_floor = match h.similarity {
+            Some(sim) => sim >= floor,
+            // Not embedded yet (or no model loaded): only a lexical match counts.
+            None => h.lexical.is_some(),
+        };
+        above_floor && (with_disputed || !s.by_key(h.key).is_some_and(learn::scoring::disputed))
+    };
+    let ranking = core.ranking();
+    let mut hits: Vec<Hit> = search::rank(s, &q, prompt.0, prompt.1, &ranking, cfg.max_memories)
+        .into_iter()
+        .filter(|h| allowed(h))
+        .take(cfg.max_memories)
+        .collect();
+    if let (Some((text, fvec)), Some(pvec)) = (followup, prompt.1) {
+        let more: Vec<Hit> = search::rank(s, &q, text, fvec, &ranking, cfg.max_memories)
+            .into_iter()
+            .filter(|h| allowed(h) && !hits.iter().any(|k| k.key == h.key))
+            .filter(|h| similarity(s, h.key, pvec).is_some_and(|x| x >= FOLLOWUP_PROMPT_FLOOR))
+            .collect();
+        hits.extend(more);
+        hits.sort_by(|a, b| {
+            b.rank_score
+                .total_cmp(&a.rank_score)
+                .then(a.key.cmp(&b.key))
+        });
+        hits.truncate(cfg.max_memories);
+    }
+    hits.into_iter().map(|h| (h.key, Some(h))).collect()
+}
+
+fn similarity(s: &MemState, key: u64, qvec: &[f32]) -> Option<f32> {
+    let v = s.vectors().get(key)?;
+    Some(v.iter().zip(qvec).map(|(a, b)| a * b).sum())
+}
+
+/// For a conversation's first context (Cursor sessionStart): the user's most important facts.
+pub fn profile(
+    s: &MemState,
+    visible: &Visibility,
+    n: usize,
+    with_disputed: bool,
+) -> Vec<(u64, Option<Hit>)> {
+    let mut bank: Vec<_> = s
+        .records()
+        .filter(|r| r.collection == Collection::MemoryBank && !r.archived)
+        .filter(|r| visible.admits(r.project.as_deref()))
+        .filter(|r| with_disputed || !learn::scoring::disputed(r))
+        .collect();
+    bank.sort_by(|a, b| {
+        learn::scoring::memory_bank_quality(b)
+            .total_cmp(&learn::scoring::memory_bank_quality(a))
+            .then(b.created_at.cmp(&a.created_at))
+    });
+    bank.into_iter().take(n).map(|r| (r.key, None)).collect()
+}
