@@ -111,7 +111,7 @@ pub async fn get_context_for(
             let followup = followup
                 .as_deref()
                 .map(|f| (f, fvec.as_deref().map(|v| &v[..])));
-            select::relevant(core, s, &visible, prompt, followup, with_disputed)
+            select::relevant(core, s, &conv, &visible, prompt, followup, with_disputed)
         };
         let already = shown_keys(s, &conv);
         let (keys, views): (Vec<u64>, Vec<MemoryView>) = picked
