@@ -114,7 +114,8 @@ pub struct MemoryView {
     pub learned_score: f64,
     /// `""` until the memory is first scored.
     pub last_outcome: String,
-    /// The last three outcomes, oldest first, e.g. `[YY~N]` shows up to 3 after the bracket.
+    /// The last five outcomes, oldest first (`Y` worked, `~` partial, `N` failed, `?` unknown),
+    /// e.g. `[YY~N]`; `""` before the first.
     pub outcome_history: String,
     pub tags: Vec<String>,
     /// Failed 3 times since it last worked: the hooks no longer inject it, and reads flag it so

@@ -271,7 +271,11 @@ fn a_week_of_work_replayed_through_the_hooks() {
             "the profile's {id} is in the first scoring request: {:?}",
             t.scoring_ids
         );
-        assert_eq!(lookup(&d, id).expect("profile fact").uses, 1, "{id} was scored");
+        assert_eq!(
+            lookup(&d, id).expect("profile fact").uses,
+            1,
+            "{id} was scored"
+        );
     }
     turns.push(t);
 

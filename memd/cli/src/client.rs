@@ -215,6 +215,30 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Refuses to signal a pid unless the daemon that owns this data dir announced it in
+/// `daemon.json` (written after it took the data-dir lock) and, where the OS tells, the process
+/// is a `memd`: whatever answers on the port does not get to choose which process we stop.
+fn check_pid_is_our_daemon(cfg: &Config, pid: u32) -> Result<()> {
+    let announced = memd_client::location::read_daemon_info(&cfg.data_dir).map(|i| i.pid);
+    if announced != Some(pid) {
+        bail!(
+            "the daemon answering on port {} reports pid {pid}, but {} names {}; not signalling it",
+            cfg.port,
+            cfg.data_dir.join(proto::paths::DAEMON_FILE).display(),
+            announced.map_or("no pid".to_string(), |p| format!("pid {p}"))
+        );
+    }
+    if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        && !comm.trim().starts_with("memd")
+    {
+        bail!(
+            "pid {pid} is `{}`, not memd; not signalling it",
+            comm.trim()
+        );
+    }
+    Ok(())
+}
+
 /// Stops the daemon of `cfg` if one answers (SIGTERM, then waits up to 10 s). Returns its pid.
 pub fn stop_daemon(cfg: &Config) -> Result<Option<u32>> {
     let client = Client::new(cfg);
@@ -222,6 +246,7 @@ pub fn stop_daemon(cfg: &Config) -> Result<Option<u32>> {
         return Ok(None);
     };
     let pid = health.pid;
+    check_pid_is_our_daemon(cfg, pid)?;
     #[cfg(unix)]
     {
         let Ok(raw) = i32::try_from(pid) else {
@@ -245,4 +270,38 @@ pub fn stop_daemon(cfg: &Config) -> Result<Option<u32>> {
     }
     #[cfg(not(unix))]
     bail!("stopping memd (pid {pid}) is not supported on this platform; stop it by hand")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_in(dir: &std::path::Path) -> Config {
+        Config {
+            port: 47_999,
+            data_dir: dir.to_path_buf(),
+            config_file: None,
+            context: Default::default(),
+            learning: Default::default(),
+            sidecar: Default::default(),
+            cursor: Default::default(),
+        }
+    }
+
+    /// Issue 12 (seed 002 F5.2): a process answering on memd's port names a pid; only the pid
+    /// the data dir's own daemon announced may be signalled.
+    #[test]
+    fn a_pid_the_data_dir_did_not_announce_is_not_signalled() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config_in(dir.path());
+        let err = check_pid_is_our_daemon(&cfg, 4242).unwrap_err().to_string();
+        assert!(err.contains("names no pid"), "{err}");
+        std::fs::write(
+            dir.path().join(proto::paths::DAEMON_FILE),
+            r#"{"port": 47999, "pid": 4243, "version": "0"}"#,
+        )
+        .unwrap();
+        let err = check_pid_is_our_daemon(&cfg, 4242).unwrap_err().to_string();
+        assert!(err.contains("names pid 4243"), "{err}");
+    }
 }

@@ -50,8 +50,8 @@ pub const STALE_TOPIC: usize = 3;
 /// Deploy notes start as `worked` (0.7): the agent believed every one; three failures take a
 /// misleading one to 0 and deletion. Migration and test notes start neutral (0.5): two
 /// failures delete. The CI notes are the hard case: promoted to patterns at 1.0 during the
-/// warm-up, three failures leave them at 0.1, above the deletion threshold (0.1 for memories
-/// younger than 7 days), so leaving the top 5 by then is the ranking prior's work alone.
+/// warm-up, three failures leave them at 0.1, at or below every deletion threshold, and three
+/// failures since the last success dispute them: the hooks stop injecting them either way.
 pub const TOPICS: [Topic; 4] = [
     Topic {
         name: "deploy",

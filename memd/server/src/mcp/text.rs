@@ -46,10 +46,14 @@ the exchange gets scored, its score moves (worked {worked:+.2}, partial {partial
 • history: promoted from working at score ≥ {h_score} with ≥ {h_uses} uses; kept about 30 days.
 • patterns: promoted from history at score ≥ {p_score}, ≥ {p_uses} uses and ≥ {p_succ} \
 successes; kept for good.
-• A memory whose score falls below {demote} is demoted; below {delete} it is deleted.
-• memory_bank: facts stored on purpose with add_to_memory_bank. Never outcome-scored and never \
-deleted by score; ranked by importance × confidence, with its track record blended in after \
-{bank_uses} uses.
+• A pattern whose score falls below {demote} goes back to history; any scored memory at or \
+below {delete} is deleted ({young} for one younger than a week that never left working).
+• A memory that failed {disputed} times since it last worked is DISPUTED: it is no longer put \
+into your context by itself, and results flag it. Verify it, then fix it (update_memory) or \
+drop it (archive_memory); one success clears the flag.
+• memory_bank: facts stored on purpose with add_to_memory_bank. Their score never moves and \
+they are never deleted by score; a failure lowers their confidence, a success raises it. \
+Ranked by importance × confidence, with its track record blended in after {bank_uses} uses.
 • books: reference documents the user ingested; never scored.
 
 READING A MEMORY
@@ -100,6 +104,8 @@ appear verbatim in KNOWN CONTEXT or a tool confirmed them; say \"I believe X; le
         p_succ = lc::PROMOTE_TO_PATTERNS_SUCCESSES,
         demote = pct(lc::DEMOTE_BELOW),
         delete = pct(lc::DELETE_BELOW),
+        young = pct(lc::NEW_ITEM_DELETE_BELOW),
+        disputed = sc::DISPUTE_FAILURES,
         bank_uses = sc::BANK_WILSON_MIN_USES,
     )
 }
@@ -235,8 +241,8 @@ related: leave it out to apply the outcome to every memory shown for that exchan
 of ids to score only those; give [] to score the exchange alone.
 
 ACTIVE MEMORY MANAGEMENT
-• failed is pruning, not punishment: a memory scored failed a few times is demoted and then \
-deleted, which is exactly what should happen to bad information.
+• failed is pruning, not punishment: a memory scored failed a few times stops being shown, and \
+a scored one is deleted, which is exactly what should happen to bad information.
 • If a memory misled you, score it failed even when the exchange as a whole went fine.
 • A memory that keeps surfacing and keeps being unknown is noise; one honest failed helps memd \
 stop spending context on it.
@@ -259,7 +265,15 @@ mod tests {
     fn descriptions_carry_the_thresholds_memd_uses() {
         let d = get_context_insights();
         assert!(d.contains(&format!("score ≥ {}", pct(lc::PROMOTE_TO_HISTORY_SCORE))));
-        assert!(d.contains(&format!("below {} it is deleted", pct(lc::DELETE_BELOW))));
+        assert!(d.contains(&format!("at or below {} is deleted", pct(lc::DELETE_BELOW))));
+        assert!(d.contains(&format!(
+            "failed {} times since it last worked",
+            sc::DISPUTE_FAILURES
+        )));
+        assert!(
+            d.contains("A pattern whose score falls below"),
+            "only patterns are demoted: {d}"
+        );
         assert!(d.contains("worked +0.20"), "{d}");
         assert!(d.contains("failed -0.30"), "{d}");
     }
