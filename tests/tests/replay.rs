@@ -292,7 +292,7 @@ fn a_week_of_work_replayed_through_the_hooks() {
         // it can only keep the memory out of the next prompt. Count the failures recorded
         // before the first prompt that no longer injects it.
         let injected = t.shows(&wrong_fact);
-        let failed_now = t.scoring_ids.iter().any(|id| *id == wrong_fact);
+        let failed_now = t.scoring_ids.contains(&wrong_fact);
         turns.push(t);
         if !injected {
             break;
@@ -343,7 +343,7 @@ fn a_week_of_work_replayed_through_the_hooks() {
         // it can only keep the memory out of the next prompt. Count the failures recorded
         // before the first prompt that no longer injects it.
         let injected = t.shows(&exchange_id);
-        let failed_now = t.scoring_ids.iter().any(|id| *id == exchange_id);
+        let failed_now = t.scoring_ids.contains(&exchange_id);
         turns.push(t);
         if !injected {
             break;
