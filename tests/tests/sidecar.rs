@@ -222,3 +222,76 @@ fn racing_stops_get_one_sidecar_run() {
         .count();
     assert_eq!(granted, 1, "{answers:?}");
 }
+
+/// Cursor never receives the scoring request (`beforeSubmitPrompt` cannot inject), so its
+/// learning path is the sidecar: every exchange followed by another prompt is scored by it, and
+/// none without one (issue 12 asks for the count). Each conversation is two turns: the sidecar
+/// runs at most once per conversation within 10 s.
+#[test]
+fn cursor_turns_are_scored_by_the_sidecar_and_only_by_it() {
+    fn cursor_turns(d: &Daemon, conversations: usize) -> (usize, usize) {
+        for c in 0..conversations {
+            let conv = format!("cursor-{c}");
+            for (prompt, answer) in [
+                (
+                    "which port does billing staging use?",
+                    format!("5433 (conversation {c})"),
+                ),
+                (
+                    "thanks, that worked",
+                    format!("glad it helped (conversation {c})"),
+                ),
+            ] {
+                let event = json!({"conversation_id": conv, "hook_event_name": "beforeSubmitPrompt",
+                    "cursor_version": "2.1.4", "workspace_roots": ["/home/dev/billing"], "prompt": prompt});
+                let (code, out, _, _) = run_hook(
+                    "hook-prompt",
+                    &["--cursor"],
+                    event.to_string().as_bytes(),
+                    &d.env(),
+                );
+                assert_eq!((code, out.as_str()), (0, r#"{"continue":true}"#));
+                let event = json!({"conversation_id": conv, "hook_event_name": "afterAgentResponse",
+                    "cursor_version": "2.1.4", "workspace_roots": ["/home/dev/billing"], "text": answer});
+                let (code, _, _, _) = run_hook(
+                    "hook-stop",
+                    &["--cursor"],
+                    event.to_string().as_bytes(),
+                    &d.env(),
+                );
+                assert_eq!(code, 0);
+            }
+        }
+        let exchanges: SearchResponse = d.post(
+            "/api/search",
+            &json!({"days_back": 1, "limit": 100,
+                    "metadata_filters": {"memory_type": "exchange"}}),
+        );
+        // Promotion resets `uses` (a scored exchange recalled in the next conversation can be
+        // promoted within the test); the last outcome stays.
+        let scored = exchanges
+            .results
+            .iter()
+            .filter(|m| !m.last_outcome.is_empty())
+            .count();
+        (scored, exchanges.count)
+    }
+    let llm = fake_llm();
+    let with = daemon_with(&llm);
+    let (scored, total) = cursor_turns(&with, 4);
+    eprintln!("cursor with a sidecar: {scored} of {total} exchanges scored");
+    assert_eq!(
+        (scored, total),
+        (4, 8),
+        "each first exchange, once its follow-up came"
+    );
+    // No sidecar at all: not even the loopback probes of a machine that runs Ollama.
+    let without = tests::Daemon::start(tests::Spec {
+        config_toml: Some("[sidecar]\nlocal = false\n".into()),
+        ..tests::Spec::new()
+    })
+    .expect("daemon");
+    let (scored, total) = cursor_turns(&without, 4);
+    eprintln!("cursor without a sidecar: {scored} of {total} exchanges scored");
+    assert_eq!(scored, 0);
+}
