@@ -23,3 +23,24 @@ pub fn start_daemon_data_dir_in_config() -> Daemon {
     };
     Daemon::start(spec).unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// The memory with this id (current or former), as `/api/search` returns it.
+pub fn lookup(d: &Daemon, id: &str) -> Option<proto::MemoryView> {
+    d.post::<_, proto::SearchResponse>("/api/search", &serde_json::json!({"id": id}))
+        .results
+        .into_iter()
+        .next()
+}
+
+/// Polls `cond` for up to 30 s: for what the daemon does in the background (embedding,
+/// promotion, deletion), which no request waits for.
+pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "never happened: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

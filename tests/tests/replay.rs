@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tests::project::{Bridge, make_repo};
-use tests::{Daemon, run_hook};
+use tests::{Daemon, eventually, lookup, run_hook};
 
 const TESTS: &str = "Run the shop test suite with `just test`; it needs Postgres on port 5433.";
 const DEPLOY: &str =
@@ -186,6 +186,32 @@ fn scoring_ids(context: &str) -> Vec<String> {
         .collect()
 }
 
+/// Asks `question` in `session` until memory `id` is no longer injected (at most 6 times), the
+/// agent scoring each injection with `score`. Returns the failures recorded before the first
+/// prompt without it: a failure recorded in a turn judges the previous injection, so it can
+/// only keep the memory out of the next prompt.
+fn failures_until_dropped(
+    session: &Session<'_>,
+    id: &str,
+    question: &str,
+    answer: &str,
+    score: &dyn Fn(&str) -> &'static str,
+    turns: &mut Vec<Turn>,
+) -> usize {
+    let mut failures = 0;
+    for round in 0..6 {
+        let t = session.turn(question, &format!("{answer} (round {round})."), Some(score));
+        let injected = t.shows(id);
+        let failed_now = t.scoring_ids.iter().any(|s| s == id);
+        turns.push(t);
+        if !injected {
+            break;
+        }
+        failures += usize::from(failed_now);
+    }
+    failures
+}
+
 /// What a prompt of the follow-up script should get.
 enum Expect<'a> {
     Memory(&'a str),
@@ -199,24 +225,6 @@ fn bank(d: &Daemon, repo: &Path, content: &str) -> String {
         &json!({"content": content, "cwd": repo}),
     )
     .doc_id
-}
-
-fn lookup(d: &Daemon, id: &str) -> Option<MemoryView> {
-    d.post::<_, SearchResponse>("/api/search", &json!({"id": id}))
-        .results
-        .into_iter()
-        .next()
-}
-
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "never happened: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn percentile(sorted: &[u64], p: usize) -> u64 {
@@ -281,24 +289,14 @@ fn a_week_of_work_replayed_through_the_hooks() {
 
     // 1a. A wrong memory-bank fact: injected, scored failed, until it stops being injected.
     let b = Session::new(&d, &repo, "replay-b");
-    let mut fact_failures = 0;
-    for round in 0..6 {
-        let t = b.turn(
-            "What port does the shop API listen on in development?",
-            &format!("It is 8080 according to my notes (attempt {round})."),
-            Some(&wrong),
-        );
-        // A failure recorded in this turn is the agent's verdict on the previous injection;
-        // it can only keep the memory out of the next prompt. Count the failures recorded
-        // before the first prompt that no longer injects it.
-        let injected = t.shows(&wrong_fact);
-        let failed_now = t.scoring_ids.contains(&wrong_fact);
-        turns.push(t);
-        if !injected {
-            break;
-        }
-        fact_failures += usize::from(failed_now);
-    }
+    let fact_failures = failures_until_dropped(
+        &b,
+        &wrong_fact,
+        "What port does the shop API listen on in development?",
+        "It is 8080 according to my notes",
+        &wrong,
+        &mut turns,
+    );
     let disputed = lookup(&d, &wrong_fact).expect("the fact is kept, flagged");
     assert!(
         (1..=3).contains(&fact_failures),
@@ -326,30 +324,20 @@ fn a_week_of_work_replayed_through_the_hooks() {
         .map(|m| m.id)
         .expect("the exchange is stored");
     let e = Session::new(&d, &repo, "replay-e");
-    let mut exchange_failures = 0;
-    for round in 0..6 {
-        let t = e.turn(
-            "How do I clear the shop's cache?",
-            &format!("That path does not exist; the cache lives in Redis now (round {round})."),
-            Some(&|id: &str| {
-                if id.starts_with("working_") || id.starts_with("history_") {
-                    "failed"
-                } else {
-                    "unknown"
-                }
-            }),
-        );
-        // A failure recorded in this turn is the agent's verdict on the previous injection;
-        // it can only keep the memory out of the next prompt. Count the failures recorded
-        // before the first prompt that no longer injects it.
-        let injected = t.shows(&exchange_id);
-        let failed_now = t.scoring_ids.contains(&exchange_id);
-        turns.push(t);
-        if !injected {
-            break;
-        }
-        exchange_failures += usize::from(failed_now);
-    }
+    let exchange_failures = failures_until_dropped(
+        &e,
+        &exchange_id,
+        "How do I clear the shop's cache?",
+        "That path does not exist; the cache lives in Redis now",
+        &|id: &str| {
+            if id.starts_with("working_") || id.starts_with("history_") {
+                "failed"
+            } else {
+                "unknown"
+            }
+        },
+        &mut turns,
+    );
     assert!(
         (1..=3).contains(&exchange_failures),
         "{exchange_failures} failures before the exchange stopped"

@@ -13,8 +13,8 @@ use proto::*;
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
-use tests::Daemon;
 use tests::project::{prompt_in, stop_in};
+use tests::{Daemon, eventually, lookup};
 
 /// Where the scenarios outside the projects family "work": not a repository, so its project is
 /// the directory itself, and what they store through the hooks stays visible to them.
@@ -39,27 +39,8 @@ pub fn takeaway(d: &Daemon, content: &str) -> String {
         .doc_id
 }
 
-pub fn lookup(d: &Daemon, id: &str) -> Option<MemoryView> {
-    d.post::<_, SearchResponse>("/api/search", &json!({"id": id}))
-        .results
-        .into_iter()
-        .next()
-}
-
 pub fn embedded(d: &Daemon) {
     d.wait_embedded(Duration::from_secs(60));
-}
-
-/// Polls `cond` (the lifecycle runs in the background) for a bounded time.
-pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "never happened: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// One turn in which the agent scores the previous exchange's memories with `outcome`.
