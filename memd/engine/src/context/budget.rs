@@ -54,6 +54,19 @@ pub fn lay_out(
     (lines, shown)
 }
 
+/// The laid-out lines as the formatter takes them.
+pub fn lines<'a>(views: &'a [MemoryView], laid: &[(usize, Option<String>)]) -> Vec<Line<'a>> {
+    laid.iter()
+        .map(|(i, text)| match text {
+            Some(t) => Line::Full {
+                m: &views[*i],
+                text: t.clone(),
+            },
+            None => Line::Repeat { m: &views[*i] },
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,17 +91,7 @@ mod tests {
         for first in [true, false] {
             let total = 400 * super::super::CHARS_PER_TOKEN;
             let (lines, _) = lay_out(&views, &[false; 5], for_lines(total, &scoring, first));
-            let rendered: Vec<Line<'_>> = lines
-                .iter()
-                .map(|(i, t)| match t {
-                    Some(text) => Line::Full {
-                        m: &views[*i],
-                        text: text.clone(),
-                    },
-                    None => Line::Repeat { m: &views[*i] },
-                })
-                .collect();
-            let context = format::known_context(&rendered, first);
+            let context = format::known_context(&super::lines(&views, &lines), first);
             let injection = format!("{scoring}\n\n{context}");
             assert!(!lines.is_empty());
             assert!(

@@ -24,7 +24,6 @@ use crate::search;
 use crate::state::MemState;
 use crate::state::ops::Op;
 use crate::state::session::{ProjectRef, SessionOp};
-use format::Line;
 use proto::limits;
 use proto::{GetContextRequest, GetContextResponse, MemoryView, ScoringMemory};
 use std::sync::Arc;
@@ -127,16 +126,7 @@ pub async fn get_context_for(
         );
         (views.clone(), lines, shown, first_context)
     });
-    let lines: Vec<Line<'_>> = lines_text
-        .iter()
-        .map(|(i, text)| match text {
-            Some(t) => Line::Full {
-                m: &memories[*i],
-                text: t.clone(),
-            },
-            None => Line::Repeat { m: &memories[*i] },
-        })
-        .collect();
+    let lines = budget::lines(&memories, &lines_text);
     let context = format::known_context(&lines, first_context);
     let formatted_injection = [scoring_prompt.as_str(), context.as_str()]
         .iter()
