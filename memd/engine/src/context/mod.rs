@@ -3,8 +3,12 @@
 //! Owns what happens on every prompt and every stop: the relevance floor, the count and token
 //! budgets, the doc-id cache per conversation, completion-aware scoring, the grace window for an
 //! in-flight score and the decision to ask `hook-stop` for a sidecar run. Must stay fast: the
-//! only heavy step on the prompt path is one query embedding; learning and promotion run in the
-//! background workers, never here.
+//! only heavy steps on the prompt path are the query embeddings (one, two for a short
+//! follow-up); learning and promotion run in the background workers, never here.
+//!
+//! This file is get-context itself; `select` picks the memories (floor, disputed, follow-ups,
+//! profile), `budget` lays them out within the token budget, `format` writes the text, `turn`
+//! is stop and record-outcome, `sidecar` the sidecar decision.
 
 mod budget;
 pub mod format;
