@@ -64,9 +64,12 @@ pub struct LearningConfig {
 /// Chosen with `memd-eval learning` (bench/EVAL.md).
 pub const EXCHANGE_WEIGHT: f64 = 0.7;
 
-/// On, as search always did before the switch existed; `memd-eval learning --graph-boosts
-/// on,off` and `memd-eval locomo` compare both settings.
-pub const GRAPH_BOOSTS: bool = true;
+/// Off: the routing boosts did not help measurably (bench/EVAL.md, section 4). In `memd-eval
+/// learning --graph-boosts on,off` at the shipped prior 0.15 they turned 91 right / 23 wrong
+/// injections into 92 / 23 and changed no eviction; over prior weights 0–0.6 right injections
+/// gained 0–4, wrong ones none, and eviction was worse at 0.25 and 0.40, better at 0.60.
+/// LoCoMo recall is identical either way (one collection, nothing scored).
+pub const GRAPH_BOOSTS: bool = false;
 
 impl Default for LearningConfig {
     fn default() -> Self {
