@@ -3,7 +3,8 @@
 //! Owns the query pipeline shared by `/api/search`, get-context and the MCP tools: vector and
 //! lexical candidates fused by reciprocal rank, routing-graph collection boosts (off unless
 //! `learning.graph_boosts`), the bounded outcome prior, filters (collections, days_back,
-//! metadata, archived) and the normalized memory shape. Must never write: everything here runs under the store's read lock.
+//! metadata, archived) and the normalized memory shape. Must never write: everything here runs
+//! under the store's read lock.
 
 use crate::clock::{self, DAY_MS};
 use crate::error::ApiError;

@@ -1,9 +1,10 @@
 //! `memd-eval learning`: does outcome learning push misleading memories out and keep correct
 //! ones, through the real hook API of a spawned daemon?
 //!
-//! One simulated session per prior weight and routing-boost setting: notes are stored with `/api/record-response`, then
-//! every turn runs get-context → record-outcome (the previous turn's injected notes, judged by
-//! the fixed rule of `scenario`) → stop, as an agent with hooks does. After the warm-up the
+//! One simulated session per prior weight and routing-boost setting: notes are stored with
+//! `/api/record-response`, then every turn runs get-context → record-outcome (the previous
+//! turn's injected notes, judged by the fixed rule of `scenario`) → stop, as an agent with
+//! hooks does. After the warm-up the
 //! facts of one topic change: its notes go stale and replacements are stored. After every
 //! scoring the run waits, bounded, until the lifecycle worker has applied whatever the new
 //! scores call for (decided with `learn::lifecycle`, the rules the worker itself uses); after
