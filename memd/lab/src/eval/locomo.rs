@@ -422,8 +422,6 @@ impl Indexed {
                     exchange_outcome: Outcome::Unknown,
                     scores: scores.clone(),
                     concepts: Vec::new(),
-                    context_type: String::new(),
-                    action: "eval_noise".into(),
                     at: round as i64,
                     time_weighting: false,
                 }))
