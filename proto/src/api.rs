@@ -347,7 +347,7 @@ pub struct StatsResponse {
     /// Conversations whose hook state memd currently keeps (expire after the session TTL).
     #[serde(default)]
     pub conversations: usize,
-    /// Knowledge-graph sizes (routing concepts, action keys, content entities).
+    /// Knowledge-graph sizes (`routing_concepts`, `routing_outcomes`).
     pub knowledge_graph: BTreeMap<String, usize>,
     /// Last hook calls seen by the daemon, newest first.
     #[serde(default)]

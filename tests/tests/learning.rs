@@ -331,6 +331,16 @@ fn misleading_notes_leave_the_top_five_within_three_failures() {
         correct_worked.iter().filter(|w| **w >= 2).count() >= 2,
         "the correct notes were hardly injected: {correct_worked:?}"
     );
+    // Scored exchanges fed the routing graph (recorded even with the boosts off), and
+    // /api/stats reports its size and nothing else.
+    let stats: StatsResponse = d.get("/api/stats");
+    let graph: Vec<&str> = stats.knowledge_graph.keys().map(String::as_str).collect();
+    assert_eq!(graph, ["routing_concepts", "routing_outcomes"]);
+    assert!(
+        stats.knowledge_graph["routing_outcomes"] > 0,
+        "{:?}",
+        stats.knowledge_graph
+    );
 }
 
 /// Where a note is now (by its original id, which survives promotions).

@@ -56,10 +56,20 @@ pub struct LearningConfig {
     /// stop) against curated notes. They repeat the user's wording, so without it they
     /// outrank the notes that answer the question (bench/EVAL.md).
     pub exchange_weight: f64,
+    /// Multiply each candidate's relevance by its collection's routing boost (how well that
+    /// collection's memories did for queries sharing the prompt's concepts).
+    pub graph_boosts: bool,
 }
 
 /// Chosen with `memd-eval learning` (bench/EVAL.md).
 pub const EXCHANGE_WEIGHT: f64 = 0.7;
+
+/// Off: the routing boosts did not help measurably (bench/EVAL.md, section 4). In `memd-eval
+/// learning --graph-boosts on,off` at the shipped prior 0.15 they turned 91 right / 23 wrong
+/// injections into 92 / 23 and changed no eviction; over prior weights 0–0.6 right injections
+/// gained 0–4, wrong ones none, and eviction was worse at 0.25 and 0.40, better at 0.60.
+/// LoCoMo recall is identical either way (one collection, nothing scored).
+pub const GRAPH_BOOSTS: bool = false;
 
 impl Default for LearningConfig {
     fn default() -> Self {
@@ -67,6 +77,7 @@ impl Default for LearningConfig {
             time_weighting: false,
             prior_weight: 0.15,
             exchange_weight: EXCHANGE_WEIGHT,
+            graph_boosts: GRAPH_BOOSTS,
         }
     }
 }
@@ -321,6 +332,19 @@ mod tests {
         std::fs::write(&path, "\u{feff}data_dir = \"/srv/memd\"\n").unwrap();
         let file = read_file_config(&path).unwrap();
         assert_eq!(file.data_dir, Some(PathBuf::from("/srv/memd")));
+    }
+
+    #[test]
+    fn graph_boosts_can_be_switched_either_way() {
+        for on in [true, false] {
+            let file: FileConfig =
+                toml::from_str(&format!("[learning]\ngraph_boosts = {on}\n")).unwrap();
+            assert_eq!(file.learning.graph_boosts, on);
+            assert_eq!(
+                file.learning.prior_weight,
+                LearningConfig::default().prior_weight
+            );
+        }
     }
 
     #[test]

@@ -142,6 +142,7 @@ impl Core {
         Ranking {
             prior_weight: self.cfg.learning.prior_weight,
             exchange_weight: self.cfg.learning.exchange_weight,
+            graph_boosts: self.cfg.learning.graph_boosts,
             ..Ranking::default()
         }
     }

@@ -18,7 +18,7 @@
 //! - [`embed`]: sentence embeddings (ONNX Runtime + tokenizers) and where the model files live.
 //! - `index`: the derived search indexes: vectors (usearch HNSW), lexical (BM25), fusion.
 //! - [`search`]: the query pipeline and the normalized memory shape every read returns.
-//! - [`learn`]: outcome math (Wilson, deltas), lifecycle rules, knowledge graphs. Pure.
+//! - [`learn`]: outcome math (Wilson, deltas), lifecycle rules, the routing graph. Pure.
 //! - [`project`]: which project a working directory belongs to (repository, origin remote).
 //! - `registry`: projects as a whole on `Core`: the caller's current project, the list with
 //!   counts and last use, forgetting one.

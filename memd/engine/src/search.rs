@@ -1,9 +1,10 @@
 //! Retrieval: validating a search request, finding candidates, ranking, shaping results.
 //!
 //! Owns the query pipeline shared by `/api/search`, get-context and the MCP tools: vector and
-//! lexical candidates fused by reciprocal rank, knowledge-graph collection boosts, the bounded
-//! outcome prior, filters (collections, days_back, metadata, archived) and the normalized
-//! memory shape. Must never write: everything here runs under the store's read lock.
+//! lexical candidates fused by reciprocal rank, routing-graph collection boosts (off unless
+//! `learning.graph_boosts`), the bounded outcome prior, filters (collections, days_back,
+//! metadata, archived) and the normalized memory shape. Must never write: everything here runs
+//! under the store's read lock.
 
 use crate::clock::{self, DAY_MS};
 use crate::error::ApiError;
@@ -40,7 +41,7 @@ impl Default for Ranking {
             lexical_weight: 1.0,
             prior_weight: 0.15,
             exchange_weight: 1.0,
-            graph_boosts: true,
+            graph_boosts: crate::config::GRAPH_BOOSTS,
         }
     }
 }

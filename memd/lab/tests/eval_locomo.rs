@@ -1,6 +1,6 @@
 //! `memd-eval locomo` on one LoCoMo conversation, through the real store, indexes, embedder
-//! and ranking: fusion must not lose recall against vectors alone, the outcome prior must be
-//! neutral when nothing was scored, and recall must be in a sane range.
+//! and ranking: fusion must not lose recall against vectors alone, the outcome prior and the
+//! routing boosts must be neutral when nothing was scored, and recall must be in a sane range.
 //!
 //! Needs the embedding runtime (install/fetch-runtime.sh) and the LoCoMo conversation files:
 //! `MEMD_LOCOMO_DIR`, else an `eval/locomo` or `shared/eval/locomo` directory above the
@@ -8,7 +8,7 @@
 
 use memd_engine::embed::RuntimePaths;
 use memd_engine::search::Ranking;
-use memd_lab::eval::locomo::{LEXICAL_ONLY, SHIPPED, VECTOR_ONLY};
+use memd_lab::eval::locomo::{LEXICAL_ONLY, SHIPPED, VECTOR_ONLY, shipped_with_graph_boosts};
 use memd_lab::eval::{LocomoOptions, run_locomo_on};
 use std::path::{Path, PathBuf};
 
@@ -110,6 +110,11 @@ fn fusion_keeps_vector_recall_and_an_unscored_prior_is_neutral() {
     assert!(shipped.all5 <= shipped.r5 && shipped.mrr <= shipped.r10);
     // Nothing is outcome-scored in LoCoMo: the prior must change nothing at all.
     assert_eq!(shipped, fused_no_prior);
+    // Nor can the routing boosts: no outcome carries concepts, and every turn is in working,
+    // so a per-collection multiplier would scale every candidate alike.
+    let flipped =
+        shipped_with_graph_boosts(!memd_lab::eval::locomo::shipped_ranking().graph_boosts);
+    assert_eq!(get(flipped), shipped);
     // Recording noise outcomes leaves the prior-free ranking untouched…
     let noise = |w: f64| {
         report

@@ -151,7 +151,6 @@ pub async fn get_context_for(
         injected: injected.clone(),
         shown: shown_now,
         concepts: learn::graph::extract_concepts(&query),
-        context_type: learn::graph::detect_context_type(&query).to_string(),
         session_start: req.session_start,
         project: here.map(|p| ProjectRef {
             id: p.id,

@@ -205,8 +205,6 @@ pub async fn record_outcome(
         exchange_outcome: outcome,
         scores,
         concepts: target.concepts.clone(),
-        context_type: target.context_type.clone(),
-        action: "score_response".into(),
         at: now,
         time_weighting: core.cfg.learning.time_weighting,
     }))];

@@ -1,14 +1,14 @@
-//! Knowledge graphs learned from outcomes: routing (concept → which collection helped),
-//! action effectiveness (`context|action|collection` → outcomes), and the bundle that also
-//! holds the content graph.
+//! The routing graph learned from outcomes (concept → which collection helped) and the
+//! persisted bundle that holds it. Search reads its boosts only with `learning.graph_boosts`
+//! on (off by default: no measured gain, bench/EVAL.md section 4); it is recorded either way,
+//! so switching the boosts on starts from the evidence gathered so far.
 //!
 //! Plain serializable data: the caller persists it (store snapshot) and rebuilds it by
 //! replaying the same calls in the same order (every update is deterministic).
 //! It must never do I/O, read a clock or a random source, and its boosts must stay within
 //! `[1 − MAX_ROUTING_BOOST, 1 + MAX_ROUTING_BOOST]` and appear only with enough evidence.
 
-pub use super::content::ContentGraph;
-pub use super::text::{detect_context_type, extract_concepts, extract_entities};
+pub use super::text::extract_concepts;
 
 use super::text::MAX_CONCEPTS;
 use proto::{Collection, Outcome};
@@ -23,12 +23,6 @@ pub const MAX_ROUTING_BOOST: f64 = 0.1;
 pub const MAX_ROUTING_CONCEPTS: usize = 20_000;
 /// How many concepts one eviction drops (a tenth of the cap).
 pub const ROUTING_EVICT_BATCH: usize = MAX_ROUTING_CONCEPTS / 10;
-/// Action keys kept; past this new keys are not recorded (existing ones still update).
-pub const MAX_ACTION_KEYS: usize = 10_000;
-/// Outcomes an action key needs before `success_rate` answers.
-pub const MIN_ACTION_EVIDENCE: u32 = 3;
-
-const MAX_KEY_PART_CHARS: usize = 64;
 const MAX_CONCEPT_CHARS: usize = 128;
 
 /// Counts of the outcomes that carry a signal (`unknown` is never counted).
@@ -217,118 +211,25 @@ fn usable_concepts(concepts: &[String]) -> Vec<&str> {
         .collect()
 }
 
-/// `context_type|action|collection` → outcomes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ActionGraph {
-    #[serde(default)]
-    stats: BTreeMap<String, OutcomeTally>,
-}
-
-/// The key of an action: `coding|search_memory|patterns`. `|` inside a part becomes `_` and
-/// parts are cut at 64 characters, so a key always splits back into three parts.
-pub fn action_key(context_type: &str, action: &str, collection: Collection) -> String {
-    format!(
-        "{}|{}|{}",
-        key_part(context_type),
-        key_part(action),
-        collection.as_str()
-    )
-}
-
-fn key_part(part: &str) -> String {
-    part.trim()
-        .chars()
-        .take(MAX_KEY_PART_CHARS)
-        .map(|c| if c == '|' { '_' } else { c })
-        .collect()
-}
-
-impl ActionGraph {
-    /// Records an outcome of `action` on `collection` in `context_type`. `unknown` is
-    /// ignored. Returns whether anything was recorded (false also when the graph is full
-    /// and the key is new).
-    pub fn record(
-        &mut self,
-        context_type: &str,
-        action: &str,
-        collection: Collection,
-        outcome: Outcome,
-    ) -> bool {
-        if outcome == Outcome::Unknown {
-            return false;
-        }
-        let key = action_key(context_type, action, collection);
-        if !self.stats.contains_key(&key) && self.stats.len() >= MAX_ACTION_KEYS {
-            return false;
-        }
-        self.stats.entry(key).or_default().record(outcome)
-    }
-
-    pub fn get(
-        &self,
-        context_type: &str,
-        action: &str,
-        collection: Collection,
-    ) -> Option<&OutcomeTally> {
-        self.stats
-            .get(&action_key(context_type, action, collection))
-    }
-
-    /// Success rate once the key has `MIN_ACTION_EVIDENCE` outcomes, else None.
-    pub fn success_rate(
-        &self,
-        context_type: &str,
-        action: &str,
-        collection: Collection,
-    ) -> Option<f64> {
-        self.get(context_type, action, collection)
-            .and_then(|tally| tally.success_rate(MIN_ACTION_EVIDENCE))
-    }
-
-    pub fn key_count(&self) -> usize {
-        self.stats.len()
-    }
-
-    pub fn outcome_count(&self) -> u64 {
-        self.stats
-            .values()
-            .map(|tally| u64::from(tally.total()))
-            .sum()
-    }
-}
-
-/// All three graphs, persisted together.
+/// The graphs, persisted together in the store snapshot. Snapshots written before the action
+/// and content graphs were removed also hold `actions` and `content`: decoding ignores them
+/// (named MessagePack maps; `state` tests decode such a snapshot).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KnowledgeGraphs {
     #[serde(default)]
     pub routing: RoutingGraph,
-    #[serde(default)]
-    pub actions: ActionGraph,
-    #[serde(default)]
-    pub content: ContentGraph,
 }
 
 /// The name the state machine uses.
 pub type Graphs = KnowledgeGraphs;
 
 impl KnowledgeGraphs {
-    /// Forgets ids wherever the graphs hold them (only the content graph does: routing and
-    /// action stats are per collection). Returns how many links were dropped.
-    pub fn remove_refs(&mut self, ids: &[String]) -> usize {
-        self.content.remove_refs(ids)
-    }
-
-    /// Sizes for `/api/stats`: `routing_concepts`, `routing_outcomes`, `action_keys`,
-    /// `action_outcomes`, `content_entities`, `content_links`.
+    /// Sizes for `/api/stats`: `routing_concepts`, `routing_outcomes`.
     pub fn sizes(&self) -> BTreeMap<String, usize> {
         let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         [
             ("routing_concepts", self.routing.concept_count()),
             ("routing_outcomes", as_usize(self.routing.outcome_count())),
-            ("action_keys", self.actions.key_count()),
-            ("action_outcomes", as_usize(self.actions.outcome_count())),
-            ("content_entities", self.content.entity_count()),
-            ("content_links", self.content.link_count()),
         ]
         .into_iter()
         .map(|(name, n)| (name.to_string(), n))

@@ -1,13 +1,8 @@
-use super::content::ContentGraph;
 use super::graph::*;
 use proto::{Collection, Outcome};
 
 fn concepts(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| w.to_string()).collect()
-}
-
-fn ids(list: &[&str]) -> Vec<String> {
-    list.iter().map(|w| w.to_string()).collect()
 }
 
 #[test]
@@ -141,132 +136,23 @@ fn routing_evicts_least_recent_concepts_when_full() {
 }
 
 #[test]
-fn action_key_always_has_three_parts() {
-    assert_eq!(
-        action_key("coding", "search_memory", Collection::Patterns),
-        "coding|search_memory|patterns"
-    );
-    let key = action_key("a|b", &"x".repeat(200), Collection::MemoryBank);
-    assert_eq!(key.split('|').count(), 3);
-    assert!(key.len() < 150);
-}
-
-#[test]
-fn action_rates_are_evidence_gated() {
-    let mut graph = ActionGraph::default();
-    let (ctx, act, col) = ("debugging", "score_response", Collection::History);
-    assert!(graph.record(ctx, act, col, Outcome::Worked));
-    assert!(graph.record(ctx, act, col, Outcome::Partial));
-    assert!(!graph.record(ctx, act, col, Outcome::Unknown));
-    assert_eq!(graph.success_rate(ctx, act, col), None);
-    graph.record(ctx, act, col, Outcome::Failed);
-    assert_eq!(graph.success_rate(ctx, act, col), Some(0.5));
-    assert_eq!(graph.get(ctx, act, col).map(OutcomeTally::total), Some(3));
-    assert_eq!(graph.success_rate("coding", act, col), None);
-    assert_eq!(graph.success_rate(ctx, act, Collection::Books), None);
-}
-
-#[test]
-fn action_graph_stops_growing_when_full() {
-    let mut graph = ActionGraph::default();
-    for i in 0..MAX_ACTION_KEYS {
-        assert!(graph.record(
-            "general",
-            &format!("a{i}"),
-            Collection::Working,
-            Outcome::Worked
-        ));
-    }
-    assert!(!graph.record("general", "brand_new", Collection::Working, Outcome::Worked));
-    assert!(graph.record("general", "a0", Collection::Working, Outcome::Failed));
-    assert_eq!(graph.key_count(), MAX_ACTION_KEYS);
-    assert_eq!(graph.outcome_count(), MAX_ACTION_KEYS as u64 + 1);
-}
-
-#[test]
-fn content_graph_links_and_looks_up() {
-    let mut graph = ContentGraph::default();
-    graph.index(
-        "memory_bank_1",
-        "User prefers Python and uses src/store.rs daily",
-    );
-    graph.index("memory_bank_2", "Works at Acme on Python services");
-    assert_eq!(
-        graph.ids_for("PYTHON"),
-        ids(&["memory_bank_1", "memory_bank_2"])
-    );
-    assert_eq!(
-        graph.lookup("python tips for acme", 5),
-        ids(&["memory_bank_2", "memory_bank_1"])
-    );
-    assert_eq!(
-        graph.lookup("look at src/store.rs", 5),
-        ids(&["memory_bank_1"])
-    );
-    assert_eq!(graph.lookup("python", 1), ids(&["memory_bank_1"]));
-    assert!(graph.lookup("nothing relevant here", 5).is_empty());
-    assert_eq!(
-        graph.facts_for_entities(&ids(&["Acme", "python"]), 5),
-        ids(&["memory_bank_2", "memory_bank_1"])
-    );
-}
-
-#[test]
-fn content_graph_reindex_and_removal() {
-    let mut graph = ContentGraph::default();
-    graph.index("memory_bank_1", "Prefers Python");
-    graph.index("memory_bank_1", "Prefers Rust now");
-    assert!(
-        graph.ids_for("python").is_empty(),
-        "update drops stale entities"
-    );
-    assert_eq!(graph.ids_for("rust"), ids(&["memory_bank_1"]));
-    graph.index("memory_bank_2", "Rust at Acme");
-    assert!(graph.remove_id("memory_bank_1"));
-    assert!(!graph.remove_id("memory_bank_1"));
-    assert_eq!(graph.ids_for("rust"), ids(&["memory_bank_2"]));
-    assert_eq!(graph.remove_refs(&ids(&["memory_bank_2", "nope"])), 2);
-    assert_eq!((graph.entity_count(), graph.link_count()), (0, 0));
-}
-
-#[test]
-fn bundle_remove_refs_and_sizes() {
+fn sizes_list_the_routing_graph() {
     let mut kg = Graphs::default();
-    kg.content
-        .index("memory_bank_1", "Alice deploys with Terraform");
-    kg.content.index("memory_bank_2", "Uses Kubernetes");
     kg.routing.record(
         &concepts(&["jwt", "refresh token"]),
         Collection::Patterns,
         Outcome::Worked,
     );
-    kg.actions.record(
-        "coding",
-        "search_memory",
-        Collection::Patterns,
-        Outcome::Partial,
-    );
     let sizes = kg.sizes();
-    let expect = [
-        ("routing_concepts", 2),
-        ("routing_outcomes", 2),
-        ("action_keys", 1),
-        ("action_outcomes", 1),
-        ("content_entities", 3),
-        ("content_links", 3),
-    ];
+    let expect = [("routing_concepts", 2), ("routing_outcomes", 2)];
     assert_eq!(sizes.len(), expect.len());
     for (name, n) in expect {
         assert_eq!(sizes.get(name), Some(&n), "{name}");
     }
-    assert_eq!(kg.remove_refs(&ids(&["memory_bank_1", "books_x"])), 2);
-    assert_eq!(kg.sizes()["content_links"], 1);
 }
 
 fn sample_graphs() -> Graphs {
     let mut kg = Graphs::default();
-    kg.content
-        .index("memory_bank_1", "Alice deploys with Terraform");
     for outcome in [
         Outcome::Worked,
         Outcome::Failed,
@@ -278,8 +164,6 @@ fn sample_graphs() -> Graphs {
             Collection::Books,
             outcome,
         );
-        kg.actions
-            .record("coding", "search_memory", Collection::Books, outcome);
     }
     kg
 }

@@ -1,5 +1,5 @@
 //! Outcome learning: how outcomes change memories, when memories move between collections,
-//! and the knowledge graphs learned from outcomes.
+//! and the routing graph learned from outcomes.
 //!
 //! Owns the decisions only — pure functions over `Record`s and plain serializable graph
 //! data. It must never do I/O, take locks, read a clock (callers pass `now` in Unix ms) or
@@ -8,10 +8,9 @@
 //! * `scoring`: outcome deltas, time weighting, Wilson, learned score, memory_bank quality,
 //!   the ranking prior.
 //! * `lifecycle`: promotion, demotion, deletion, expiry, and the moved record.
-//! * `graph` and `content`: routing, action effectiveness and content graphs.
-//! * `text`: deterministic concept, entity and context-type extraction.
+//! * `graph`: the routing graph (which collection helped for which concepts).
+//! * `text`: deterministic concept extraction.
 
-pub mod content;
 pub mod graph;
 pub mod lifecycle;
 pub mod scoring;
@@ -28,10 +27,7 @@ mod test_support;
 #[cfg(test)]
 mod text_tests;
 
-pub use content::ContentGraph;
-pub use graph::{
-    ActionGraph, ConceptRoutes, Graphs, KnowledgeGraphs, OutcomeTally, RoutingGraph, action_key,
-};
+pub use graph::{ConceptRoutes, Graphs, KnowledgeGraphs, OutcomeTally, RoutingGraph};
 pub use lifecycle::{
     DeleteReason, MoveError, Transition, deletion_threshold, entered_collection_at, expired,
     next_transition, promote,
@@ -41,7 +37,7 @@ pub use scoring::{
     initial_score, learned_score, memory_bank_quality, outcome_prior, time_weight, track_use,
     wilson_lower, wilson_score,
 };
-pub use text::{detect_context_type, extract_concepts, extract_entities};
+pub use text::extract_concepts;
 
 /// Which memories an outcome applies to, given the ids injected for the exchange
 /// (`cached`) and the agent's optional `related` list (seed 001):

@@ -1,10 +1,12 @@
-//! memd's state machine: every memory, the derived indexes, sessions and knowledge graphs.
+//! memd's state machine: every memory, the derived indexes, sessions and the routing graph.
 //!
 //! Owns the in-memory state that the store's write-ahead log rebuilds: records by key, id and
-//! content-hash lookups, per-conversation hook state, knowledge graphs, lifecycle counters. The
+//! content-hash lookups, per-conversation hook state, the routing graph, lifecycle counters. The
 //! vector and lexical indexes are derived and updated in `apply`. Must never do I/O in `apply`
 //! beyond the derived in-memory indexes, and never read the clock (ops carry their times).
 
+#[cfg(test)]
+mod compat_tests;
 pub mod ops;
 mod projects;
 pub mod session;
@@ -156,9 +158,6 @@ impl MemState {
             (r.collection, scoped_hash(r.project.as_deref(), &r.content)),
             key,
         );
-        if r.collection == Collection::MemoryBank && !r.archived {
-            self.graph.content.index(&r.id, &r.content);
-        }
         if !self.vectors.contains(key) {
             self.pending.insert(key);
         }
@@ -175,7 +174,6 @@ impl MemState {
         if self.hashes.get(&hk) == Some(&key) {
             self.hashes.remove(&hk);
         }
-        self.graph.content.remove_id(&r.id);
         self.lexical.remove(key);
     }
 
@@ -260,7 +258,6 @@ impl MemState {
         r.archived = true;
         r.updated_at = at;
         let id = r.id.clone();
-        self.graph.content.remove_id(&id);
         Output::Updated { id }
     }
 
@@ -342,9 +339,6 @@ impl MemState {
             if !seen_collections.contains(&collection) {
                 seen_collections.push(collection);
                 self.graph.routing.record(&b.concepts, collection, *outcome);
-                self.graph
-                    .actions
-                    .record(&b.context_type, &b.action, collection, *outcome);
             }
             if applied {
                 result.scored.push(id.clone());

@@ -100,8 +100,6 @@ pub struct ScoreBatch {
     pub scores: Vec<(String, Outcome)>,
     /// Concepts of the prompt whose memories are scored (routing graph).
     pub concepts: Vec<String>,
-    pub context_type: String,
-    pub action: String,
     pub at: i64,
     pub time_weighting: bool,
 }

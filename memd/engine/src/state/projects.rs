@@ -81,7 +81,6 @@ mod tests {
             injected: vec![],
             shown: vec![],
             concepts: vec![],
-            context_type: "coding".into(),
             session_start: false,
             project: Some(ProjectRef {
                 id: project.into(),

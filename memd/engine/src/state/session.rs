@@ -26,7 +26,6 @@ pub struct Exchange {
     pub injected: Vec<String>,
     /// Concepts of that prompt (routing graph input).
     pub concepts: Vec<String>,
-    pub context_type: String,
     pub completed_at: i64,
     pub scored: bool,
 }
@@ -43,7 +42,6 @@ pub struct Conversation {
     pub current_prompt: String,
     pub current_injected: Vec<String>,
     pub current_concepts: Vec<String>,
-    pub current_context_type: String,
     /// Set at get-context: this turn asked the agent to score `target`.
     pub scoring_required: bool,
     /// The exchange the current scoring prompt is about.
@@ -95,7 +93,6 @@ pub enum SessionOp {
         /// Ids shown in full this turn.
         shown: Vec<String>,
         concepts: Vec<String>,
-        context_type: String,
         session_start: bool,
         /// Absent in logs written before projects existed, and when the hook sent no directory.
         #[serde(default)]
@@ -178,7 +175,6 @@ impl Sessions {
                 injected,
                 shown,
                 concepts,
-                context_type,
                 session_start,
                 project,
             } => {
@@ -206,7 +202,6 @@ impl Sessions {
                 in_context.retain(|id| !injected.contains(id));
                 c.current_injected = injected.iter().cloned().chain(in_context).collect();
                 c.current_concepts = concepts.clone();
-                c.current_context_type = context_type.clone();
             }
             SessionOp::Stop {
                 conv,
@@ -223,7 +218,6 @@ impl Sessions {
                     assistant: assistant.clone(),
                     injected: std::mem::take(&mut c.current_injected),
                     concepts: std::mem::take(&mut c.current_concepts),
-                    context_type: std::mem::take(&mut c.current_context_type),
                     completed_at: *at,
                     scored: false,
                 });
@@ -288,7 +282,6 @@ mod tests {
             injected: injected.iter().map(|s| s.to_string()).collect(),
             shown: vec![],
             concepts: vec![],
-            context_type: "coding".into(),
             session_start: false,
             project: None,
         }

@@ -1,9 +1,10 @@
 //! `memd-eval learning`: does outcome learning push misleading memories out and keep correct
 //! ones, through the real hook API of a spawned daemon?
 //!
-//! One simulated session per prior weight: notes are stored with `/api/record-response`, then
-//! every turn runs get-context → record-outcome (the previous turn's injected notes, judged by
-//! the fixed rule of `scenario`) → stop, as an agent with hooks does. After the warm-up the
+//! One simulated session per prior weight and routing-boost setting: notes are stored with
+//! `/api/record-response`, then every turn runs get-context → record-outcome (the previous
+//! turn's injected notes, judged by the fixed rule of `scenario`) → stop, as an agent with
+//! hooks does. After the warm-up the
 //! facts of one topic change: its notes go stale and replacements are stored. After every
 //! scoring the run waits, bounded, until the lifecycle worker has applied whatever the new
 //! scores call for (decided with `learn::lifecycle`, the rules the worker itself uses); after
@@ -48,6 +49,8 @@ pub struct LearningOptions {
     pub prior_weights: Vec<f64>,
     /// `learning.exchange_weight` for the daemon; `None` keeps the shipped default.
     pub exchange_weight: Option<f64>,
+    /// `learning.graph_boosts` settings to compare; each prior weight runs once per setting.
+    pub graph_boosts: Vec<bool>,
     /// The `memd` binary to spawn.
     pub memd: PathBuf,
     pub runtime: RuntimePaths,
@@ -69,19 +72,22 @@ pub fn sibling_memd_binary() -> Result<PathBuf> {
     Ok(sibling)
 }
 
-/// One simulated session per prior weight, each against a fresh daemon.
+/// One simulated session per (prior weight, routing-boost setting), each against a fresh
+/// daemon.
 pub fn run_learning(options: &LearningOptions) -> Result<LearningReport> {
-    let runs = options
-        .prior_weights
-        .iter()
-        .map(|&w| run_session(options, w))
-        .collect::<Result<Vec<_>>>()?;
+    let mut runs = Vec::new();
+    for &w in &options.prior_weights {
+        for &boosts in &options.graph_boosts {
+            runs.push(run_session(options, w, boosts)?);
+        }
+    }
     Ok(LearningReport { runs })
 }
 
-fn run_session(options: &LearningOptions, prior_weight: f64) -> Result<SessionRun> {
+fn run_session(options: &LearningOptions, prior_weight: f64, boosts: bool) -> Result<SessionRun> {
     let started = std::time::Instant::now();
-    let mut config = format!("[learning]\nprior_weight = {prior_weight}\n");
+    let mut config =
+        format!("[learning]\nprior_weight = {prior_weight}\ngraph_boosts = {boosts}\n");
     if let Some(w) = options.exchange_weight {
         config.push_str(&format!("exchange_weight = {w}\n"));
     }
@@ -92,17 +98,18 @@ fn run_session(options: &LearningOptions, prior_weight: f64) -> Result<SessionRu
     sim.probe(0)?;
     for turn in 1..=total {
         sim.turn(turn)
-            .with_context(|| format!("prior {prior_weight}, turn {turn}"))?;
+            .with_context(|| format!("prior {prior_weight}, graph boosts {boosts}, turn {turn}"))?;
         if turn == WARMUP_TURNS {
             // The facts change: the replacement notes are written down.
             sim.store_notes(|s| s.after_change)?;
         }
         sim.probe(turn)?;
     }
-    let run = sim.finish(prior_weight)?;
+    let run = sim.finish(prior_weight, boosts)?;
     daemon.stop()?;
     eprintln!(
-        "memd-eval: learning session with prior_weight {prior_weight} took {:.1} s",
+        "memd-eval: learning session with prior_weight {prior_weight}, graph boosts {boosts} \
+         took {:.1} s",
         started.elapsed().as_secs_f64()
     );
     Ok(run)
@@ -432,7 +439,7 @@ impl<'a> Simulation<'a> {
         Ok(())
     }
 
-    fn finish(self, prior_weight: f64) -> Result<SessionRun> {
+    fn finish(self, prior_weight: f64, graph_boosts: bool) -> Result<SessionRun> {
         let mut memories = Vec::new();
         for (i, s) in self.seeds.iter().enumerate() {
             let (Some(topic), Some(id)) = (s.topic, &self.ids[i]) else {
@@ -461,6 +468,7 @@ impl<'a> Simulation<'a> {
         let stats: StatsResponse = self.d.get("/api/stats")?;
         Ok(SessionRun {
             prior_weight,
+            graph_boosts,
             warmup_turns: WARMUP_TURNS,
             turns: self.turns,
             injected_right: self.total.correct,

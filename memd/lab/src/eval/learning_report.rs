@@ -127,6 +127,8 @@ pub struct MemoryFate {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRun {
     pub prior_weight: f64,
+    /// Whether the daemon ranked with the routing boosts (`learning.graph_boosts`).
+    pub graph_boosts: bool,
     pub warmup_turns: usize,
     /// The last turn (warm-up included).
     pub turns: usize,
@@ -171,6 +173,10 @@ fn clip(s: &str, n: usize) -> String {
     }
     let cut: String = s.chars().take(n.saturating_sub(1)).collect();
     format!("{cut}…")
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
 }
 
 fn rank_text(r: Option<(usize, f64)>) -> String {
@@ -287,8 +293,10 @@ impl fmt::Display for SessionRun {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "== prior_weight {:.2}: {} warm-up turns on ci, then {} turns over all topics ==",
+            "== prior_weight {:.2}, graph boosts {}: {} warm-up turns on ci, then {} turns over \
+             all topics ==",
             self.prior_weight,
+            on_off(self.graph_boosts),
             self.warmup_turns,
             self.turns - self.warmup_turns
         )?;
@@ -331,7 +339,7 @@ impl fmt::Display for LearningReport {
         }
         writeln!(
             f,
-            "prior  wrong-from-start out within {EVICTION_BUDGET} fails: search  notes  \
+            "prior  graph  wrong-from-start out within {EVICTION_BUDGET} fails: search  notes  \
              fails-to-leave(notes)  stale fails-to-leave: search  notes  correct rank held(notes)  \
              final P@5  notes-P@5  injected right  wrong"
         )?;
@@ -341,8 +349,9 @@ impl fmt::Display for LearningReport {
                 .map_or((0.0, 0.0), |r| (r.precision_at5, r.notes_precision_at5));
             writeln!(
                 f,
-                "{:.2}   {:>38}  {:>5}  {:>21}  {:>28}  {:>5}  {:>24}  {:>9.3}  {:>9.3}  {:>14}  {:>5}",
+                "{:.2}   {:<5}  {:>38}  {:>5}  {:>21}  {:>28}  {:>5}  {:>24}  {:>9.3}  {:>9.3}  {:>14}  {:>5}",
                 run.prior_weight,
+                on_off(run.graph_boosts),
                 count(run.misleading(false), |m| m
                     .search
                     .evicted_within(EVICTION_BUDGET)),

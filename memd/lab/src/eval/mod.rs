@@ -43,7 +43,8 @@ pub enum EvalCommand {
         #[arg(long)]
         lexical_weight: Option<f32>,
     },
-    /// Outcome learning: a simulated session against a spawned daemon, once per prior weight.
+    /// Outcome learning: a simulated session against a spawned daemon, once per prior weight
+    /// and routing-boost setting.
     Learning {
         /// Turns of the simulated session after the 8-turn warm-up.
         #[arg(long, default_value_t = learning::DEFAULT_TURNS)]
@@ -54,6 +55,10 @@ pub enum EvalCommand {
         /// Relevance weight of stored exchange records (default: the shipped one).
         #[arg(long)]
         exchange_weight: Option<f64>,
+        /// `learning.graph_boosts` settings to compare, e.g. `on,off` (default: the shipped one).
+        #[arg(long, value_delimiter = ',', value_parser = clap::builder::BoolishValueParser::new(),
+              default_values_t = [memd_engine::config::GRAPH_BOOSTS])]
+        graph_boosts: Vec<bool>,
         /// The `memd` binary to spawn (default: the one next to this program).
         #[arg(long)]
         memd: Option<PathBuf>,
@@ -80,6 +85,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             turns,
             prior_weights,
             exchange_weight,
+            graph_boosts,
             memd,
         } => {
             let memd = match memd {
@@ -90,6 +96,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
                 turns,
                 prior_weights,
                 exchange_weight,
+                graph_boosts,
                 memd,
                 runtime,
             };
