@@ -274,7 +274,6 @@ pub async fn record_outcome(
 pub async fn score_memories(
     core: &Arc<Core>,
     scores: Vec<(String, Outcome)>,
-    action: &str,
 ) -> Result<crate::state::ops::ScoreResult, ApiError> {
     if scores.len() > 100 {
         return Err(ApiError::bad(
@@ -288,8 +287,6 @@ pub async fn score_memories(
         exchange_outcome,
         scores,
         concepts: Vec::new(),
-        context_type: String::new(),
-        action: action.to_string(),
         at: clock::now_ms(),
         time_weighting: core.cfg.learning.time_weighting,
     };

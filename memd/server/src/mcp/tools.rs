@@ -437,7 +437,7 @@ async fn score_without_exchange(
     if scores.is_empty() {
         return Ok("Nothing to score: no exchange is waiting for a score, and this session was shown no memory it has not scored yet. Nothing changed.".into());
     }
-    let result = context::score_memories(c.core, scores, "score_response").await?;
+    let result = context::score_memories(c.core, scores).await?;
     c.recall.forget_shown(key, &result.scored);
     Ok(format!(
         "No hook exchange was waiting: scored {} {} this session was shown, as {}.",
