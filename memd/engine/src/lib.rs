@@ -26,6 +26,8 @@
 //!   project's) and where a new memory belongs; caches project resolution per directory.
 //! - [`context`]: what a prompt gets (KNOWN CONTEXT, scoring prompt) and the turn cycle
 //!   (stop, record-outcome, sidecar decisions).
+//! - `bank`: memory-bank writes on `Core` (add with its near-duplicate check, update,
+//!   archive).
 //! - `books`, [`ingest`]: reference documents: extraction, chunking, storage.
 //! - [`export`]: lossless JSON Lines export and idempotent import, as bytes.
 //! - [`redact`]: secrets and `<private>` spans removed before anything is stored.
@@ -37,6 +39,7 @@
 //! Dependencies point one way: `core` uses the pieces below it; `context`, `books` and
 //! `export` add operations on `Core`; nothing below `core` imports it (tests aside).
 
+mod bank;
 mod books;
 pub mod clock;
 pub mod config;

@@ -1,0 +1,240 @@
+//! The memory bank: facts the agent stores on purpose (add, update, archive).
+//!
+//! Owns validation of memory-bank writes (limits, tags, ranges), redaction before storage, the
+//! near-duplicate check and archive-by-content. Must never outcome-score a fact (that is
+//! `learn::scoring::track_use`, applied through scoring ops) and never look at another
+//! project's facts when deciding what is a duplicate.
+
+use crate::clock;
+use crate::core::{Core, scrub_metadata};
+use crate::error::{ApiError, check_len, check_range_f64};
+use crate::redact;
+use crate::search::{self, Query};
+use crate::state::ops::{Op, Output};
+use proto::limits;
+use proto::*;
+use std::sync::Arc;
+
+/// Cosine similarity above which a memory-bank add is treated as the same fact.
+/// Measured (memd/engine/tests/bank_duplicates.rs): restatements of one fact 0.80–0.98 (5 of 6 above
+/// 0.93); distinct facts on the same subject up to 0.84 ("staging db on 5433" vs "production
+/// db on 5432"). Merging two different facts loses one, storing a restatement twice costs a
+/// line, so the threshold sits above the distinct ones.
+pub const BANK_DUPLICATE_COSINE: f32 = 0.90;
+impl Core {
+    /// `fallback`: the caller's project when `req.cwd` is absent (an MCP session's).
+    pub async fn memory_bank_add(
+        self: &Arc<Self>,
+        req: &MemoryBankAdd,
+        fallback: Option<String>,
+    ) -> Result<MemoryBankResponse, ApiError> {
+        let content = req.content.trim();
+        if content.is_empty() {
+            return Err(ApiError::bad("content", "content must not be empty"));
+        }
+        check_len("content", content, limits::MEMORY_BANK_MAX_CHARS)?;
+        let tags = validate_tags(&req.tags)?;
+        let importance = req.importance.unwrap_or(0.7);
+        let confidence = req.confidence.unwrap_or(0.7);
+        check_range_f64("importance", importance, 0.0, 1.0)?;
+        check_range_f64("confidence", confidence, 0.0, 1.0)?;
+        let current = self
+            .current_project("cwd", req.cwd.as_deref(), None)?
+            .or(fallback);
+        let project = crate::scope::home(req.scope.unwrap_or_default(), current.as_deref());
+        let content = redact::scrub(content).text;
+        if let Some(existing) = self
+            .near_duplicate_in_bank(&content, project.as_deref())
+            .await
+        {
+            return Ok(MemoryBankResponse {
+                project: self.store.read(|s| s.by_id(&existing)?.project.clone()),
+                success: true,
+                doc_id: existing,
+                duplicate: true,
+            });
+        }
+        let now = clock::now_ms();
+        let mut rec = Core::new_record(Collection::MemoryBank, content, now);
+        rec.project = project.clone();
+        rec.score = 1.0;
+        rec.tags = tags;
+        rec.importance = Some(importance);
+        rec.confidence = Some(confidence);
+        rec.metadata = scrub_metadata(req.metadata.clone().unwrap_or_default());
+        let (doc_id, duplicate) = self.insert(rec).await?;
+        Ok(MemoryBankResponse {
+            success: true,
+            doc_id,
+            duplicate,
+            project,
+        })
+    }
+
+    /// An active memory-bank entry saying the same thing (cosine ≥ BANK_DUPLICATE_COSINE) that
+    /// a new entry of `project` would stand beside: that project's or a global one. Another
+    /// project's identical fact is not a duplicate (it is never shown here).
+    async fn near_duplicate_in_bank(
+        self: &Arc<Self>,
+        content: &str,
+        project: Option<&str>,
+    ) -> Option<String> {
+        let v = self.embed_query(content).await?;
+        let visible = crate::scope::Visibility::of_current(project);
+        self.store.read(|s| {
+            let keep = |k: u64| {
+                s.by_key(k).is_some_and(|r| {
+                    r.collection == Collection::MemoryBank
+                        && !r.archived
+                        && visible.admits(r.project.as_deref())
+                })
+            };
+            let hit = s.vectors().search(&v, 1, &keep).ok()?.into_iter().next()?;
+            (hit.1 >= BANK_DUPLICATE_COSINE).then(|| s.by_key(hit.0).map(|r| r.id.clone()))?
+        })
+    }
+
+    pub async fn memory_bank_update(
+        &self,
+        req: &MemoryBankUpdate,
+    ) -> Result<MemoryBankResponse, ApiError> {
+        let id = req.id.trim();
+        check_len("id", id, limits::ID_MAX_CHARS)?;
+        let is_bank = self
+            .store
+            .read(|s| s.by_id(id).map(|r| r.collection == Collection::MemoryBank));
+        match is_bank {
+            None => return Err(ApiError::not_found(format!("no memory with id {id}"))),
+            Some(false) => {
+                return Err(ApiError::bad(
+                    "id",
+                    format!(
+                        "{id} is not a memory_bank entry; only memory_bank entries can be edited"
+                    ),
+                ));
+            }
+            Some(true) => {}
+        }
+        let content = match &req.content {
+            Some(c) if c.trim().is_empty() => {
+                return Err(ApiError::bad("content", "content must not be empty"));
+            }
+            Some(c) => {
+                check_len("content", c.trim(), limits::MEMORY_BANK_MAX_CHARS)?;
+                Some(redact::scrub(c.trim()).text)
+            }
+            None => None,
+        };
+        let tags = req.tags.as_ref().map(|t| validate_tags(t)).transpose()?;
+        for (field, v) in [
+            ("importance", req.importance),
+            ("confidence", req.confidence),
+        ] {
+            if let Some(v) = v {
+                check_range_f64(field, v, 0.0, 1.0)?;
+            }
+        }
+        let op = Op::Update {
+            id: id.to_string(),
+            content,
+            tags,
+            importance: req.importance,
+            confidence: req.confidence,
+            at: clock::now_ms(),
+        };
+        match self.commit_one(op).await? {
+            Output::Updated { id } => Ok(MemoryBankResponse {
+                project: self.store.read(|s| s.by_id(&id)?.project.clone()),
+                success: true,
+                doc_id: id,
+                duplicate: false,
+            }),
+            Output::NotFound { id } => Err(ApiError::not_found(format!("no memory with id {id}"))),
+            other => Err(ApiError::internal(format!(
+                "unexpected store answer {other:?}"
+            ))),
+        }
+    }
+
+    /// Archiving by content looks only at what `current`'s caller can see.
+    pub async fn memory_bank_archive(
+        self: &Arc<Self>,
+        req: &MemoryBankArchive,
+        current: Option<String>,
+    ) -> Result<MemoryBankResponse, ApiError> {
+        let id = match (&req.id, &req.content) {
+            (Some(id), _) if !id.trim().is_empty() => id.trim().to_string(),
+            (_, Some(content)) if !content.trim().is_empty() => self
+                .closest_bank_entry(content.trim(), current.as_deref())
+                .await
+                .ok_or_else(|| {
+                    ApiError::not_found("no active memory_bank entry matches that content")
+                })?,
+            _ => return Err(ApiError::bad_request("Provide id or content")),
+        };
+        match self
+            .commit_one(Op::Archive {
+                id: id.clone(),
+                at: clock::now_ms(),
+            })
+            .await?
+        {
+            Output::Updated { id } => Ok(MemoryBankResponse {
+                project: self.store.read(|s| s.by_id(&id)?.project.clone()),
+                success: true,
+                doc_id: id,
+                duplicate: false,
+            }),
+            Output::NotFound { id } => Err(ApiError::not_found(format!("no memory with id {id}"))),
+            Output::Rejected(m) => Err(ApiError::bad("id", m)),
+            other => Err(ApiError::internal(format!(
+                "unexpected store answer {other:?}"
+            ))),
+        }
+    }
+
+    async fn closest_bank_entry(
+        self: &Arc<Self>,
+        content: &str,
+        current: Option<&str>,
+    ) -> Option<String> {
+        let q = Query {
+            collections: Some(vec![Collection::MemoryBank]),
+            visibility: crate::scope::Visibility::select(None, current).ok()?,
+            limit: 1,
+            ..Query::default()
+        };
+        let qvec = self.embed_query(content).await;
+        let ranking = self.ranking();
+        self.store.read(|s| {
+            let hit = search::rank(s, &q, content, qvec.as_deref().map(|v| &v[..]), &ranking, 1)
+                .into_iter()
+                .next()?;
+            // Archiving by content needs a real match, not merely the least-bad one.
+            let strong = hit.similarity.is_some_and(|x| x >= 0.6) || hit.lexical.is_some();
+            strong.then(|| s.by_key(hit.key).map(|r| r.id.clone()))?
+        })
+    }
+}
+
+fn validate_tags(tags: &[String]) -> Result<Vec<String>, ApiError> {
+    if tags.len() > limits::TAGS_MAX {
+        return Err(ApiError::bad(
+            "tags",
+            format!("at most {} tags (got {})", limits::TAGS_MAX, tags.len()),
+        ));
+    }
+    tags.iter()
+        .map(|t| {
+            let t = redact::scrub(t.trim()).text.to_lowercase();
+            if t.is_empty() || t.chars().count() > limits::TAG_MAX_CHARS {
+                Err(ApiError::bad(
+                    "tags",
+                    format!("each tag must be 1-{} characters", limits::TAG_MAX_CHARS),
+                ))
+            } else {
+                Ok(t)
+            }
+        })
+        .collect()
+}
