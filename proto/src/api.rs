@@ -309,6 +309,9 @@ pub struct HealthResponse {
     /// Why the model is not loaded, with the command that fixes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_error: Option<String>,
+    /// The search reranker is loaded (it loads only when `search.rerank` is on).
+    #[serde(default)]
+    pub reranker_loaded: bool,
     pub counts: BTreeMap<String, usize>,
     pub pid: u32,
     pub port: u16,

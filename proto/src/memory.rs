@@ -133,5 +133,8 @@ pub struct MemoryView {
     pub embedding_similarity: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_rank_score: Option<f64>,
+    /// The cross-encoder's logit, for results it reordered (higher = more relevant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerank_score: Option<f64>,
     pub metadata: Metadata,
 }

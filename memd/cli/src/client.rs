@@ -277,15 +277,7 @@ mod tests {
     use super::*;
 
     fn config_in(dir: &std::path::Path) -> Config {
-        Config {
-            port: 47_999,
-            data_dir: dir.to_path_buf(),
-            config_file: None,
-            context: Default::default(),
-            learning: Default::default(),
-            sidecar: Default::default(),
-            cursor: Default::default(),
-        }
+        Config::for_dir(dir, 47_999)
     }
 
     /// Issue 12 (seed 002 F5.2): a process answering on memd's port names a pid; only the pid

@@ -352,6 +352,7 @@ mod tests {
             confidence: None,
             embedding_similarity: None,
             final_rank_score: None,
+            rerank_score: None,
             metadata: Default::default(),
         }
     }

@@ -19,6 +19,7 @@ pub struct Config {
     pub learning: LearningConfig,
     pub sidecar: SidecarConfig,
     pub cursor: CursorConfig,
+    pub search: SearchConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -128,6 +129,31 @@ pub struct CursorConfig {
     pub rules_file: bool,
 }
 
+/// The cross-encoder on `/api/search` and the MCP search tool (not on the prompt path yet).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    /// Rerank the head of text searches with the cross-encoder, once it has loaded. Off by
+    /// default until its cost is measured on a quiet machine and the prompt path has its
+    /// latency budget (issue 13): ~10-15 ms a pair on 2 busy cores, 20 pairs a search.
+    pub rerank: bool,
+    /// How many fused results it reorders (1-100); below that, the fused order.
+    pub rerank_depth: usize,
+}
+
+/// The depth of the design study's recommendation (reranker.md: R@5 0.605 → 0.711 at 20 on
+/// the shared LoCoMo conversations); `memd-eval locomo --rerank 10,20,40` measures it here.
+pub const RERANK_DEPTH: usize = 20;
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            rerank: false,
+            rerank_depth: RERANK_DEPTH,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 struct FileConfig {
@@ -137,6 +163,7 @@ struct FileConfig {
     learning: LearningConfig,
     sidecar: SidecarConfig,
     cursor: CursorConfig,
+    search: SearchConfig,
 }
 
 impl Config {
@@ -166,6 +193,7 @@ impl Config {
             learning: file.learning,
             sidecar,
             cursor: file.cursor,
+            search: file.search,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -181,11 +209,18 @@ impl Config {
             learning: LearningConfig::default(),
             sidecar: SidecarConfig::default(),
             cursor: CursorConfig::default(),
+            search: SearchConfig::default(),
         }
     }
 
     fn validate(&self) -> Result<()> {
         let c = &self.context;
+        if !(1..=100).contains(&self.search.rerank_depth) {
+            bail!(
+                "search.rerank_depth must be 1-100 (got {})",
+                self.search.rerank_depth
+            );
+        }
         if c.max_memories == 0 || c.max_memories > 50 {
             bail!("context.max_memories must be 1-50 (got {})", c.max_memories);
         }

@@ -31,6 +31,8 @@ pub struct Core {
     pub store: Store<MemState>,
     embedder: RwLock<Option<Arc<dyn Embed>>>,
     model_error: RwLock<Option<String>>,
+    /// The cross-encoder for searches; `None` until loaded (or when off or missing).
+    reranker: RwLock<Option<Arc<crate::embed::CrossEncoder>>>,
     query_cache: Mutex<HashMap<String, Arc<Vec<f32>>>>,
     /// Woken when an exchange is scored (the stop hook's grace window waits on it).
     pub scored: tokio::sync::Notify,
@@ -97,6 +99,7 @@ impl Core {
             store,
             embedder: RwLock::new(None),
             model_error: RwLock::new(Some("model is loading".into())),
+            reranker: RwLock::new(None),
             query_cache: Mutex::new(HashMap::new()),
             scored: tokio::sync::Notify::new(),
             embed_wake: tokio::sync::Notify::new(),
@@ -118,6 +121,21 @@ impl Core {
             }
             Err(msg) => *self.model_error.write().unwrap_or_else(|p| p.into_inner()) = Some(msg),
         }
+    }
+
+    pub fn set_reranker(&self, ce: Arc<crate::embed::CrossEncoder>) {
+        *self.reranker.write().unwrap_or_else(|p| p.into_inner()) = Some(ce);
+    }
+
+    /// The cross-encoder, when it is loaded and `search.rerank` is on.
+    pub fn reranker(&self) -> Option<Arc<crate::embed::CrossEncoder>> {
+        if !self.cfg.search.rerank {
+            return None;
+        }
+        self.reranker
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn embedder(&self) -> Option<Arc<dyn Embed>> {
@@ -239,21 +257,27 @@ impl Core {
             Some(text) => {
                 let qvec = self.embed_query(text).await;
                 let ranking = self.ranking();
-                self.store.read(|s| {
-                    let mut hits = search::rank(
-                        s,
-                        &q,
-                        text,
-                        qvec.as_deref().map(|v| &v[..]),
-                        &ranking,
-                        q.limit,
-                    );
+                let relevance_order = matches!(q.sort_by, None | Some(SortBy::Relevance));
+                let reranker = self.reranker().filter(|_| relevance_order);
+                let want = match &reranker {
+                    Some(_) => q.limit.max(self.cfg.search.rerank_depth),
+                    None => q.limit,
+                };
+                let mut views = self.store.read(|s| {
+                    let mut hits =
+                        search::rank(s, &q, text, qvec.as_deref().map(|v| &v[..]), &ranking, want);
                     search::sort_hits(s, &mut hits, q.sort_by);
                     hits.iter()
-                        .take(q.limit)
+                        .take(want)
                         .filter_map(|h| Some(search::view(s.by_key(h.key)?, now, Some(h))))
                         .collect::<Vec<_>>()
-                })
+                });
+                if let Some(ce) = reranker {
+                    let depth = self.cfg.search.rerank_depth;
+                    views = crate::rerank::head(ce, text, views, depth).await;
+                }
+                views.truncate(q.limit);
+                views
             }
             None => self.store.read(|s| {
                 search::browse(s, &q)
@@ -373,6 +397,7 @@ impl Core {
             version: env!("CARGO_PKG_VERSION").into(),
             model_loaded: model_error.is_none(),
             model_error,
+            reranker_loaded: self.reranker().is_some(),
             counts,
             pid: std::process::id(),
             port: self.cfg.port,

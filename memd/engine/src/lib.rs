@@ -17,6 +17,7 @@
 //! - [`record`]: the stored form of one memory.
 //! - [`embed`]: sentence embeddings (ONNX Runtime + tokenizers) and where the model files live.
 //! - `index`: the derived search indexes: vectors (usearch HNSW), lexical (BM25), fusion.
+//! - [`rerank`]: the cross-encoder's reorder of a result list's head (searches).
 //! - [`search`]: the query pipeline and the normalized memory shape every read returns.
 //! - [`learn`]: outcome math (Wilson, deltas), lifecycle rules, the routing graph. Pure.
 //! - [`project`]: which project a working directory belongs to (repository, origin remote).
@@ -56,6 +57,7 @@ pub mod project;
 pub mod record;
 pub mod redact;
 mod registry;
+pub mod rerank;
 pub mod scope;
 pub mod search;
 pub mod shutdown;

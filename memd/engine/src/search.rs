@@ -402,6 +402,7 @@ pub fn view(rec: &Record, now_ms: i64, hit: Option<&Hit>) -> MemoryView {
         },
         embedding_similarity: hit.and_then(|h| h.similarity).map(|s| round4(f64::from(s))),
         final_rank_score: hit.map(|h| round4(h.rank_score)),
+        rerank_score: None,
         metadata: rec.metadata.clone(),
     }
 }

@@ -167,10 +167,28 @@ fn load_model_in_background(core: Arc<Core>) {
             Ok(_) => info!("embedding model loaded"),
             Err(e) => warn!("{e}"),
         }
+        let loaded = result.is_ok();
         // Before publishing: loading freed ~50 MB that glibc would otherwise keep.
         memd_engine::heap::release_freed_memory();
         core.set_embedder(result);
+        if loaded && core.cfg.search.rerank {
+            load_reranker(&core, &paths);
+        }
     });
+}
+
+/// After the embedder (searches work without it): the cross-encoder for `/api/search` and the
+/// MCP search tool. A missing or broken reranker leaves the fused order, with a warning.
+fn load_reranker(core: &Core, paths: &embed::RuntimePaths) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    match embed::CrossEncoder::load(&paths.ort_lib, &embed::reranker_dir(), threads) {
+        Ok(ce) => {
+            info!("reranker loaded");
+            memd_engine::heap::release_freed_memory();
+            core.set_reranker(Arc::new(ce));
+        }
+        Err(e) => warn!("reranker not loaded, searches keep the fused order: {e:#}"),
+    }
 }
 
 /// SIGTERM and SIGINT, registered at once so none is missed.

