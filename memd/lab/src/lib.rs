@@ -2,8 +2,8 @@
 //!
 //! # Layout
 //!
-//! - [`eval`]: the evaluations behind `memd-eval` (LoCoMo retrieval, outcome learning on a
-//!   simulated session). They drive the engine directly or a real daemon, and print tables.
+//! - [`eval`]: the evaluations behind `memd-eval` (LoCoMo retrieval, retrieval on the
+//!   repository's coding-memory set, outcome learning on a simulated session). They drive the engine directly or a real daemon, and print tables.
 //! - `src/bin/memd-bench/`: the end-to-end benchmark (real daemons, real hooks, one line per
 //!   figure, a JSON report).
 //! - `examples/embed_bench.rs`: embedder load time, latency and throughput.

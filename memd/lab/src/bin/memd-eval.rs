@@ -1,5 +1,5 @@
 //! `memd-eval`: memd's offline evaluations
-//! (`memd-eval locomo --data DIR`, `memd-eval learning`).
+//! (`memd-eval locomo --data DIR`, `memd-eval coding [--data DIR]`, `memd-eval learning`).
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -321,16 +321,17 @@ fn embed_all(embedder: &dyn Embed, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
     Ok(out)
 }
 
-/// One conversation in its own store, embedded, with its scored questions embedded.
-struct Indexed {
-    store: Store<MemState>,
+/// One conversation in its own store, embedded, with its scored questions embedded. Also
+/// the coding set's notes (`coding.rs`), so both evaluations store, embed and rank alike.
+pub(super) struct Indexed {
+    pub(super) store: Store<MemState>,
     /// Memory key → the dia_ids it stands for (several when turns repeat verbatim).
-    labels: HashMap<u64, Vec<String>>,
+    pub(super) labels: HashMap<u64, Vec<String>>,
     /// (key, id) of every memory, by key.
     ids: Vec<(u64, String)>,
     merged_duplicates: usize,
-    questions: Vec<Question>,
-    question_vecs: Vec<Vec<f32>>,
+    pub(super) questions: Vec<Question>,
+    pub(super) question_vecs: Vec<Vec<f32>>,
     skipped: usize,
     // Declared last: dropped after the store has closed its files.
     _dir: TempDir,
@@ -348,7 +349,7 @@ impl Indexed {
 
     /// Stores `(record, label)` pairs in a fresh store, embeds them and the questions that
     /// have evidence (the others are only counted).
-    fn store(
+    pub(super) fn store(
         memories: Vec<(memd_engine::record::Record, String)>,
         questions: &[Question],
         embedder: &dyn Embed,
@@ -413,7 +414,7 @@ impl Indexed {
         })
     }
 
-    fn rank(
+    pub(super) fn rank(
         &self,
         s: &MemState,
         text: &str,

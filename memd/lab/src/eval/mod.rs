@@ -3,13 +3,17 @@
 //! Owns `memd-eval locomo` (retrieval-only recall on LoCoMo conversations, run in-process
 //! against the real store, indexes and ranking pipeline, one configuration after another) and
 //! `memd-eval learning` (a simulated agent session against a spawned daemon that scores
-//! misleading memories `failed` and correct ones `worked`). Both print deterministic tables
-//! whose figures decide ranking defaults.
+//! misleading memories `failed` and correct ones `worked`), and `memd-eval coding` (the same
+//! in-process retrieval on the repository's own set of coding-agent notes with paraphrased
+//! questions and distractors). All print deterministic tables whose figures decide ranking
+//! defaults.
 //!
 //! Must never touch the user's data directory or daemon (every run uses a fresh temporary
 //! store or a daemon of its own), download anything, or ship evaluation data: the data set
-//! is read from the directory the caller names.
+//! is read from the directory the caller names (the coding set's default is the repository's
+//! `tests/data/coding-set`, written for memd and shipped with its sources, never in a binary).
 
+pub mod coding;
 mod daemon;
 pub mod dataset;
 pub mod eviction;
@@ -20,6 +24,7 @@ pub mod locomo;
 pub mod metrics;
 pub mod scenario;
 
+pub use coding::{CodingOptions, CodingReport, run_coding};
 pub use eviction::{EvictionStudy, Start};
 pub use floor::{FloorRow, FloorStudy};
 pub use learning::{LearningOptions, run_learning};
@@ -44,6 +49,20 @@ pub enum EvalCommand {
         lexical_weight: Option<f32>,
         /// Also rerank the shipped ranking's head with the cross-encoder at these depths
         /// (comma-separated, e.g. 10,20,40).
+        #[arg(long, value_delimiter = ',')]
+        rerank: Vec<usize>,
+    },
+    /// Retrieval (R@k, MRR) of vector-only, lexical-only and fused ranking on the repository's
+    /// coding-memory set: agent notes, paraphrased questions, distractors.
+    Coding {
+        /// Directory holding the set's `set.json` (default: the repository's
+        /// tests/data/coding-set).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Also print each question's answer rank under every configuration.
+        #[arg(long)]
+        per_question: bool,
+        /// Also rerank the shipped ranking's head with the cross-encoder at these depths.
         #[arg(long, value_delimiter = ',')]
         rerank: Vec<usize>,
     },
@@ -88,6 +107,19 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             let files = dataset::conversation_files(&data)?;
             let report = run_locomo_on(&files, &runtime, &options)?;
             print!("{report}");
+        }
+        EvalCommand::Coding {
+            data,
+            per_question,
+            rerank,
+        } => {
+            let dir = data.unwrap_or_else(coding::default_data_dir);
+            let options = CodingOptions {
+                per_question,
+                rerank_depths: rerank,
+                ..CodingOptions::default()
+            };
+            print!("{}", run_coding(&dir, &runtime, &options)?);
         }
         EvalCommand::Learning {
             turns,
