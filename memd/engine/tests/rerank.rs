@@ -14,7 +14,7 @@ fn load() -> Option<CrossEncoder> {
     Some(CrossEncoder::load(&paths.ort_lib, &reranker_dir(), 2).unwrap_or_else(|e| panic!("{e:#}")))
 }
 
-/// The model card's example: the study measured 9.33 against -11.16 (reranker.md).
+/// The model card's example: an earlier study measured 9.33 against -11.16.
 #[test]
 fn the_answer_outscores_an_unrelated_passage_by_far() {
     let Some(ce) = load() else { return };

