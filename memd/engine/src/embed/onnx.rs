@@ -56,7 +56,7 @@ impl OnnxEmbedder {
     pub fn load(paths: &RuntimePaths, threads: usize) -> Result<Self> {
         paths.check().map_err(|msg| anyhow!(msg))?;
         let environment = shared_environment(&paths.ort_lib)?;
-        let session = build_session(&environment, &paths.model, threads)?;
+        let session = build_session(&environment, &paths.model, threads, "embedding model")?;
         check_model_signature(&session, &paths.model)?;
         let tokenizer = load_tokenizer(&paths.tokenizer)?;
         Ok(Self {
@@ -246,10 +246,12 @@ fn create_environment(lib: &Path) -> Result<Environment> {
         .map_err(|e| anyhow!("cannot create the ONNX Runtime environment: {e}"))
 }
 
+/// `what` names the model in errors ("embedding model", "reranker model").
 pub(super) fn build_session(
     environment: &Environment,
     model: &Path,
     threads: usize,
+    what: &str,
 ) -> Result<Session> {
     let build = || -> ort::Result<Session> {
         Session::builder(environment)?
@@ -261,7 +263,7 @@ pub(super) fn build_session(
             .with_intra_op_spinning(false)?
             .commit_from_file(model)
     };
-    build().map_err(|e| anyhow!("cannot load the ONNX model {}: {e}", model.display()))
+    build().map_err(|e| anyhow!("cannot load the {what} {}: {e}", model.display()))
 }
 
 /// Rejects a model that isn't a BERT-style encoder with the inputs and output we feed and read.

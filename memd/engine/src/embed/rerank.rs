@@ -56,7 +56,7 @@ impl CrossEncoder {
             );
         }
         let environment = shared_environment(ort_lib)?;
-        let session = build_session(&environment, &model, threads)?;
+        let session = build_session(&environment, &model, threads, "reranker model")?;
         ensure!(
             session.outputs().iter().any(|o| o.name() == LOGITS),
             "reranker model {} has no `{LOGITS}` output",
