@@ -143,16 +143,21 @@ impl Core {
             at: clock::now_ms(),
         };
         match self.commit_one(op).await? {
-            Output::Updated { id } => Ok(MemoryBankResponse {
-                project: self.store.read(|s| s.by_id(&id)?.project.clone()),
-                success: true,
-                doc_id: id,
-                duplicate: false,
-            }),
+            Output::Updated { id } => Ok(self.changed(id)),
             Output::NotFound { id } => Err(ApiError::not_found(format!("no memory with id {id}"))),
             other => Err(ApiError::internal(format!(
                 "unexpected store answer {other:?}"
             ))),
+        }
+    }
+
+    /// The answer to an update or archive of the entry now called `id`.
+    fn changed(&self, id: String) -> MemoryBankResponse {
+        MemoryBankResponse {
+            project: self.store.read(|s| s.by_id(&id)?.project.clone()),
+            success: true,
+            doc_id: id,
+            duplicate: false,
         }
     }
 
@@ -179,12 +184,7 @@ impl Core {
             })
             .await?
         {
-            Output::Updated { id } => Ok(MemoryBankResponse {
-                project: self.store.read(|s| s.by_id(&id)?.project.clone()),
-                success: true,
-                doc_id: id,
-                duplicate: false,
-            }),
+            Output::Updated { id } => Ok(self.changed(id)),
             Output::NotFound { id } => Err(ApiError::not_found(format!("no memory with id {id}"))),
             Output::Rejected(m) => Err(ApiError::bad("id", m)),
             other => Err(ApiError::internal(format!(

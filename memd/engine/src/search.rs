@@ -9,6 +9,8 @@
 use crate::clock::{self, DAY_MS};
 use crate::error::ApiError;
 use crate::index::reciprocal_rank_fusion;
+/// The lexical index's suffix folding, for tools that count words the way it does.
+pub use crate::index::tokenize::stem as stem_term;
 use crate::learn;
 use crate::record::Record;
 use crate::scope::Visibility;

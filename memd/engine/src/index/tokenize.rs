@@ -48,7 +48,7 @@ fn is_stopword(term: &str) -> bool {
 /// none: R@5 56.0, R@10 62.6, MRR 0.444; plurals only: 57.2 / 63.6 / 0.444; plurals plus
 /// "-ing"/"-ed"/"-ied" with consonant undoubling: 58.7 / 66.3 / 0.465. Stripping "-ly" too made
 /// no difference, so it is left out. ASCII words only: other scripts are left as they are.
-fn stem(term: &mut String) {
+pub fn stem(term: &mut String) {
     if term.len() <= 3 || !term.is_ascii() {
         return;
     }

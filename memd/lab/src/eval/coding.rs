@@ -172,45 +172,9 @@ pub fn content_words(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The lexical index's light stemming (`index::tokenize`, private to the engine), restated:
-/// plurals, then "-ing"/"-ed"/"-ied" with consonant undoubling, ASCII words longer than 3.
+/// The lexical index's own folding (`search::stem_term`), so overlap counts words as BM25 does.
 fn fold(mut w: String) -> String {
-    if w.len() <= 3 || !w.is_ascii() {
-        return w;
-    }
-    let n = w.len();
-    match w.as_bytes() {
-        [_, _, .., b'i', b'e', b's'] if n > 4 => {
-            w.truncate(n - 3);
-            w.push('y');
-        }
-        [.., b's', b's', b'e', b's'] => w.truncate(n - 2),
-        [.., b's', b's'] | [.., b'u', b's'] | [.., b'i', b's'] => {}
-        [.., b's'] => w.truncate(n - 1),
-        _ => {}
-    }
-    let n = w.len();
-    if n <= 5 {
-        return w;
-    }
-    if w.ends_with("ing") {
-        w.truncate(n - 3);
-    } else if w.ends_with("ied") {
-        w.truncate(n - 3);
-        w.push('y');
-        return w;
-    } else if w.ends_with("ed") {
-        w.truncate(n - 2);
-    } else {
-        return w;
-    }
-    let b = w.as_bytes();
-    if let [.., x, y] = b
-        && x == y
-        && !b"aeiouylsz".contains(y)
-    {
-        w.pop();
-    }
+    search::stem_term(&mut w);
     w
 }
 
