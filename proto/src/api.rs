@@ -312,6 +312,9 @@ pub struct HealthResponse {
     /// The search reranker is loaded (it loads only when `search.rerank` is on).
     #[serde(default)]
     pub reranker_loaded: bool,
+    /// The late-interaction model that reranks prompts and searches is loaded.
+    #[serde(default)]
+    pub late_interaction_loaded: bool,
     pub counts: BTreeMap<String, usize>,
     pub pid: u32,
     pub port: u16,
@@ -333,6 +336,15 @@ pub struct IndexStats {
     /// Memories stored but not yet embedded (queue + retries).
     pub pending_embeddings: usize,
     pub lexical_docs: usize,
+    /// Memories with late-interaction token states, and the bytes those hold in memory.
+    #[serde(default)]
+    pub token_states: usize,
+    #[serde(default)]
+    pub token_state_bytes: usize,
+    /// Live memories still waiting for token states (reranking skips them until then); 0 while
+    /// the model is not loaded.
+    #[serde(default)]
+    pub pending_token_states: usize,
     /// `loaded` (from disk), `rebuilt`, or `empty`.
     pub state: String,
 }

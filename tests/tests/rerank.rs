@@ -1,18 +1,22 @@
-//! The cross-encoder on `/api/search`, end to end: a real daemon with `search.rerank` on loads
-//! the reranker in the background and reorders the head of text searches by it; with it off
-//! (the default) the fused order stands and nothing is loaded.
+//! Reranking end to end on a real daemon: late interaction (on by default) reorders the
+//! prompt's candidates and search results once the model and the memories' token states are
+//! ready; `rerank = false` and a spent budget keep the fused order; the cross-encoder loads and
+//! reorders searches only when `cross_encoder_depth` asks for it.
 
 use proto::*;
 use serde_json::json;
 use std::time::Duration;
 use tests::{Daemon, Spec, eventually};
 
+/// Fused ranking puts the Bazel note (two shared words) first; the Postgres note answers.
 const NOTES: [&str; 3] = [
     "The staging cluster reads its config from Bazel.",
     "Staging Postgres accepts connections on 5433.",
     "Lint with cargo clippy before every commit.",
 ];
 const QUERY: &str = "which port does the staging database listen on?";
+const FUSED_FIRST: &str = NOTES[0];
+const ANSWER: &str = NOTES[1];
 
 fn daemon(config: &str) -> Daemon {
     let d = Daemon::start(Spec {
@@ -21,20 +25,81 @@ fn daemon(config: &str) -> Daemon {
     })
     .expect("daemon");
     for note in NOTES {
-        let _: MemoryBankResponse = d.post("/api/memory-bank/add", &json!({"content": note}));
+        let _: MemoryBankResponse = d.post(
+            "/api/memory-bank/add",
+            &json!({"content": note, "scope": "global"}),
+        );
     }
     d.wait_embedded(Duration::from_secs(60));
     d
 }
 
-#[test]
-fn search_heads_are_reranked_when_it_is_on_and_only_then() {
-    let on = daemon("[search]\nrerank = true\nrerank_depth = 3\n");
-    eventually("the reranker loads", || {
-        on.get::<HealthResponse>("/api/health").reranker_loaded
+/// Waits until the late-interaction model is loaded and every memory has its token states.
+fn wait_late(d: &Daemon) {
+    eventually("the late-interaction model loads", || {
+        d.get::<HealthResponse>("/api/health")
+            .late_interaction_loaded
     });
-    let found: SearchResponse = on.post("/api/search", &json!({"query": QUERY, "limit": 3}));
-    assert_eq!(found.results[0].content, NOTES[1], "{found:?}");
+    eventually("every memory has token states", || {
+        d.get::<StatsResponse>("/api/stats")
+            .index
+            .pending_token_states
+            == 0
+    });
+}
+
+fn first_injected(d: &Daemon, conv: &str) -> String {
+    let r: GetContextResponse = d.post(
+        "/api/hooks/get-context",
+        &json!({"query": QUERY, "conversation_id": conv}),
+    );
+    assert!(r.formatted_injection.contains(ANSWER), "{r:?}");
+    r.relevant_memories[0].content.clone()
+}
+
+fn first_found(d: &Daemon) -> SearchResponse {
+    d.post("/api/search", &json!({"query": QUERY, "limit": 3}))
+}
+
+#[test]
+fn late_interaction_reorders_prompts_and_searches_by_default() {
+    let d = daemon("");
+    wait_late(&d);
+    let stats: StatsResponse = d.get("/api/stats");
+    assert_eq!(stats.index.token_states, NOTES.len());
+    assert!(stats.index.token_state_bytes > NOTES.len() * 10 * 388);
+    assert_eq!(first_injected(&d, "late-on"), ANSWER);
+    let found = first_found(&d);
+    assert_eq!(found.results[0].content, ANSWER, "{found:?}");
+    // The cross-encoder is opt-in: not loaded, no logits.
+    assert!(!d.get::<HealthResponse>("/api/health").reranker_loaded);
+    assert!(found.results.iter().all(|m| m.rerank_score.is_none()));
+}
+
+#[test]
+fn off_or_out_of_budget_keeps_the_fused_order() {
+    let off = daemon("[search]\nrerank = false\n");
+    assert_eq!(first_injected(&off, "off"), FUSED_FIRST);
+    assert_eq!(first_found(&off).results[0].content, FUSED_FIRST);
+    let health: HealthResponse = off.get("/api/health");
+    assert!(!health.late_interaction_loaded && !health.reranker_loaded);
+
+    // A zero budget: the model is there, the prompt path never waits for it; searches (no
+    // budget) still rerank.
+    let spent = daemon("[search]\nprompt_budget_ms = 0\n");
+    wait_late(&spent);
+    assert_eq!(first_injected(&spent, "spent"), FUSED_FIRST);
+    assert_eq!(first_found(&spent).results[0].content, ANSWER);
+}
+
+#[test]
+fn the_cross_encoder_reorders_searches_when_asked() {
+    let d = daemon("[search]\ncross_encoder_depth = 3\n");
+    eventually("the reranker loads", || {
+        d.get::<HealthResponse>("/api/health").reranker_loaded
+    });
+    let found = first_found(&d);
+    assert_eq!(found.results[0].content, ANSWER, "{found:?}");
     let scores: Vec<f64> = found
         .results
         .iter()
@@ -42,23 +107,36 @@ fn search_heads_are_reranked_when_it_is_on_and_only_then() {
         .collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
     // Recency order is the user's choice: no reranking there.
-    let recent: SearchResponse = on.post(
+    let recent: SearchResponse = d.post(
         "/api/search",
         &json!({"query": QUERY, "limit": 3, "sort_by": "recency"}),
     );
     assert!(recent.results.iter().all(|m| m.rerank_score.is_none()));
+}
 
-    let off = daemon("");
-    assert!(!off.get::<HealthResponse>("/api/health").reranker_loaded);
-    let fused: SearchResponse = off.post("/api/search", &json!({"query": QUERY, "limit": 3}));
-    assert!(fused.results.iter().all(|m| m.rerank_score.is_none()));
-
-    let (status, body) = Daemon::start(Spec {
-        config_toml: Some("[search]\nrerank_depth = 0\n".into()),
-        ..Spec::new()
-    })
-    .map(|_| (0, String::new()))
-    .unwrap_or_else(|e| (1, format!("{e:#}")));
-    assert_eq!(status, 1, "a depth of 0 is refused");
-    assert!(body.contains("search.rerank_depth must be 1-100"), "{body}");
+#[test]
+fn out_of_range_settings_are_refused_with_their_limits() {
+    for (config, message) in [
+        ("rerank_depth = 0", "search.rerank_depth must be 1-100"),
+        (
+            "cross_encoder_depth = 101",
+            "search.cross_encoder_depth must be 0-100",
+        ),
+        (
+            "prompt_budget_ms = 1001",
+            "search.prompt_budget_ms must be 0-1000",
+        ),
+        (
+            "token_states_mb = 0",
+            "search.token_states_mb must be 1-4096",
+        ),
+    ] {
+        let err = Daemon::start(Spec {
+            config_toml: Some(format!("[search]\n{config}\n")),
+            ..Spec::new()
+        })
+        .map(|_| String::new())
+        .unwrap_or_else(|e| format!("{e:#}"));
+        assert!(err.contains(message), "{config}: {err}");
+    }
 }

@@ -129,27 +129,47 @@ pub struct CursorConfig {
     pub rules_file: bool,
 }
 
-/// The cross-encoder on `/api/search` and the MCP search tool (not on the prompt path yet).
+/// The second stage behind the fused ranking: late interaction (ColBERT MaxSim) on prompts and
+/// searches, the cross-encoder after it on searches (`/api/search`, MCP).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchConfig {
-    /// Rerank the head of text searches with the cross-encoder, once it has loaded. Off by
-    /// default until its cost is measured on a quiet machine and the prompt path has its
-    /// latency budget (issue 13): ~10-15 ms a pair on 2 busy cores, 20 pairs a search.
+    /// Rerank at all (both models load in the background; until then, the fused order).
     pub rerank: bool,
-    /// How many fused results it reorders (1-100); below that, the fused order.
+    /// How many fused results late interaction reorders (1-100).
     pub rerank_depth: usize,
+    /// How many of those the cross-encoder then reorders on searches (0-100; 0: never, and the
+    /// model is not loaded). Not on the prompt path: ~9 ms a pair.
+    pub cross_encoder_depth: usize,
+    /// Milliseconds the prompt path may spend reranking (query encoding and MaxSim); what is
+    /// not done by then keeps the fused order (0-1000).
+    pub prompt_budget_ms: u64,
+    /// Memory the token states may take, in MiB (1-4096). About 14 KB a memory: 64 MiB holds
+    /// the newest ~4,700; older memories keep their fused place inside the head.
+    pub token_states_mb: usize,
 }
 
-/// Depth 20: on LoCoMo (`memd-eval locomo --rerank 10,20,40`, bench/EVAL.md section 6) R@5
-/// 0.638 → 0.732 and MRR 0.455 → 0.617, against 0.745 / 0.628 at 40 for twice the pairs.
-pub const RERANK_DEPTH: usize = 20;
+/// Depth 40: `memd-eval rerankers` (bench/EVAL.md section 7), LoCoMo R@5 0.638 → 0.721, MRR
+/// 0.459 → 0.584; the coding set R@5 0.746 → 0.806, MRR 0.507 → 0.639. Depth 20 is as good on
+/// the coding set (0.821 / 0.645) and worse on LoCoMo (0.717 / 0.583); 60 costs 1 ms more.
+pub const RERANK_DEPTH: usize = 40;
+/// Off: behind late interaction (`memd-eval rerankers`, bench/EVAL.md section 7) the
+/// cross-encoder at 10 lifts LoCoMo MRR 0.584 → 0.620 but drops the coding set's 0.639 → 0.527
+/// (a web-search model; coding notes are what memd holds). 10 for conversational memory.
+pub const CROSS_ENCODER_DEPTH: usize = 0;
+/// See `SearchConfig::token_states_mb`.
+pub const TOKEN_STATES_MB: usize = 64;
+/// See `SearchConfig::prompt_budget_ms`; chosen in bench/EVAL.md section 7.
+pub const PROMPT_BUDGET_MS: u64 = 30;
 
 impl Default for SearchConfig {
     fn default() -> Self {
         SearchConfig {
-            rerank: false,
+            rerank: true,
             rerank_depth: RERANK_DEPTH,
+            cross_encoder_depth: CROSS_ENCODER_DEPTH,
+            prompt_budget_ms: PROMPT_BUDGET_MS,
+            token_states_mb: TOKEN_STATES_MB,
         }
     }
 }
@@ -219,6 +239,24 @@ impl Config {
             bail!(
                 "search.rerank_depth must be 1-100 (got {})",
                 self.search.rerank_depth
+            );
+        }
+        if self.search.cross_encoder_depth > 100 {
+            bail!(
+                "search.cross_encoder_depth must be 0-100 (got {})",
+                self.search.cross_encoder_depth
+            );
+        }
+        if !(1..=4096).contains(&self.search.token_states_mb) {
+            bail!(
+                "search.token_states_mb must be 1-4096 (got {})",
+                self.search.token_states_mb
+            );
+        }
+        if self.search.prompt_budget_ms > 1000 {
+            bail!(
+                "search.prompt_budget_ms must be 0-1000 (got {})",
+                self.search.prompt_budget_ms
             );
         }
         if c.max_memories == 0 || c.max_memories > 50 {

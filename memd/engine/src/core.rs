@@ -33,6 +33,12 @@ pub struct Core {
     model_error: RwLock<Option<String>>,
     /// The cross-encoder for searches; `None` until loaded (or when off or missing).
     reranker: RwLock<Option<Arc<crate::embed::CrossEncoder>>>,
+    /// The late-interaction model (prompt path and searches); `None` until loaded.
+    late_model: RwLock<Option<Arc<crate::embed::LateInteraction>>>,
+    /// Every memory's token states for it, filled in the background (`late::states_loop`).
+    pub late_states: crate::late::States,
+    /// Woken when memories may need token states.
+    pub late_wake: tokio::sync::Notify,
     query_cache: Mutex<HashMap<String, Arc<Vec<f32>>>>,
     /// Woken when an exchange is scored (the stop hook's grace window waits on it).
     pub scored: tokio::sync::Notify,
@@ -100,6 +106,9 @@ impl Core {
             embedder: RwLock::new(None),
             model_error: RwLock::new(Some("model is loading".into())),
             reranker: RwLock::new(None),
+            late_model: RwLock::new(None),
+            late_states: crate::late::States::default(),
+            late_wake: tokio::sync::Notify::new(),
             query_cache: Mutex::new(HashMap::new()),
             scored: tokio::sync::Notify::new(),
             embed_wake: tokio::sync::Notify::new(),
@@ -133,6 +142,22 @@ impl Core {
             return None;
         }
         self.reranker
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn set_late_model(&self, model: Arc<crate::embed::LateInteraction>) {
+        *self.late_model.write().unwrap_or_else(|p| p.into_inner()) = Some(model);
+        self.late_wake.notify_one();
+    }
+
+    /// The late-interaction model, when it is loaded and `search.rerank` is on.
+    pub fn late_model(&self) -> Option<Arc<crate::embed::LateInteraction>> {
+        if !self.cfg.search.rerank {
+            return None;
+        }
+        self.late_model
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
@@ -217,6 +242,7 @@ impl Core {
             .any(|o| matches!(o, Output::Inserted { .. } | Output::Updated { .. }))
         {
             self.embed_wake.notify_one();
+            self.late_wake.notify_one();
         }
         Ok(out)
     }
@@ -258,10 +284,10 @@ impl Core {
                 let qvec = self.embed_query(text).await;
                 let ranking = self.ranking();
                 let relevance_order = matches!(q.sort_by, None | Some(SortBy::Relevance));
-                let reranker = self.reranker().filter(|_| relevance_order);
-                let want = match &reranker {
-                    Some(_) => q.limit.max(self.cfg.search.rerank_depth),
-                    None => q.limit,
+                let rerank = relevance_order && self.cfg.search.rerank;
+                let want = match rerank {
+                    true => q.limit.max(self.cfg.search.rerank_depth),
+                    false => q.limit,
                 };
                 let mut views = self.store.read(|s| {
                     let mut hits =
@@ -272,9 +298,8 @@ impl Core {
                         .filter_map(|h| Some(search::view(s.by_key(h.key)?, now, Some(h))))
                         .collect::<Vec<_>>()
                 });
-                if let Some(ce) = reranker {
-                    let depth = self.cfg.search.rerank_depth;
-                    views = crate::rerank::head(ce, text, views, depth).await;
+                if rerank {
+                    views = crate::rerank::search_head(self, text, views).await;
                 }
                 views.truncate(q.limit);
                 views
@@ -398,6 +423,7 @@ impl Core {
             model_loaded: model_error.is_none(),
             model_error,
             reranker_loaded: self.reranker().is_some(),
+            late_interaction_loaded: self.late_model().is_some(),
             counts,
             pid: std::process::id(),
             port: self.cfg.port,
@@ -415,6 +441,8 @@ impl Core {
 
     /// Everything but the sidecar section (see `status::stats`, which adds it).
     pub(crate) fn stats_without_sidecar(&self) -> StatsResponse {
+        let late_size = self.late_states.size();
+        let late_loaded = self.late_model().is_some();
         let mut stats = self.store.read(|s| {
             let mut collections: BTreeMap<String, CollectionStats> = BTreeMap::new();
             for r in s.records() {
@@ -442,6 +470,12 @@ impl Core {
                     vectors: s.vectors().len(),
                     pending_embeddings: s.pending_len(),
                     lexical_docs: s.lexical().len(),
+                    token_states: late_size.0,
+                    token_state_bytes: late_size.1,
+                    pending_token_states: match late_loaded {
+                        true => crate::late::pending(self, s),
+                        false => 0,
+                    },
                     state: s.index_origin.clone(),
                 },
                 lifecycle: s

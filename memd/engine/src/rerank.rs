@@ -1,12 +1,53 @@
-//! Reranking a result list's head with the cross-encoder, off the async threads.
+//! Reranking a search's result list (`/api/search`, MCP): late interaction over the fused
+//! head, then the cross-encoder over the best of that, off the async threads.
 //!
-//! Owns the reorder: inside the head the cross-encoder's order alone (blending with the fused
-//! rank gave back 0.13 of R@1 in the design study), below it the fused order, every result
-//! kept. Must never fail a search: when the model errors, the fused order stands (logged).
+//! Owns the search-side reorder: inside each head the model's order alone (blending with the
+//! fused rank gave back 0.13 of R@1 in the design study), below it the order before, every
+//! result kept. Must never fail a search: when a model is missing or errors, the order before
+//! stands (logged). The prompt path reranks in `context::select` under its budget instead.
 
+use crate::core::Core;
 use crate::embed::CrossEncoder;
 use proto::MemoryView;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A search waits at most this long for its query's token states (normally ~4 ms).
+const SEARCH_QUERY_WAIT: Duration = Duration::from_secs(2);
+
+/// `views` (fused order) reordered by late interaction over `search.rerank_depth`, then by the
+/// cross-encoder over `search.cross_encoder_depth`; each model that is not loaded is skipped.
+pub async fn search_head(core: &Arc<Core>, query: &str, views: Vec<MemoryView>) -> Vec<MemoryView> {
+    let mut views = views;
+    if let Some(q) =
+        crate::late::encode_query(core, query, Instant::now() + SEARCH_QUERY_WAIT).await
+    {
+        let order = core.store.read(|s| {
+            let keyed: Vec<(u64, &str)> = views
+                .iter()
+                .map(|v| match s.by_id(&v.id) {
+                    Some(r) => (r.key, r.content.as_str()),
+                    None => (u64::MAX, ""),
+                })
+                .collect();
+            crate::late::reorder(
+                &core.late_states,
+                &q,
+                &keyed,
+                core.cfg.search.rerank_depth,
+                None,
+            )
+        });
+        let mut slots: Vec<Option<MemoryView>> = views.into_iter().map(Some).collect();
+        views = order.into_iter().filter_map(|i| slots[i].take()).collect();
+    }
+    match core.reranker() {
+        Some(ce) if core.cfg.search.cross_encoder_depth > 0 => {
+            head(ce, query, views, core.cfg.search.cross_encoder_depth).await
+        }
+        _ => views,
+    }
+}
 
 /// `views` (fused order) with the first `depth` reordered by relevance to `query`; each
 /// reranked view carries its logit in `rerank_score`.

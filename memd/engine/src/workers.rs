@@ -1,4 +1,5 @@
-//! Background work (System 2): embedding, lifecycle, snapshots, session expiry.
+//! Background work (System 2): embedding, lifecycle, snapshots, session expiry (and the
+//! late-interaction token states, whose loop lives in `late`).
 //!
 //! Owns every task that runs after a hook has answered: embedding stored memories (retrying
 //! until it works, so a memory is never lost because the model failed), promotion / demotion /
@@ -29,6 +30,7 @@ pub fn spawn_all(core: &Arc<Core>, shutdown: &Shutdown) -> Vec<tokio::task::Join
         tokio::spawn(embed_loop(core.clone(), shutdown.clone())),
         tokio::spawn(lifecycle_loop(core.clone(), shutdown.clone())),
         tokio::spawn(snapshot_loop(core.clone(), shutdown.clone())),
+        tokio::spawn(crate::late::states_loop(core.clone(), shutdown.clone())),
     ]
 }
 

@@ -172,9 +172,26 @@ fn load_model_in_background(core: Arc<Core>) {
         memd_engine::heap::release_freed_memory();
         core.set_embedder(result);
         if loaded && core.cfg.search.rerank {
-            load_reranker(&core, &paths);
+            load_late_interaction(&core, &paths);
+            if core.cfg.search.cross_encoder_depth > 0 {
+                load_reranker(&core, &paths);
+            }
         }
     });
+}
+
+/// After the embedder: the late-interaction model that reranks prompts and searches. Missing or
+/// broken, both keep the fused order, with a warning.
+fn load_late_interaction(core: &Core, paths: &embed::RuntimePaths) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    match embed::LateInteraction::load(&paths.ort_lib, &embed::late_interaction_dir(), threads) {
+        Ok(model) => {
+            info!("late-interaction model loaded");
+            memd_engine::heap::release_freed_memory();
+            core.set_late_model(Arc::new(model));
+        }
+        Err(e) => warn!("late-interaction model not loaded, prompts keep the fused order: {e:#}"),
+    }
 }
 
 /// After the embedder (searches work without it): the cross-encoder for `/api/search` and the

@@ -105,6 +105,14 @@ pub async fn get_context_for(
     } else {
         String::new()
     };
+    // The reranking budget starts once the first stage's inputs are ready.
+    let rerank_deadline = std::time::Instant::now()
+        + std::time::Duration::from_millis(core.cfg.search.prompt_budget_ms);
+    // A follow-up's words are mostly the conversation's, not the prompt's: fused order.
+    let late_q = match (&followup, query.trim().is_empty()) {
+        (None, false) => crate::late::encode_query(core, &query, rerank_deadline).await,
+        _ => None,
+    };
     let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
     let (memories, lines_text, shown_now, first_context) = core.store.read(|s| {
         let picked = if query.trim().is_empty() {
@@ -114,7 +122,17 @@ pub async fn get_context_for(
             let followup = followup
                 .as_deref()
                 .map(|f| (f, fvec.as_deref().map(|v| &v[..])));
-            select::relevant(core, s, &conv, &visible, prompt, followup, with_disputed)
+            let late = late_q.as_ref().map(|q| (q, rerank_deadline));
+            select::relevant(
+                core,
+                s,
+                &conv,
+                &visible,
+                prompt,
+                followup,
+                late,
+                with_disputed,
+            )
         };
         let already = shown_keys(s, &conv);
         let (keys, views): (Vec<u64>, Vec<MemoryView>) = picked

@@ -37,10 +37,15 @@ pub fn followup_query(s: &MemState, conv: &str, prompt: &str) -> Option<String> 
     Some(format!("{prompt}\n{}\n{gist}", previous.user.trim()))
 }
 
+/// The prompt's late-interaction states and when reranking must stop.
+pub type LateQuery<'a> = (&'a crate::embed::QueryStates, std::time::Instant);
+
 /// Candidates above the relevance floor, best first, at most `max_memories`. Only memories
-/// `visible` admits are candidates at all; disputed ones only when `with_disputed`. A
-/// follow-up query adds what the conversation's context finds, if the prompt itself is not
-/// unrelated to it.
+/// `visible` admits are candidates at all; disputed ones only when `with_disputed`. With
+/// `late`, the first `search.rerank_depth` allowed candidates are reordered by MaxSim before
+/// the cut. A follow-up query adds what the conversation's context finds, if the prompt
+/// itself is not unrelated to it.
+#[allow(clippy::too_many_arguments)]
 pub fn relevant(
     core: &Core,
     s: &MemState,
@@ -48,6 +53,7 @@ pub fn relevant(
     visible: &Visibility,
     prompt: (&str, Option<&[f32]>),
     followup: Option<(&str, Option<&[f32]>)>,
+    late: Option<LateQuery>,
     with_disputed: bool,
 ) -> Vec<(u64, Option<Hit>)> {
     let cfg = &core.cfg.context;
@@ -69,11 +75,19 @@ pub fn relevant(
             })
     };
     let ranking = core.ranking();
-    let mut hits: Vec<Hit> = search::rank(s, &q, prompt.0, prompt.1, &ranking, cfg.max_memories)
+    let depth = match late {
+        Some(_) => cfg.max_memories.max(core.cfg.search.rerank_depth),
+        None => cfg.max_memories,
+    };
+    let mut hits: Vec<Hit> = search::rank(s, &q, prompt.0, prompt.1, &ranking, depth)
         .into_iter()
         .filter(|h| allowed(h))
-        .take(cfg.max_memories)
+        .take(depth)
         .collect();
+    if let Some((query, deadline)) = late {
+        hits = late_order(core, s, hits, query, deadline);
+    }
+    hits.truncate(cfg.max_memories);
     if let (Some((text, fvec)), Some(pvec)) = (followup, prompt.1) {
         let more: Vec<Hit> = search::rank(s, &q, text, fvec, &ranking, cfg.max_memories)
             .into_iter()
@@ -92,6 +106,30 @@ pub fn relevant(
         hits.truncate(cfg.max_memories);
     }
     hits.into_iter().map(|h| (h.key, Some(h))).collect()
+}
+
+/// `hits` reordered by MaxSim (memories without token states, and those left when the deadline
+/// passed, keep their places).
+fn late_order(
+    core: &Core,
+    s: &MemState,
+    hits: Vec<Hit>,
+    query: &crate::embed::QueryStates,
+    deadline: std::time::Instant,
+) -> Vec<Hit> {
+    let keyed: Vec<(u64, &str)> = hits
+        .iter()
+        .map(|h| (h.key, s.by_key(h.key).map_or("", |r| r.content.as_str())))
+        .collect();
+    let order = crate::late::reorder(
+        &core.late_states,
+        query,
+        &keyed,
+        keyed.len(),
+        Some(deadline),
+    );
+    let mut slots: Vec<Option<Hit>> = hits.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
 /// An exchange of this very conversation: its text is already in the agent's context, so

@@ -3,19 +3,22 @@
 //! Owns the `Embed` trait that the rest of memd depends on, where the embedding runtime lives
 //! on disk (`RuntimePaths`), and the real implementation (`OnnxEmbedder`: all-MiniLM-L6-v2 run
 //! by ONNX Runtime, loaded at run time from a shared library). Also the cross-encoder that
-//! reranks search results (`CrossEncoder`: ms-marco-MiniLM-L-12-v2 on the same runtime).
+//! reranks search results (`CrossEncoder`: ms-marco-MiniLM-L-12-v2 on the same runtime) and
+//! the late-interaction model that reranks the prompt path (`LateInteraction`: ColBERT MaxSim).
 //!
 //! Must never: download anything (install/fetch-runtime.sh provisions the files), panic on a
 //! missing or broken runtime (every load problem is an error naming the fix), or hold the
 //! model lock while tokenising.
 
+pub mod colbert;
 mod onnx;
 mod rerank;
 mod runtime;
 
+pub use colbert::{LateInteraction, QueryStates, TokenStates};
 pub use onnx::{MAX_TOKENS, OnnxEmbedder};
 pub use rerank::CrossEncoder;
-pub use runtime::{FETCH_COMMAND, RuntimePaths, reranker_dir};
+pub use runtime::{FETCH_COMMAND, RuntimePaths, late_interaction_dir, reranker_dir};
 
 /// Width of every vector produced by memd's embedding model (all-MiniLM-L6-v2).
 pub const DIMS: usize = 384;

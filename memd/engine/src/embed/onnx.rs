@@ -46,6 +46,8 @@ static LOADED_RUNTIME: Mutex<Option<(PathBuf, Environment)>> = Mutex::new(None);
 pub struct OnnxEmbedder {
     session: Mutex<Session>,
     tokenizer: Tokenizer,
+    /// Pool with the `[CLS]` state instead of the mean (bge models; for studies).
+    cls_pooling: bool,
     /// Kept so the environment outlives the session (ort only holds a weak reference).
     _environment: Environment,
 }
@@ -62,8 +64,16 @@ impl OnnxEmbedder {
         Ok(Self {
             session: Mutex::new(session),
             tokenizer,
+            cls_pooling: false,
             _environment: environment,
         })
+    }
+
+    /// Pools with the `[CLS]` state (how bge-small-en-v1.5 was trained). For studies: memd's
+    /// model is all-MiniLM-L6-v2, mean-pooled.
+    pub fn with_cls_pooling(mut self) -> Self {
+        self.cls_pooling = true;
+        self
     }
 
     fn tokenize(&self, text: &str) -> Result<Encoding> {
@@ -93,6 +103,16 @@ impl OnnxEmbedder {
             out_shape[..] == expected[..],
             "embedding model returned shape {out_shape:?}, expected {expected:?}"
         );
+        if self.cls_pooling {
+            return Ok((0..batch.rows)
+                .map(|row| {
+                    let at = row * batch.width * DIMS;
+                    let mut v = states[at..at + DIMS].to_vec();
+                    normalise(&mut v);
+                    v
+                })
+                .collect());
+        }
         Ok(batch.mean_pool_normalised(states))
     }
 
@@ -189,7 +209,7 @@ impl PaddedBatch {
 }
 
 /// Scales to unit length. The mean's divisor cancels out, so pooling can skip it.
-fn normalise(v: &mut [f32]) {
+pub(super) fn normalise(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
         v.iter_mut().for_each(|x| *x /= norm);

@@ -24,6 +24,7 @@ const MODEL_FILE: &str = "model.onnx";
 const TOKENIZER_FILE: &str = "tokenizer.json";
 
 const RERANKER_SUBDIR: &str = "reranker";
+const LATE_INTERACTION_SUBDIR: &str = "colbert";
 
 /// `MEMD_RUNTIME_DIR`, else `${XDG_CACHE_HOME:-~/.cache}/memd/runtime`.
 fn runtime_dir_with(lookup: &impl Fn(&str) -> Option<OsString>) -> PathBuf {
@@ -44,6 +45,16 @@ pub fn reranker_dir() -> PathBuf {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| runtime_dir_with(&lookup).join(RERANKER_SUBDIR))
+}
+
+/// Where the late-interaction model's `model.onnx` and `tokenizer.json` are:
+/// `MEMD_COLBERT_DIR`, else `<runtime dir>/colbert` (what install/fetch-runtime.sh writes).
+pub fn late_interaction_dir() -> PathBuf {
+    let lookup = |name: &str| std::env::var_os(name);
+    lookup("MEMD_COLBERT_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| runtime_dir_with(&lookup).join(LATE_INTERACTION_SUBDIR))
 }
 
 /// Locations of the three files the ONNX embedder needs.

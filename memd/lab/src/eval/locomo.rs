@@ -312,6 +312,14 @@ fn score_reranked(
         .collect())
 }
 
+/// The conversations in `files`, each stored and embedded in its own temporary store.
+pub(super) fn index_files(files: &[PathBuf], embedder: &dyn Embed) -> Result<Vec<Indexed>> {
+    files
+        .iter()
+        .map(|f| Indexed::build(&dataset::load_conversation(f)?, embedder))
+        .collect()
+}
+
 /// Embeds texts in chunks; one vector per text, in order.
 fn embed_all(embedder: &dyn Embed, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
     let mut out = Vec::with_capacity(texts.len());
@@ -411,6 +419,30 @@ impl Indexed {
             question_vecs,
             skipped: skipped.len(),
             _dir: dir,
+        })
+    }
+
+    /// Every scored question with the first `depth` candidates of `ranking` and their texts,
+    /// for the reranker study (`late.rs`).
+    pub(super) fn cases(&self, ranking: &Ranking, depth: usize) -> Vec<super::late::Case> {
+        self.store.read(|s| {
+            self.questions
+                .iter()
+                .zip(&self.question_vecs)
+                .map(|(q, qvec)| super::late::Case {
+                    query: q.text.clone(),
+                    category: q.category,
+                    evidence: q.evidence.clone(),
+                    candidates: self
+                        .rank(s, &q.text, qvec, ranking, depth)
+                        .iter()
+                        .filter_map(|h| {
+                            let labels = self.labels.get(&h.key)?.clone();
+                            Some((labels, s.by_key(h.key)?.content.clone()))
+                        })
+                        .collect(),
+                })
+                .collect()
         })
     }
 

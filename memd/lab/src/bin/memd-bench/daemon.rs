@@ -22,6 +22,8 @@ pub struct Instance {
     pub root: PathBuf,
     pub memd: PathBuf,
     pub runtime_dir: PathBuf,
+    /// Written to the instance's config.toml before the first start.
+    pub config_toml: Option<String>,
 }
 
 impl Instance {
@@ -31,6 +33,7 @@ impl Instance {
             root,
             memd,
             runtime_dir,
+            config_toml: None,
         })
     }
 
@@ -61,6 +64,7 @@ impl Instance {
             runtime_dir: Some(self.runtime_dir.clone()),
             wait_model,
             start_limit: START_LIMIT,
+            config_toml: self.config_toml.clone(),
             ..memd_testkit::Spec::with_memd(self.memd.clone())
         };
         let kit = memd_testkit::Daemon::start(spec).map_err(|e| anyhow!("{e}"))?;
@@ -109,18 +113,35 @@ impl Daemon {
         Ok(self.health()?.counts.values().sum())
     }
 
-    /// Polls `/api/stats` until nothing waits for an embedding; returns how long that took.
+    /// Polls `/api/health` until the late-interaction model is loaded (it loads after the
+    /// embedder), so its token states are part of what `wait_embedded` waits for.
+    pub fn wait_late_interaction(&self, limit: Duration) -> Result<()> {
+        let start = Instant::now();
+        while !self.health()?.late_interaction_loaded {
+            if start.elapsed() > limit {
+                bail!(
+                    "the late-interaction model did not load within {limit:?} (is the runtime complete?)"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// Polls `/api/stats` until nothing waits for an embedding or for token states; returns
+    /// how long that took.
     pub fn wait_embedded(&self, limit: Duration) -> Result<Duration> {
         let start = Instant::now();
         loop {
             let s = self.stats()?;
-            if s.index.pending_embeddings == 0 {
+            if s.index.pending_embeddings == 0 && s.index.pending_token_states == 0 {
                 return Ok(start.elapsed());
             }
             if start.elapsed() > limit {
                 bail!(
-                    "{} memories still not embedded after {limit:?}",
-                    s.index.pending_embeddings
+                    "{} memories still not embedded ({} without token states) after {limit:?}",
+                    s.index.pending_embeddings,
+                    s.index.pending_token_states
                 );
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -76,6 +76,10 @@ struct Args {
     /// Daemon starts per start-time figure.
     #[arg(long, default_value_t = 3)]
     starts: usize,
+    /// Run the daemons with `[search] rerank = false` (no late interaction, fused order), to
+    /// compare against the default in one sitting.
+    #[arg(long)]
+    no_rerank: bool,
     /// Only these phases (default: binaries, empty, ingest, sizes; `million` only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     only: Vec<Phase>,
@@ -231,6 +235,7 @@ fn options(args: &Args, m: &ArgMatches) -> Opts {
         synthetic_bulk: args.synthetic_bulk,
         real_max: args.real_max,
         real_pool: args.real_pool,
+        rerank: !args.no_rerank,
     }
 }
 

@@ -64,6 +64,8 @@ pub struct Opts {
     pub synthetic_bulk: bool,
     pub real_max: usize,
     pub real_pool: usize,
+    /// `search.rerank` of every daemon (the default: on).
+    pub rerank: bool,
 }
 
 impl Bench {
@@ -72,7 +74,11 @@ impl Bench {
         if root.exists() {
             std::fs::remove_dir_all(&root)?;
         }
-        Instance::new(root, self.memd.clone(), self.runtime_dir.clone())
+        let mut inst = Instance::new(root, self.memd.clone(), self.runtime_dir.clone())?;
+        if !self.opts.rerank {
+            inst.config_toml = Some("[search]\nrerank = false\n".into());
+        }
+        Ok(inst)
     }
 
     fn save(&self) -> Result<()> {
@@ -398,6 +404,9 @@ impl Bench {
 
     /// Search, get-context, hooks, mixed load and idle RSS on a warm daemon.
     fn workloads(&mut self, d: &Daemon, inst: &Instance, size: usize, label: &str) -> Result<()> {
+        if self.opts.rerank {
+            d.wait_late_interaction(Duration::from_secs(120))?;
+        }
         d.wait_embedded(Duration::from_secs(3600))?;
         let n = d.memory_count()?;
         let at = format!("{n} memories");

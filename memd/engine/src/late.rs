@@ -1,0 +1,306 @@
+//! Late-interaction reranking (ColBERT MaxSim) of the prompt path and of searches: the token
+//! states of every memory, kept current in the background, and the reorder of a ranked head
+//! under a deadline.
+//!
+//! Owns `States` (memory key → its token states and the hash of the text they came from;
+//! derived data, rebuilt from the store, never in the write-ahead log), the background pass
+//! that fills it within `search.token_states_mb` (newest memories first), and `reorder`: inside the head, memories with states sorted by MaxSim into
+//! the places such memories held; a memory without states (not encoded yet) keeps its place.
+//! Must never block a request on encoding a memory and never let a missing model or a late
+//! clock fail a read: the fused order is always an answer.
+
+use crate::core::Core;
+use crate::embed::{LateInteraction, QueryStates, TokenStates};
+use crate::shutdown::Shutdown;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+/// Memories encoded per pass between checks for shutdown and new work (~7 ms each).
+const ENCODE_BATCH: usize = 32;
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Token states by memory key, with a hash of the text they were computed from (an edited
+/// memory is re-encoded; until then it has none).
+#[derive(Default)]
+pub struct States {
+    map: RwLock<HashMap<u64, (u32, Arc<TokenStates>)>>,
+}
+
+impl States {
+    pub fn get(&self, key: u64, content: &str) -> Option<Arc<TokenStates>> {
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        map.get(&key)
+            .filter(|(h, _)| *h == text_hash(content))
+            .map(|(_, s)| s.clone())
+    }
+
+    fn insert(&self, key: u64, content: &str, states: TokenStates) {
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        map.insert(key, (text_hash(content), Arc::new(states)));
+    }
+
+    /// Drops the states of memories that no longer exist.
+    fn retain(&self, live: impl Fn(u64) -> bool) {
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        map.retain(|k, _| live(*k));
+    }
+
+    /// (memories with states, bytes they hold).
+    pub fn size(&self) -> (usize, usize) {
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        (map.len(), map.values().map(|(_, s)| s.bytes()).sum())
+    }
+}
+
+fn text_hash(content: &str) -> u32 {
+    crc32fast::hash(content.as_bytes())
+}
+
+/// Reorders the first `depth` of `keyed` (key, text) by MaxSim against `query`; returns the
+/// new order as indexes into `keyed`. Stops scoring at `deadline` (the unscored rest of the
+/// head keeps its places). A memory without current states keeps its place too.
+pub fn reorder(
+    states: &States,
+    query: &QueryStates,
+    keyed: &[(u64, &str)],
+    depth: usize,
+    deadline: Option<Instant>,
+) -> Vec<usize> {
+    let n = depth.min(keyed.len());
+    let mut scored: Vec<(usize, f32)> = Vec::with_capacity(n);
+    for (i, (key, text)) in keyed[..n].iter().enumerate() {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if let Some(s) = states.get(*key, text) {
+            scored.push((i, query.maxsim(&s)));
+        }
+    }
+    let slots: Vec<usize> = scored.iter().map(|(i, _)| *i).collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut order: Vec<usize> = (0..keyed.len()).collect();
+    for (slot, (i, _)) in slots.into_iter().zip(scored) {
+        order[slot] = i;
+    }
+    order
+}
+
+/// The query's token states, if the model is loaded and they arrive before `deadline`. The
+/// encoding cannot be interrupted: past the deadline it finishes on its blocking thread and is
+/// thrown away, while the caller goes on with the fused order.
+pub async fn encode_query(core: &Arc<Core>, text: &str, deadline: Instant) -> Option<QueryStates> {
+    let model = core.late_model()?;
+    let text = text.to_string();
+    let work = tokio::task::spawn_blocking(move || model.encode_query(&text));
+    match tokio::time::timeout_at(deadline.into(), work).await {
+        Ok(Ok(Ok(q))) => Some(q),
+        Ok(Ok(Err(e))) => {
+            tracing::warn!("late-interaction query encoding failed: {e:#}");
+            None
+        }
+        Ok(Err(_)) => None,
+        Err(_) => {
+            tracing::debug!("late-interaction query missed the reranking budget");
+            None
+        }
+    }
+}
+
+/// Keeps `core`'s token states current: encodes memories that have none (new or edited),
+/// drops those of deleted memories, sleeps until woken when there is nothing to do.
+pub async fn states_loop(core: Arc<Core>, shutdown: Shutdown) {
+    loop {
+        if shutdown.is_set() {
+            return;
+        }
+        let pass = match core.late_model() {
+            Some(model) => encode_some(&core, model).await,
+            None => Ok(0),
+        };
+        match pass {
+            Ok(0) => {
+                let live: std::collections::HashSet<u64> =
+                    core.store.read(|s| s.records().map(|r| r.key).collect());
+                core.late_states.retain(|k| live.contains(&k));
+                tokio::select! {
+                    _ = core.late_wake.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                    _ = shutdown.wait() => return,
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("late-interaction encoding failed, will retry: {e:#}");
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY_AFTER) => {}
+                    _ = shutdown.wait() => return,
+                }
+            }
+        }
+    }
+}
+
+/// Encodes up to `ENCODE_BATCH` of the memories that should have states and lack them; returns
+/// how many.
+async fn encode_some(core: &Arc<Core>, model: Arc<LateInteraction>) -> anyhow::Result<usize> {
+    let cap = core.cfg.search.token_states_mb * 1024 * 1024;
+    let Plan { todo, evict, .. } = core.store.read(|s| plan(&core.late_states, s, cap));
+    if !evict.is_empty() {
+        core.late_states.retain(|k| !evict.contains(&k));
+    }
+    if todo.is_empty() {
+        return Ok(0);
+    }
+    let c = core.clone();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
+        let n = todo.len();
+        // One memory per call: a prompt's query waits for the model behind one memory at most.
+        for (key, text) in todo {
+            let states = model.encode_doc(&text)?;
+            c.late_states.insert(key, &text, states);
+        }
+        Ok(n)
+    })
+    .await?
+}
+
+/// What the next pass does.
+struct Plan {
+    /// Up to `ENCODE_BATCH` memories to encode (key, text).
+    todo: Vec<(u64, String)>,
+    /// All memories within the cap that still lack current states.
+    missing: usize,
+    /// Memories whose states fall outside the cap.
+    evict: std::collections::HashSet<u64>,
+}
+
+/// Live memories within the cap (`search.token_states_mb`) that still lack token states.
+pub fn pending(core: &Core, s: &crate::state::MemState) -> usize {
+    plan(
+        &core.late_states,
+        s,
+        core.cfg.search.token_states_mb * 1024 * 1024,
+    )
+    .missing
+}
+
+/// Which memories get states within `cap` bytes: the newest first (what a prompt most likely
+/// finds), live ones only.
+fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
+    let mut live: Vec<&crate::record::Record> = s.records().filter(|r| !r.archived).collect();
+    live.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.key.cmp(&a.key)));
+    let mut used = 0usize;
+    let mut todo = Vec::new();
+    let mut missing = 0;
+    let mut evict = std::collections::HashSet::new();
+    for r in live {
+        let current = states.get(r.key, &r.content);
+        let bytes = current
+            .as_ref()
+            .map_or_else(|| estimated_bytes(&r.content), |t| t.bytes());
+        if used + bytes > cap {
+            if current.is_some() {
+                evict.insert(r.key);
+            }
+            continue;
+        }
+        used += bytes;
+        if current.is_none() {
+            missing += 1;
+            if todo.len() < ENCODE_BATCH {
+                todo.push((r.key, r.content.clone()));
+            }
+        }
+    }
+    Plan {
+        todo,
+        missing,
+        evict,
+    }
+}
+
+/// A memory's token states before encoding it: a token per ~4 characters (English text with
+/// code), two markers and [SEP], within the model's cut.
+fn estimated_bytes(content: &str) -> usize {
+    let tokens = (content.len() / 4 + 3).min(crate::embed::colbert::MAX_DOC_TOKENS);
+    tokens * (crate::embed::DIMS + 4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reorder_leaves_memories_without_states_in_place() {
+        // No states at all: the order is the input order, whatever the depth.
+        let states = States::default();
+        let keyed = [(1, "a"), (2, "b"), (3, "c")];
+        let q = QueryStates::for_tests(&[1.0]);
+        assert_eq!(reorder(&states, &q, &keyed, 3, None), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn reorder_sorts_scored_memories_into_their_slots() {
+        let states = States::default();
+        // Key 1 matches the query weakly, key 3 strongly; key 2 has no states.
+        states.insert(1, "a", TokenStates::for_tests(&[0.2]));
+        states.insert(3, "c", TokenStates::for_tests(&[0.9]));
+        let keyed = [(1, "a"), (2, "b"), (3, "c"), (4, "d")];
+        let q = QueryStates::for_tests(&[1.0]);
+        assert_eq!(reorder(&states, &q, &keyed, 3, None), vec![2, 1, 0, 3]);
+        // Depth 2: key 3 is outside the head and stays last but one.
+        assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![0, 1, 2, 3]);
+        // Edited text: the states no longer count.
+        let edited = [(1, "a"), (2, "b"), (3, "c, edited"), (4, "d")];
+        assert_eq!(reorder(&states, &q, &edited, 3, None), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_passed_deadline_keeps_the_fused_order() {
+        let states = States::default();
+        states.insert(1, "a", TokenStates::for_tests(&[0.2]));
+        states.insert(2, "b", TokenStates::for_tests(&[0.9]));
+        let keyed = [(1, "a"), (2, "b")];
+        let q = QueryStates::for_tests(&[1.0]);
+        let past = Instant::now();
+        assert_eq!(reorder(&states, &q, &keyed, 2, Some(past)), vec![0, 1]);
+        assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![1, 0]);
+    }
+
+    #[test]
+    fn the_cap_keeps_the_newest_memories() {
+        use crate::state::MemState;
+        use crate::state::ops::{Op, Output};
+        use crate::store::Machine;
+        let mut s = MemState::new(crate::embed::DIMS).unwrap();
+        let mut keys = Vec::new();
+        for i in 0..3 {
+            let r = Core::new_record(proto::Collection::MemoryBank, format!("note {i}"), i);
+            match s.apply(&Op::Insert(Box::new(r))) {
+                Output::Inserted { key, .. } => keys.push(key),
+                other => panic!("{other:?}"),
+            }
+        }
+        let states = States::default();
+        // Room for two memories' estimate: the two newest are wanted, the oldest is not.
+        let cap = 2 * estimated_bytes("note 0");
+        let p = plan(&states, &s, cap);
+        let wanted: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
+        assert_eq!(wanted, vec![keys[2], keys[1]]);
+        assert_eq!(p.missing, 2);
+        // The oldest has states (say, from before the cap shrank): they are evicted.
+        states.insert(keys[0], "note 0", TokenStates::for_tests(&[0.5]));
+        assert!(plan(&states, &s, cap).evict.contains(&keys[0]));
+    }
+
+    #[test]
+    fn retain_drops_deleted_memories() {
+        let states = States::default();
+        states.insert(1, "a", TokenStates::for_tests(&[0.2]));
+        states.insert(2, "b", TokenStates::for_tests(&[0.2]));
+        states.retain(|k| k == 2);
+        assert_eq!(states.size().0, 1);
+        assert!(states.get(2, "b").is_some() && states.get(1, "a").is_none());
+    }
+}

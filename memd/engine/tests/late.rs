@@ -1,0 +1,65 @@
+//! The real late-interaction model (answerai-colbert-small-v1, int8) on notes whose order is
+//! not in doubt.
+//!
+//! Needs the runtime from install/fetch-runtime.sh (colbert/ included). When it is missing
+//! these tests fail with the fix, unless MEMD_SKIP_MODEL_TESTS=1 says to skip them.
+
+use memd_engine::embed::{LateInteraction, RuntimePaths, late_interaction_dir};
+
+fn load() -> Option<LateInteraction> {
+    if std::env::var("MEMD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {
+        eprintln!("MEMD_SKIP_MODEL_TESTS=1: skipping a test that needs the late-interaction model");
+        return None;
+    }
+    let paths = RuntimePaths::resolve();
+    Some(
+        LateInteraction::load(&paths.ort_lib, &late_interaction_dir(), 2)
+            .unwrap_or_else(|e| panic!("{e:#}")),
+    )
+}
+
+/// A shared word ("staging") must not beat the note that answers.
+#[test]
+fn meaning_beats_a_shared_word() {
+    let Some(model) = load() else { return };
+    let query = model
+        .encode_query("which port does the staging database listen on?")
+        .unwrap();
+    let notes = [
+        "The staging cluster reads its config from Bazel.",
+        "Staging Postgres accepts connections on 5433.",
+        "Lint with cargo clippy before every commit.",
+    ];
+    let scores: Vec<f32> = notes
+        .iter()
+        .map(|n| query.maxsim(&model.encode_doc(n).unwrap()))
+        .collect();
+    assert!(scores[1] > scores[0] && scores[0] > scores[2], "{scores:?}");
+}
+
+#[test]
+fn states_are_deterministic_and_sized_by_tokens() {
+    let Some(model) = load() else { return };
+    let a = model
+        .encode_doc("Run the tests with cargo nextest.")
+        .unwrap();
+    let b = model
+        .encode_doc("Run the tests with cargo nextest.")
+        .unwrap();
+    assert_eq!(a, b);
+    // [CLS] [unused1] + words + [SEP]: at least the 7 words and 3 special tokens.
+    assert!(a.tokens() >= 10 && a.tokens() < 20, "{}", a.tokens());
+    assert_eq!(a.bytes(), a.tokens() * (384 + 4));
+    // Empty text still encodes ([CLS] [unused1] [SEP]); a huge one is cut, not an error.
+    assert_eq!(model.encode_doc("").unwrap().tokens(), 3);
+    let long = model.encode_doc(&"token ".repeat(5000)).unwrap();
+    assert_eq!(long.tokens(), memd_engine::embed::colbert::MAX_DOC_TOKENS);
+    // A long prompt is cut too: MaxSim's cost is query tokens × memory tokens.
+    let query = model.encode_query(&"why ".repeat(500)).unwrap();
+    let with_itself = query.maxsim(&long);
+    assert!(with_itself.is_finite());
+    assert_eq!(
+        query.tokens(),
+        memd_engine::embed::colbert::MAX_QUERY_TOKENS
+    );
+}
