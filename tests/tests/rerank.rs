@@ -140,3 +140,40 @@ fn out_of_range_settings_are_refused_with_their_limits() {
         assert!(err.contains(message), "{config}: {err}");
     }
 }
+
+#[test]
+fn token_states_survive_a_restart_and_a_corrupt_file_is_rebuilt() {
+    let mut d = daemon("");
+    wait_late(&d);
+    assert!(d.terminate(), "clean exit");
+    let file = d.data_dir().join("store/token-states.bin");
+    assert!(file.is_file(), "saved at shutdown");
+    d.spawn(&[]);
+    wait_late(&d);
+    assert!(
+        d.log_text()
+            .contains(&format!("token states of {} memories loaded", NOTES.len())),
+        "{}",
+        d.log_tail()
+    );
+    assert_eq!(first_injected(&d, "after-restart"), ANSWER);
+
+    // A damaged file is derived data: ignored with a warning, the states encoded again.
+    assert!(d.terminate(), "clean exit");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+    d.spawn(&[]);
+    wait_late(&d);
+    assert!(
+        d.log_text().contains("token states not loaded"),
+        "{}",
+        d.log_tail()
+    );
+    assert_eq!(
+        d.get::<StatsResponse>("/api/stats").index.token_states,
+        NOTES.len()
+    );
+    assert_eq!(first_injected(&d, "after-damage"), ANSWER);
+}

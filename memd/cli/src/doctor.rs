@@ -216,6 +216,31 @@ fn check_runtime(r: &mut Report) {
     }
 }
 
+/// The late-interaction model loads after the embedder (a second or so); missing files leave
+/// prompts in the fused order, which works but finds the right memory first less often.
+fn check_reranker(r: &mut Report, health: &proto::HealthResponse) {
+    let dir = memd_engine::embed::late_interaction_dir();
+    let files = ["model.onnx", "tokenizer.json"].map(|f| dir.join(f));
+    if health.late_interaction_loaded {
+        r.ok("reranker", "late interaction loaded");
+    } else if let Some(missing) = files.iter().find(|f| !f.is_file()) {
+        r.warn(
+            "reranker",
+            format!(
+                "missing {} (results keep the fused order)",
+                missing.display()
+            ),
+            "run install/fetch-runtime.sh, then restart memd",
+        );
+    } else if health.model_loaded {
+        r.warn(
+            "reranker",
+            "not loaded (off in config.toml, still loading, or failed: see logs/daemon.log)",
+            "`[search] rerank = true` in config.toml, then restart memd",
+        );
+    }
+}
+
 /// Daemon, model, token and a search round trip. Returns the port clients should use.
 fn check_daemon(r: &mut Report, cfg: &Config) -> u16 {
     let client = Client::new(cfg);
@@ -245,6 +270,7 @@ fn check_daemon(r: &mut Report, cfg: &Config) -> u16 {
             "run install/fetch-runtime.sh, then restart memd",
         ),
     }
+    check_reranker(r, &health);
     let started = Instant::now();
     let req = proto::SearchRequest {
         query: Some("memd doctor round trip".into()),

@@ -291,6 +291,8 @@ fn status_and_stats_describe_the_running_daemon() {
         s.contains("[ok]   daemon") && s.contains("[ok]   search"),
         "{s}"
     );
+    // The reranker's line: loaded, or why not and the fix.
+    assert!(s.contains("reranker"), "{s}");
 }
 
 #[test]

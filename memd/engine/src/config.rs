@@ -159,8 +159,10 @@ pub const RERANK_DEPTH: usize = 40;
 pub const CROSS_ENCODER_DEPTH: usize = 0;
 /// See `SearchConfig::token_states_mb`.
 pub const TOKEN_STATES_MB: usize = 64;
-/// See `SearchConfig::prompt_budget_ms`; chosen in bench/EVAL.md section 7.
-pub const PROMPT_BUDGET_MS: u64 = 30;
+/// See `SearchConfig::prompt_budget_ms`. About 3x the idle cost at p99 (`memd-eval rerankers`,
+/// bench/EVAL.md section 7: query encoding 5.8 ms, MaxSim over 60 memories 1.3 ms), so an idle
+/// machine always reranks and a busy one gives up before a prompt waits much longer.
+pub const PROMPT_BUDGET_MS: u64 = 20;
 
 impl Default for SearchConfig {
     fn default() -> Self {

@@ -93,9 +93,19 @@ impl Core {
         Ok((Core::new(cfg, store), report))
     }
 
-    /// Flushes the log and writes the final snapshot (blocking).
+    /// Flushes the log and writes the final snapshot and the token states (blocking).
     pub fn close(self) -> Result<(), String> {
+        if self.late_states.size().0 > 0
+            && let Err(e) = self.late_states.save(&self.token_states_path())
+        {
+            tracing::warn!("saving token states failed (they will be encoded again): {e:#}");
+        }
         self.store.close().map_err(|e| e.to_string())
+    }
+
+    /// Where the late-interaction token states are saved between runs.
+    pub fn token_states_path(&self) -> std::path::PathBuf {
+        crate::late_file::path_in(&self.cfg.data_dir.join("store"))
     }
 
     pub fn new(cfg: Config, store: Store<MemState>) -> Core {

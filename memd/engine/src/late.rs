@@ -6,6 +6,7 @@
 //! derived data, rebuilt from the store, never in the write-ahead log), the background pass
 //! that fills it within `search.token_states_mb` (newest memories first), and `reorder`: inside the head, memories with states sorted by MaxSim into
 //! the places such memories held; a memory without states (not encoded yet) keeps its place.
+//! Saved to disk by `late_file` (at shutdown and every few minutes), loaded at start.
 //! Must never block a request on encoding a memory and never let a missing model or a late
 //! clock fail a read: the fused order is always an answer.
 
@@ -19,15 +20,68 @@ use std::time::{Duration, Instant};
 /// Memories encoded per pass between checks for shutdown and new work (~7 ms each).
 const ENCODE_BATCH: usize = 32;
 const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// While running, the states are saved at most this often (and at shutdown, by `Core::close`):
+/// a crash loses at most this much encoding, which is redone in the background.
+const SAVE_EVERY: Duration = Duration::from_secs(300);
+/// Planning a pass sorts every live memory under the store's read lock (~15 ms at 100k).
+const IDLE_TICK: Duration = Duration::from_secs(60);
 
 /// Token states by memory key, with a hash of the text they were computed from (an edited
 /// memory is re-encoded; until then it has none).
 #[derive(Default)]
 pub struct States {
     map: RwLock<HashMap<u64, (u32, Arc<TokenStates>)>>,
+    /// Bumped on every insert and eviction: the saved file is behind when it differs.
+    changes: std::sync::atomic::AtomicU64,
 }
 
 impl States {
+    /// Loads what a previous run saved (nothing when the file is missing or unusable: the
+    /// states are derived, they will be encoded again).
+    pub fn load(&self, path: &std::path::Path) {
+        match crate::late_file::load(path) {
+            Ok(entries) => {
+                let n = entries.len();
+                let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+                for (key, hash, states) in entries {
+                    map.insert(key, (hash, Arc::new(states)));
+                }
+                tracing::info!(
+                    "token states of {n} memories loaded from {}",
+                    path.display()
+                );
+            }
+            Err(e) if path.exists() => {
+                tracing::warn!("token states not loaded, they will be encoded again: {e:#}")
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Writes every memory's states to `path` (atomically); returns the change count saved.
+    pub fn save(&self, path: &std::path::Path) -> anyhow::Result<u64> {
+        let changes = self.changes();
+        let entries: Vec<(u64, u32, Arc<TokenStates>)> = {
+            let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+            map.iter().map(|(k, (h, s))| (*k, *h, s.clone())).collect()
+        };
+        let refs: Vec<(u64, u32, &TokenStates)> = entries
+            .iter()
+            .map(|(k, h, s)| (*k, *h, s.as_ref()))
+            .collect();
+        crate::late_file::save(path, &refs)?;
+        Ok(changes)
+    }
+
+    pub fn changes(&self) -> u64 {
+        self.changes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn changed(&self) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
     pub fn get(&self, key: u64, content: &str) -> Option<Arc<TokenStates>> {
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
         map.get(&key)
@@ -38,12 +92,17 @@ impl States {
     fn insert(&self, key: u64, content: &str, states: TokenStates) {
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         map.insert(key, (text_hash(content), Arc::new(states)));
+        self.changed();
     }
 
     /// Drops the states of memories that no longer exist.
     fn retain(&self, live: impl Fn(u64) -> bool) {
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let before = map.len();
         map.retain(|k, _| live(*k));
+        if map.len() != before {
+            self.changed();
+        }
     }
 
     /// (memories with states, bytes they hold).
@@ -110,6 +169,15 @@ pub async fn encode_query(core: &Arc<Core>, text: &str, deadline: Instant) -> Op
 /// Keeps `core`'s token states current: encodes memories that have none (new or edited),
 /// drops those of deleted memories, sleeps until woken when there is nothing to do.
 pub async fn states_loop(core: Arc<Core>, shutdown: Shutdown) {
+    let path = core.token_states_path();
+    {
+        let (c, p) = (core.clone(), path.clone());
+        tokio::task::spawn_blocking(move || c.late_states.load(&p))
+            .await
+            .ok();
+    }
+    let mut saved = core.late_states.changes();
+    let mut saved_at = Instant::now();
     loop {
         if shutdown.is_set() {
             return;
@@ -123,9 +191,19 @@ pub async fn states_loop(core: Arc<Core>, shutdown: Shutdown) {
                 let live: std::collections::HashSet<u64> =
                     core.store.read(|s| s.records().map(|r| r.key).collect());
                 core.late_states.retain(|k| live.contains(&k));
+                if core.late_states.changes() != saved && saved_at.elapsed() >= SAVE_EVERY {
+                    let (c, p) = (core.clone(), path.clone());
+                    match tokio::task::spawn_blocking(move || c.late_states.save(&p)).await {
+                        Ok(Ok(n)) => saved = n,
+                        Ok(Err(e)) => tracing::warn!("saving token states failed: {e:#}"),
+                        Err(e) => tracing::warn!("saving token states failed: {e}"),
+                    }
+                    saved_at = Instant::now();
+                }
+                // New and edited memories wake the loop; the timer only tidies up after deletions.
                 tokio::select! {
                     _ = core.late_wake.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                    _ = tokio::time::sleep(IDLE_TICK) => {}
                     _ = shutdown.wait() => return,
                 }
             }

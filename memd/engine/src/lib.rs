@@ -18,7 +18,8 @@
 //! - [`embed`]: sentence embeddings (ONNX Runtime + tokenizers) and where the model files live.
 //! - `index`: the derived search indexes: vectors (usearch HNSW), lexical (BM25), fusion.
 //! - [`late`]: late-interaction reranking (ColBERT MaxSim): every memory's token states, kept
-//!   current in the background, and the reorder of a ranked head under a deadline.
+//!   current in the background, and the reorder of a ranked head under a deadline;
+//!   `late_file` saves the states between runs.
 //! - [`rerank`]: the cross-encoder's reorder of a result list's head (searches).
 //! - [`search`]: the query pipeline and the normalized memory shape every read returns.
 //! - [`learn`]: outcome math (Wilson, deltas), lifecycle rules, the routing graph. Pure.
@@ -55,6 +56,7 @@ pub mod heap;
 mod index;
 pub mod ingest;
 pub mod late;
+mod late_file;
 pub mod learn;
 pub mod project;
 pub mod record;

@@ -88,14 +88,30 @@ pub async fn get_context_for(
         core.store.read(|s| s.sessions.plan(&conv))
     };
 
-    let qvec = if query.trim().is_empty() {
-        None
-    } else {
-        core.embed_query(&query).await
-    };
     let followup = core
         .store
         .read(|s| select::followup_query(s, &conv, &query));
+    // The reranking budget covers the late-interaction query encoding, which runs beside the
+    // prompt's embedding (each has its own model), and MaxSim after the first stage.
+    let rerank_deadline = std::time::Instant::now()
+        + std::time::Duration::from_millis(core.cfg.search.prompt_budget_ms);
+    let has_query = !query.trim().is_empty();
+    // A follow-up's words are mostly the conversation's, not the prompt's: fused order.
+    let wants_late = has_query && followup.is_none();
+    let (qvec, late_q) = tokio::join!(
+        async {
+            match has_query {
+                true => core.embed_query(&query).await,
+                false => None,
+            }
+        },
+        async {
+            match wants_late {
+                true => crate::late::encode_query(core, &query, rerank_deadline).await,
+                false => None,
+            }
+        }
+    );
     let fvec = match &followup {
         Some(f) => core.embed_query(f).await,
         None => None,
@@ -104,14 +120,6 @@ pub async fn get_context_for(
         format::scoring_prompt(&plan.ids)
     } else {
         String::new()
-    };
-    // The reranking budget starts once the first stage's inputs are ready.
-    let rerank_deadline = std::time::Instant::now()
-        + std::time::Duration::from_millis(core.cfg.search.prompt_budget_ms);
-    // A follow-up's words are mostly the conversation's, not the prompt's: fused order.
-    let late_q = match (&followup, query.trim().is_empty()) {
-        (None, false) => crate::late::encode_query(core, &query, rerank_deadline).await,
-        _ => None,
     };
     let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
     let (memories, lines_text, shown_now, first_context) = core.store.read(|s| {

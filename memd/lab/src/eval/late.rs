@@ -67,6 +67,39 @@ pub struct StudyReport {
     pub state_tokens: f64,
 }
 
+/// How a LoCoMo turn becomes a memory's text (the first stage and the token states read it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TurnText {
+    /// `<speaker>: <text>`, the protocol's (and memd's exchange-like) form.
+    Speaker,
+    /// `<text>` alone.
+    Plain,
+    /// `[<session date>] <speaker>: <text>`.
+    Dated,
+    /// `<speaker>: <text>` followed by the previous turn of the same session.
+    Neighbour,
+}
+
+impl TurnText {
+    fn text(self, turns: &[super::dataset::Turn], i: usize) -> String {
+        let t = &turns[i];
+        match self {
+            TurnText::Speaker => t.content(),
+            TurnText::Plain => t.text.clone(),
+            TurnText::Dated => format!("[{}] {}", t.session_date, t.content()),
+            TurnText::Neighbour => {
+                let session = |d: &str| d.split(':').next().unwrap_or("").to_string();
+                match i.checked_sub(1).map(|p| &turns[p]) {
+                    Some(p) if session(&p.dia_id) == session(&t.dia_id) => {
+                        format!("{}\n(before: {})", t.content(), p.content())
+                    }
+                    _ => t.content(),
+                }
+            }
+        }
+    }
+}
+
 /// The study on the LoCoMo conversations in `locomo_dir` and on the coding set in `coding_dir`.
 pub fn run(
     locomo_dir: &std::path::Path,
@@ -74,6 +107,8 @@ pub fn run(
     runtime: &RuntimePaths,
     with_cross_encoder: bool,
     bge: Option<&std::path::Path>,
+    turn_text: TurnText,
+    lexical_weight: Option<f32>,
 ) -> Result<Vec<StudyReport>> {
     // Another first stage: the same pipeline with bge-small-en-v1.5 vectors instead of MiniLM's
     // (no query instruction; CLS pooling, as the model was trained).
@@ -119,14 +154,22 @@ pub fn run(
     };
     let options = StudyOptions::default();
     let depth = CANDIDATES;
-    let ranking = super::locomo::shipped_ranking();
+    let mut ranking = super::locomo::shipped_ranking();
+    if let Some(w) = lexical_weight {
+        ranking.lexical_weight = w;
+    }
+    let first_stage = match lexical_weight {
+        Some(w) => format!("{first_stage} (lexical weight {w})"),
+        None => first_stage.to_string(),
+    };
     let files = super::dataset::conversation_files(locomo_dir)?;
-    let cases: Vec<Case> = super::locomo::index_files(&files, &embedder)?
+    let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
+    let cases: Vec<Case> = super::locomo::index_files(&files, &embedder, &text)?
         .iter()
         .flat_map(|ix| ix.cases(&ranking, depth))
         .collect();
     let locomo = study(
-        &format!("LoCoMo{first_stage}"),
+        &format!("LoCoMo{first_stage}, turns as {turn_text:?}"),
         &cases,
         &late,
         ce.as_ref(),
@@ -207,6 +250,24 @@ pub fn study(
                 format!("+ late@{d}"),
                 case,
                 &reorder_head(&fused, d, &late_scores),
+            );
+        }
+        // Blends: reciprocal rank fusion (k 5, as the first stage) of the late-interaction rank
+        // and the fused rank inside the head of 40.
+        for k in [5.0f32, 20.0] {
+            let by_late = reorder_head(&fused, 40, &late_scores);
+            let head = 40.min(n);
+            let mut blend = vec![0f32; head];
+            for (rank, &i) in by_late.iter().take(head).enumerate() {
+                blend[i] += 1.0 / (k + rank as f32 + 1.0);
+            }
+            for (rank, b) in blend.iter_mut().enumerate() {
+                *b += 1.0 / (k + rank as f32 + 1.0);
+            }
+            add(
+                format!("+ late@40 blend k{k}"),
+                case,
+                &reorder_head(&fused, head, &blend),
             );
         }
         let (ld, ref ks) = options.late_then_ce;

