@@ -291,10 +291,16 @@ impl Core {
         }
         let results = match &q.text {
             Some(text) => {
-                let qvec = self.embed_query(text).await;
                 let ranking = self.ranking();
                 let relevance_order = matches!(q.sort_by, None | Some(SortBy::Relevance));
                 let rerank = relevance_order && self.cfg.search.rerank;
+                // The late-interaction encoding runs beside the query's embedding.
+                let (qvec, late_q) = tokio::join!(self.embed_query(text), async {
+                    match rerank {
+                        true => crate::rerank::search_query(self, text).await,
+                        false => None,
+                    }
+                });
                 let want = match rerank {
                     true => q.limit.max(self.cfg.search.rerank_depth),
                     false => q.limit,
@@ -309,7 +315,7 @@ impl Core {
                         .collect::<Vec<_>>()
                 });
                 if rerank {
-                    views = crate::rerank::search_head(self, text, views).await;
+                    views = crate::rerank::search_head(self, text, late_q, views).await;
                 }
                 views.truncate(q.limit);
                 views

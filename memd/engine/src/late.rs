@@ -33,6 +33,8 @@ pub struct States {
     map: RwLock<HashMap<u64, (u32, Arc<TokenStates>)>>,
     /// Bumped on every insert and eviction: the saved file is behind when it differs.
     changes: std::sync::atomic::AtomicU64,
+    /// Query encodings running now (including ones a prompt stopped waiting for).
+    queries: std::sync::atomic::AtomicUsize,
 }
 
 impl States {
@@ -147,11 +149,30 @@ pub fn reorder(
 
 /// The query's token states, if the model is loaded and they arrive before `deadline`. The
 /// encoding cannot be interrupted: past the deadline it finishes on its blocking thread and is
-/// thrown away, while the caller goes on with the fused order.
-pub async fn encode_query(core: &Arc<Core>, text: &str, deadline: Instant) -> Option<QueryStates> {
+/// thrown away, while the caller goes on with the fused order. With `shed`, a query that
+/// would queue behind another one still encoding gets `None` at once: under load the prompt
+/// path keeps the fused order instead of piling up work it would not wait for.
+pub async fn encode_query(
+    core: &Arc<Core>,
+    text: &str,
+    deadline: Instant,
+    shed: bool,
+) -> Option<QueryStates> {
+    use std::sync::atomic::Ordering::SeqCst;
     let model = core.late_model()?;
+    let in_flight = core.late_states.queries.fetch_add(1, SeqCst);
+    if shed && in_flight > 0 {
+        core.late_states.queries.fetch_sub(1, SeqCst);
+        tracing::debug!("late-interaction query skipped: another one is encoding");
+        return None;
+    }
     let text = text.to_string();
-    let work = tokio::task::spawn_blocking(move || model.encode_query(&text));
+    let c = core.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let q = model.encode_query(&text);
+        c.late_states.queries.fetch_sub(1, SeqCst);
+        q
+    });
     match tokio::time::timeout_at(deadline.into(), work).await {
         Ok(Ok(Ok(q))) => Some(q),
         Ok(Ok(Err(e))) => {

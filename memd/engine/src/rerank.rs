@@ -15,13 +15,22 @@ use std::time::{Duration, Instant};
 /// A search waits at most this long for its query's token states (normally ~4 ms).
 const SEARCH_QUERY_WAIT: Duration = Duration::from_secs(2);
 
-/// `views` (fused order) reordered by late interaction over `search.rerank_depth`, then by the
-/// cross-encoder over `search.cross_encoder_depth`; each model that is not loaded is skipped.
-pub async fn search_head(core: &Arc<Core>, query: &str, views: Vec<MemoryView>) -> Vec<MemoryView> {
+/// A search's late-interaction query states (no budget, no shedding: searches may wait).
+pub async fn search_query(core: &Arc<Core>, query: &str) -> Option<crate::embed::QueryStates> {
+    crate::late::encode_query(core, query, Instant::now() + SEARCH_QUERY_WAIT, false).await
+}
+
+/// `views` (fused order) reordered by late interaction (`late_q`, from `search_query`) over
+/// `search.rerank_depth`, then by the cross-encoder over `search.cross_encoder_depth`; each
+/// model that is not loaded is skipped.
+pub async fn search_head(
+    core: &Arc<Core>,
+    query: &str,
+    late_q: Option<crate::embed::QueryStates>,
+    views: Vec<MemoryView>,
+) -> Vec<MemoryView> {
     let mut views = views;
-    if let Some(q) =
-        crate::late::encode_query(core, query, Instant::now() + SEARCH_QUERY_WAIT).await
-    {
+    if let Some(q) = late_q {
         let order = core.store.read(|s| {
             let keyed: Vec<(u64, &str)> = views
                 .iter()

@@ -63,3 +63,34 @@ fn states_are_deterministic_and_sized_by_tokens() {
         memd_engine::embed::colbert::MAX_QUERY_TOKENS
     );
 }
+
+/// Under load the prompt path sheds: a query that would queue behind another one still
+/// encoding gets no states (fused order) at once; searches (no shedding) both get theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_prompt_query_sheds_while_one_is_encoding() {
+    let Some(model) = load() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = memd_engine::config::Config::for_dir(dir.path(), 0);
+    let (core, _) = memd_engine::core::Core::open(cfg).unwrap();
+    let core = std::sync::Arc::new(core);
+    core.set_late_model(std::sync::Arc::new(model));
+    let far = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let q = "which port does the staging database listen on?";
+    let (a, b) = tokio::join!(
+        memd_engine::late::encode_query(&core, q, far, true),
+        memd_engine::late::encode_query(&core, q, far, true),
+    );
+    assert!(a.is_some() && b.is_none());
+    let (a, b) = tokio::join!(
+        memd_engine::late::encode_query(&core, q, far, false),
+        memd_engine::late::encode_query(&core, q, far, false),
+    );
+    assert!(a.is_some() && b.is_some());
+    // A deadline already passed: no states, and nothing waits.
+    let past = std::time::Instant::now();
+    assert!(
+        memd_engine::late::encode_query(&core, q, past, true)
+            .await
+            .is_none()
+    );
+}

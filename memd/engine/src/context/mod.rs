@@ -107,7 +107,7 @@ pub async fn get_context_for(
         },
         async {
             match wants_late {
-                true => crate::late::encode_query(core, &query, rerank_deadline).await,
+                true => crate::late::encode_query(core, &query, rerank_deadline, true).await,
                 false => None,
             }
         }
