@@ -180,21 +180,23 @@ impl Reader<'_> {
 mod tests {
     use super::*;
 
-    fn sample() -> Vec<(u64, u32, TokenStates)> {
-        vec![
+    /// Two memories' states saved in `dir`: (the file, what was saved).
+    fn saved_sample(dir: &Path) -> (PathBuf, Vec<Entry>) {
+        let path = path_in(dir);
+        let entries = vec![
             (1, 11, TokenStates::for_tests(&[0.5, -0.25])),
             (7, 77, TokenStates::for_tests(&[1.0])),
-        ]
+        ];
+        let refs: Vec<(u64, u32, &TokenStates)> =
+            entries.iter().map(|(k, h, s)| (*k, *h, s)).collect();
+        save(&path, &refs).unwrap();
+        (path, entries)
     }
 
     #[test]
     fn round_trip_keeps_every_entry() {
         let dir = tempfile::tempdir().unwrap();
-        let path = path_in(dir.path());
-        let entries = sample();
-        let refs: Vec<(u64, u32, &TokenStates)> =
-            entries.iter().map(|(k, h, s)| (*k, *h, s)).collect();
-        save(&path, &refs).unwrap();
+        let (path, entries) = saved_sample(dir.path());
         assert_eq!(load(&path).unwrap(), entries);
         assert!(!temp_path(&path).exists());
         // Empty is a valid file too.
@@ -205,11 +207,7 @@ mod tests {
     #[test]
     fn every_truncation_and_any_flipped_byte_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let path = path_in(dir.path());
-        let entries = sample();
-        let refs: Vec<(u64, u32, &TokenStates)> =
-            entries.iter().map(|(k, h, s)| (*k, *h, s)).collect();
-        save(&path, &refs).unwrap();
+        let (path, _) = saved_sample(dir.path());
         let good = fs::read(&path).unwrap();
         for len in 0..good.len() {
             fs::write(&path, &good[..len]).unwrap();

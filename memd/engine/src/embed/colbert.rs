@@ -21,7 +21,7 @@ use ort::value::TensorRef;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use super::DIMS;
-use super::onnx::{build_session, cut_at_char_boundary, shared_environment};
+use super::onnx::{cut_at_char_boundary, load_model_dir};
 
 /// Memories are cut to this many tokens; most memories are far shorter (LoCoMo turns: 29-105).
 pub const MAX_DOC_TOKENS: usize = 180;
@@ -189,42 +189,24 @@ pub struct LateInteraction {
 impl LateInteraction {
     /// Loads `model.onnx` and `tokenizer.json` from `dir` on the ONNX Runtime library `ort_lib`.
     pub fn load(ort_lib: &Path, dir: &Path, threads: usize) -> Result<Self> {
-        let model = dir.join("model.onnx");
-        let tokenizer_file = dir.join("tokenizer.json");
-        for (what, path) in [
-            ("late-interaction model", &model),
-            ("late-interaction tokenizer", &tokenizer_file),
-        ] {
-            ensure!(
-                path.is_file(),
-                "missing {what}: {} (fix: run `{}`)",
-                path.display(),
-                super::FETCH_COMMAND
-            );
-        }
-        let environment = shared_environment(ort_lib)?;
-        let session = build_session(&environment, &model, threads, "late-interaction model")?;
-        ensure!(
-            session.outputs().iter().any(|o| o.name() == HIDDEN_STATE),
-            "late-interaction model {} has no `{HIDDEN_STATE}` output",
-            model.display()
-        );
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_file)
-            .map_err(|e| anyhow!("cannot load tokenizer {}: {e}", tokenizer_file.display()))?;
-        tokenizer
-            .with_truncation(Some(TruncationParams {
+        let parts = load_model_dir(
+            ort_lib,
+            dir,
+            threads,
+            "late-interaction",
+            HIDDEN_STATE,
+            TruncationParams {
                 // One place is left for the marker inserted after [CLS].
                 max_length: MAX_DOC_TOKENS - 1,
                 ..Default::default()
-            }))
-            .map_err(|e| anyhow!("configuring late-interaction truncation: {e}"))?;
-        tokenizer.with_padding(None);
+            },
+        )?;
         Ok(LateInteraction {
-            session: Mutex::new(session),
+            session: Mutex::new(parts.session),
             query_tokens: QUERY_TOKENS,
             dims: DIMS,
-            tokenizer,
-            _environment: environment,
+            tokenizer: parts.tokenizer,
+            _environment: parts.environment,
         })
     }
 

@@ -286,6 +286,54 @@ pub(super) fn build_session(
     build().map_err(|e| anyhow!("cannot load the {what} {}: {e}", model.display()))
 }
 
+/// A model directory's parts (`model.onnx`, `tokenizer.json`), as the rerankers load them.
+pub(super) struct ModelDir {
+    pub environment: Environment,
+    pub session: Session,
+    pub tokenizer: Tokenizer,
+}
+
+/// Loads `dir`'s model on `ort_lib`, checks it has the output `output`, and loads its
+/// tokenizer truncating at `max_tokens` (with `strategy`) and not padding. `what` names the
+/// model in errors ("reranker", "late-interaction").
+pub(super) fn load_model_dir(
+    ort_lib: &Path,
+    dir: &Path,
+    threads: usize,
+    what: &str,
+    output: &str,
+    truncation: TruncationParams,
+) -> Result<ModelDir> {
+    let model = dir.join("model.onnx");
+    let tokenizer_file = dir.join("tokenizer.json");
+    for (part, path) in [("model", &model), ("tokenizer", &tokenizer_file)] {
+        ensure!(
+            path.is_file(),
+            "missing {what} {part}: {} (fix: run `{}`)",
+            path.display(),
+            super::FETCH_COMMAND
+        );
+    }
+    let environment = shared_environment(ort_lib)?;
+    let session = build_session(&environment, &model, threads, &format!("{what} model"))?;
+    ensure!(
+        session.outputs().iter().any(|o| o.name() == output),
+        "{what} model {} has no `{output}` output",
+        model.display()
+    );
+    let mut tokenizer = Tokenizer::from_file(&tokenizer_file)
+        .map_err(|e| anyhow!("cannot load tokenizer {}: {e}", tokenizer_file.display()))?;
+    tokenizer
+        .with_truncation(Some(truncation))
+        .map_err(|e| anyhow!("configuring {what} truncation: {e}"))?;
+    tokenizer.with_padding(None);
+    Ok(ModelDir {
+        environment,
+        session,
+        tokenizer,
+    })
+}
+
 /// Rejects a model that isn't a BERT-style encoder with the inputs and output we feed and read.
 fn check_model_signature(session: &Session, model: &Path) -> Result<()> {
     let inputs: Vec<&str> = session.inputs().iter().map(|i| i.name()).collect();

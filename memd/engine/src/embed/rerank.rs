@@ -17,7 +17,7 @@ use ort::session::Session;
 use ort::value::TensorRef;
 use tokenizers::{Encoding, Tokenizer, TruncationParams, TruncationStrategy};
 
-use super::onnx::{PaddedBatch, build_session, cut_at_char_boundary, shared_environment};
+use super::onnx::{PaddedBatch, cut_at_char_boundary, load_model_dir};
 
 /// Pairs are cut to this many tokens: the study's setting, enough for a query and a memory of
 /// a few sentences; longer memories lose their tail, not the query.
@@ -43,42 +43,24 @@ impl CrossEncoder {
     /// Loads the model and tokenizer from `dir` (`model.onnx`, `tokenizer.json`) on the ONNX
     /// Runtime library `ort_lib`.
     pub fn load(ort_lib: &Path, dir: &Path, threads: usize) -> Result<Self> {
-        let model = dir.join("model.onnx");
-        let tokenizer_file = dir.join("tokenizer.json");
-        for (what, path) in [
-            ("reranker model", &model),
-            ("reranker tokenizer", &tokenizer_file),
-        ] {
-            ensure!(
-                path.is_file(),
-                "missing {what}: {} (fix: run `{}`)",
-                path.display(),
-                super::FETCH_COMMAND
-            );
-        }
-        let environment = shared_environment(ort_lib)?;
-        let session = build_session(&environment, &model, threads, "reranker model")?;
-        ensure!(
-            session.outputs().iter().any(|o| o.name() == LOGITS),
-            "reranker model {} has no `{LOGITS}` output",
-            model.display()
-        );
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_file)
-            .map_err(|e| anyhow!("cannot load tokenizer {}: {e}", tokenizer_file.display()))?;
-        tokenizer
-            .with_truncation(Some(TruncationParams {
+        let parts = load_model_dir(
+            ort_lib,
+            dir,
+            threads,
+            "reranker",
+            LOGITS,
+            TruncationParams {
                 max_length: MAX_PAIR_TOKENS,
                 // Longest first: a long prompt is cut too (only-second fails when the query
                 // alone is over the limit).
                 strategy: TruncationStrategy::LongestFirst,
                 ..Default::default()
-            }))
-            .map_err(|e| anyhow!("configuring reranker truncation: {e}"))?;
-        tokenizer.with_padding(None);
+            },
+        )?;
         Ok(CrossEncoder {
-            session: Mutex::new(session),
-            tokenizer,
-            _environment: environment,
+            session: Mutex::new(parts.session),
+            tokenizer: parts.tokenizer,
+            _environment: parts.environment,
         })
     }
 

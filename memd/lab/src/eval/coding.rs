@@ -334,28 +334,6 @@ impl CodingIndex {
         &self.set
     }
 
-    /// Every question with the first `depth` candidates of `ranking` and their texts, for the
-    /// reranker study (`late.rs`); a question's answers are its evidence.
-    pub fn cases(&self, ranking: &Ranking, depth: usize) -> Vec<super::late::Case> {
-        self.set
-            .questions
-            .iter()
-            .zip(self.rank(ranking, depth))
-            .map(|(q, list)| super::late::Case {
-                query: q.text.clone(),
-                category: 0,
-                evidence: q.answers.clone(),
-                candidates: list
-                    .into_iter()
-                    .filter_map(|c| {
-                        let text = self.set.note(&c.note)?.text.clone();
-                        Some((vec![c.note], text))
-                    })
-                    .collect(),
-            })
-            .collect()
-    }
-
     /// Every question ranked with `ranking`, the first `depth` candidates kept.
     pub fn rank(&self, ranking: &Ranking, depth: usize) -> RankedLists {
         let ix = &self.indexed;

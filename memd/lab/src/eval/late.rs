@@ -8,14 +8,18 @@
 //! would store them at ingest. Must never write outside temporary directories or let a time
 //! decide a figure of quality.
 
+use super::locomo::Indexed;
 use super::metrics::{ConfigResult, Scorer};
 use anyhow::{Context, Result};
+use memd_engine::embed::Embed;
 use memd_engine::embed::{
     CrossEncoder, LateInteraction, OnnxEmbedder, RuntimePaths, TokenStates, late_interaction_dir,
     reranker_dir,
 };
+use memd_engine::search::Ranking;
 use std::collections::HashMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Results scored per question.
@@ -164,9 +168,9 @@ pub fn run(
     };
     let files = super::dataset::conversation_files(locomo_dir)?;
     let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
-    let cases: Vec<Case> = super::locomo::index_files(&files, &embedder, &text)?
+    let cases: Vec<Case> = index_files(&files, &embedder, &text)?
         .iter()
-        .flat_map(|ix| ix.cases(&ranking, depth))
+        .flat_map(|ix| locomo_cases(ix, &ranking, depth))
         .collect();
     let locomo = study(
         &format!("LoCoMo{first_stage}, turns as {turn_text:?}"),
@@ -179,12 +183,84 @@ pub fn run(
     let index = super::coding::CodingIndex::build(set, &embedder)?;
     let coding = study(
         &format!("coding set{first_stage}"),
-        &index.cases(&ranking, depth),
+        &coding_cases(&index, &ranking, depth),
         &late,
         ce.as_ref(),
         &options,
     )?;
     Ok(vec![locomo, coding])
+}
+
+/// Every scored question with the first `depth` candidates of `ranking` and their texts,
+/// as the study needs them.
+fn locomo_cases(ix: &Indexed, ranking: &Ranking, depth: usize) -> Vec<Case> {
+    ix.store.read(|s| {
+        ix.questions
+            .iter()
+            .zip(&ix.question_vecs)
+            .map(|(q, qvec)| Case {
+                query: q.text.clone(),
+                category: q.category,
+                evidence: q.evidence.clone(),
+                candidates: ix
+                    .rank(s, &q.text, qvec, ranking, depth)
+                    .iter()
+                    .filter_map(|h| {
+                        let labels = ix.labels.get(&h.key)?.clone();
+                        Some((labels, s.by_key(h.key)?.content.clone()))
+                    })
+                    .collect(),
+            })
+            .collect()
+    })
+}
+
+/// Every coding-set question with the first `depth` candidates of `ranking` and their texts; a
+/// question's answers are its evidence.
+fn coding_cases(index: &super::coding::CodingIndex, ranking: &Ranking, depth: usize) -> Vec<Case> {
+    let set = index.set();
+    set.questions
+        .iter()
+        .zip(index.rank(ranking, depth))
+        .map(|(q, list)| Case {
+            query: q.text.clone(),
+            category: 0,
+            evidence: q.answers.clone(),
+            candidates: list
+                .into_iter()
+                .filter_map(|c| {
+                    let text = set.note(&c.note)?.text.clone();
+                    Some((vec![c.note], text))
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The conversations in `files`, each stored and embedded in its own temporary store, every
+/// turn's memory text written by `text` (the turns of its conversation and its index).
+fn index_files(
+    files: &[PathBuf],
+    embedder: &dyn Embed,
+    text: &dyn Fn(&[super::dataset::Turn], usize) -> String,
+) -> Result<Vec<Indexed>> {
+    files
+        .iter()
+        .map(|f| {
+            let conv = super::dataset::load_conversation(f)?;
+            let memories = conv
+                .turns
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let mut rec = super::locomo::turn_record(t);
+                    rec.content = text(&conv.turns, i);
+                    (rec, t.dia_id.clone())
+                })
+                .collect();
+            Indexed::store(memories, &conv.questions, embedder)
+        })
+        .collect()
 }
 
 /// Runs every configuration over `cases`.

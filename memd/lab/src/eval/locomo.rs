@@ -312,32 +312,6 @@ fn score_reranked(
         .collect())
 }
 
-/// The conversations in `files`, each stored and embedded in its own temporary store, every
-/// turn's memory text written by `text` (the turns of its conversation and its index).
-pub(super) fn index_files(
-    files: &[PathBuf],
-    embedder: &dyn Embed,
-    text: &dyn Fn(&[dataset::Turn], usize) -> String,
-) -> Result<Vec<Indexed>> {
-    files
-        .iter()
-        .map(|f| {
-            let conv = dataset::load_conversation(f)?;
-            let memories = conv
-                .turns
-                .iter()
-                .enumerate()
-                .map(|(i, t)| {
-                    let mut rec = turn_record(t);
-                    rec.content = text(&conv.turns, i);
-                    (rec, t.dia_id.clone())
-                })
-                .collect();
-            Indexed::store(memories, &conv.questions, embedder)
-        })
-        .collect()
-}
-
 /// Embeds texts in chunks; one vector per text, in order.
 fn embed_all(embedder: &dyn Embed, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
     let mut out = Vec::with_capacity(texts.len());
@@ -440,30 +414,6 @@ impl Indexed {
         })
     }
 
-    /// Every scored question with the first `depth` candidates of `ranking` and their texts,
-    /// for the reranker study (`late.rs`).
-    pub(super) fn cases(&self, ranking: &Ranking, depth: usize) -> Vec<super::late::Case> {
-        self.store.read(|s| {
-            self.questions
-                .iter()
-                .zip(&self.question_vecs)
-                .map(|(q, qvec)| super::late::Case {
-                    query: q.text.clone(),
-                    category: q.category,
-                    evidence: q.evidence.clone(),
-                    candidates: self
-                        .rank(s, &q.text, qvec, ranking, depth)
-                        .iter()
-                        .filter_map(|h| {
-                            let labels = self.labels.get(&h.key)?.clone();
-                            Some((labels, s.by_key(h.key)?.content.clone()))
-                        })
-                        .collect(),
-                })
-                .collect()
-        })
-    }
-
     pub(super) fn rank(
         &self,
         s: &MemState,
@@ -541,7 +491,7 @@ impl Indexed {
     }
 }
 
-fn turn_record(t: &dataset::Turn) -> memd_engine::record::Record {
+pub(super) fn turn_record(t: &dataset::Turn) -> memd_engine::record::Record {
     let mut rec = Core::new_record(Collection::Working, t.content(), t.created_at);
     rec.metadata
         .insert("dia_id".into(), Value::from(t.dia_id.as_str()));
