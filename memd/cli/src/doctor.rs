@@ -218,10 +218,14 @@ fn check_runtime(r: &mut Report) {
 
 /// The late-interaction model loads after the embedder (a second or so); missing files leave
 /// prompts in the fused order, which works but finds the right memory first less often.
-fn check_reranker(r: &mut Report, health: &proto::HealthResponse) {
+fn check_reranker(r: &mut Report, cfg: &Config, health: &proto::HealthResponse) {
+    // The files are looked up with this shell's environment (MEMD_COLBERT_DIR,
+    // MEMD_RUNTIME_DIR), as the hooks start the daemon with it.
     let dir = memd_engine::embed::late_interaction_dir();
     let files = ["model.onnx", "tokenizer.json"].map(|f| dir.join(f));
-    if health.late_interaction_loaded {
+    if !cfg.search.rerank {
+        r.ok("reranker", "off (`[search] rerank = false`): fused order");
+    } else if health.late_interaction_loaded {
         r.ok("reranker", "late interaction loaded");
     } else if let Some(missing) = files.iter().find(|f| !f.is_file()) {
         r.warn(
@@ -235,8 +239,8 @@ fn check_reranker(r: &mut Report, health: &proto::HealthResponse) {
     } else if health.model_loaded {
         r.warn(
             "reranker",
-            "not loaded (off in config.toml, still loading, or failed: see logs/daemon.log)",
-            "`[search] rerank = true` in config.toml, then restart memd",
+            "not loaded yet (it loads a second after the embedding model) or failed",
+            "see <data dir>/logs/daemon.log; restart memd after fixing what it says",
         );
     }
 }
@@ -270,7 +274,7 @@ fn check_daemon(r: &mut Report, cfg: &Config) -> u16 {
             "run install/fetch-runtime.sh, then restart memd",
         ),
     }
-    check_reranker(r, &health);
+    check_reranker(r, cfg, &health);
     let started = Instant::now();
     let req = proto::SearchRequest {
         query: Some("memd doctor round trip".into()),

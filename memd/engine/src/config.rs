@@ -145,13 +145,15 @@ pub struct SearchConfig {
     /// not done by then keeps the fused order (0-1000).
     pub prompt_budget_ms: u64,
     /// Memory the token states may take, in MiB (1-4096). About 14 KB a memory: 64 MiB holds
-    /// the newest ~4,700; older memories keep their fused place inside the head.
+    /// the newest ~4,700 notes of LoCoMo length or ~3,000 exchanges (22 KB each in memd-bench);
+    /// older memories keep their fused place inside the head.
     pub token_states_mb: usize,
 }
 
 /// Depth 40: `memd-eval rerankers` (bench/EVAL.md section 7), LoCoMo R@5 0.638 → 0.721, MRR
 /// 0.459 → 0.584; the coding set R@5 0.746 → 0.806, MRR 0.507 → 0.639. Depth 20 is as good on
-/// the coding set (0.821 / 0.645) and worse on LoCoMo (0.717 / 0.583); 60 costs 1 ms more.
+/// the coding set (0.821 / 0.645) and worse on LoCoMo (0.717 / 0.583); 60 costs ~0.3 ms more
+/// MaxSim for 0.013 more LoCoMo R@5 and nothing on the coding set.
 pub const RERANK_DEPTH: usize = 40;
 /// Off: behind late interaction (`memd-eval rerankers`, bench/EVAL.md section 7) the
 /// cross-encoder at 10 lifts LoCoMo MRR 0.584 → 0.620 but drops the coding set's 0.639 → 0.527
@@ -160,7 +162,7 @@ pub const CROSS_ENCODER_DEPTH: usize = 0;
 /// See `SearchConfig::token_states_mb`.
 pub const TOKEN_STATES_MB: usize = 64;
 /// See `SearchConfig::prompt_budget_ms`. About 3x the idle cost at p99 (`memd-eval rerankers`,
-/// bench/EVAL.md section 7: query encoding 5.8 ms, MaxSim over 60 memories 1.3 ms), so an idle
+/// bench/EVAL.md section 7: query encoding 5.8 ms, MaxSim over 60 memories 1.2 ms), so an idle
 /// machine always reranks and a busy one gives up before a prompt waits much longer.
 pub const PROMPT_BUDGET_MS: u64 = 20;
 

@@ -35,6 +35,16 @@ pub struct States {
     changes: std::sync::atomic::AtomicU64,
     /// Query encodings running now (including ones a prompt stopped waiting for).
     queries: std::sync::atomic::AtomicUsize,
+    /// What encoding each (key, text hash) gave, kept after eviction: its real size, so the
+    /// cap is planned with it instead of an estimate (which could admit, encode and evict the
+    /// same memory on every pass), or that it failed (never retried for that text).
+    known: std::sync::Mutex<HashMap<(u64, u32), Known>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Known {
+    Bytes(usize),
+    Failed,
 }
 
 impl States {
@@ -92,19 +102,35 @@ impl States {
     }
 
     fn insert(&self, key: u64, content: &str, states: TokenStates) {
+        let hash = text_hash(content);
+        self.remember(key, hash, Known::Bytes(states.bytes()));
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-        map.insert(key, (text_hash(content), Arc::new(states)));
+        map.insert(key, (hash, Arc::new(states)));
         self.changed();
     }
 
-    /// Drops the states of memories that no longer exist.
-    fn retain(&self, live: impl Fn(u64) -> bool) {
-        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-        let before = map.len();
-        map.retain(|k, _| live(*k));
-        if map.len() != before {
-            self.changed();
+    fn remember(&self, key: u64, hash: u32, known: Known) {
+        let mut k = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        k.insert((key, hash), known);
+    }
+
+    fn known(&self, key: u64, hash: u32) -> Option<Known> {
+        let k = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        k.get(&(key, hash)).copied()
+    }
+
+    /// Keeps only the states of `keep` (and what is known of live memories).
+    fn retain(&self, keep: &std::collections::HashSet<u64>, live: &std::collections::HashSet<u64>) {
+        {
+            let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+            let before = map.len();
+            map.retain(|k, _| keep.contains(k));
+            if map.len() != before {
+                self.changed();
+            }
         }
+        let mut k = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        k.retain(|(key, _), _| live.contains(key));
     }
 
     /// (memories with states, bytes they hold).
@@ -158,20 +184,20 @@ pub async fn encode_query(
     deadline: Instant,
     shed: bool,
 ) -> Option<QueryStates> {
-    use std::sync::atomic::Ordering::SeqCst;
     let model = core.late_model()?;
-    let in_flight = core.late_states.queries.fetch_add(1, SeqCst);
-    if shed && in_flight > 0 {
-        core.late_states.queries.fetch_sub(1, SeqCst);
+    if Instant::now() >= deadline {
+        return None;
+    }
+    let in_flight = InFlight::enter(core.clone());
+    if shed && in_flight.others > 0 {
         tracing::debug!("late-interaction query skipped: another one is encoding");
         return None;
     }
     let text = text.to_string();
-    let c = core.clone();
+    // The guard moves into the work: it counts until the encoding ends, however it ends.
     let work = tokio::task::spawn_blocking(move || {
-        let q = model.encode_query(&text);
-        c.late_states.queries.fetch_sub(1, SeqCst);
-        q
+        let _in_flight = in_flight;
+        model.encode_query(&text)
     });
     match tokio::time::timeout_at(deadline.into(), work).await {
         Ok(Ok(Ok(q))) => Some(q),
@@ -179,7 +205,10 @@ pub async fn encode_query(
             tracing::warn!("late-interaction query encoding failed: {e:#}");
             None
         }
-        Ok(Err(_)) => None,
+        Ok(Err(e)) => {
+            tracing::warn!("late-interaction query encoding crashed: {e}");
+            None
+        }
         Err(_) => {
             tracing::debug!("late-interaction query missed the reranking budget");
             None
@@ -187,9 +216,39 @@ pub async fn encode_query(
     }
 }
 
+/// One query encoding in the count of those running; leaves it when dropped (finished,
+/// failed, panicked or never run).
+struct InFlight {
+    core: Arc<Core>,
+    /// How many were running when this one entered.
+    others: usize,
+}
+
+impl InFlight {
+    fn enter(core: Arc<Core>) -> InFlight {
+        let others = core
+            .late_states
+            .queries
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight { core, others }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.core
+            .late_states
+            .queries
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Keeps `core`'s token states current: encodes memories that have none (new or edited),
 /// drops those of deleted memories, sleeps until woken when there is nothing to do.
 pub async fn states_loop(core: Arc<Core>, shutdown: Shutdown) {
+    if !core.cfg.search.rerank {
+        return; // no model will load: keep nothing in memory
+    }
     let path = core.token_states_path();
     {
         let (c, p) = (core.clone(), path.clone());
@@ -207,21 +266,19 @@ pub async fn states_loop(core: Arc<Core>, shutdown: Shutdown) {
             Some(model) => encode_some(&core, model).await,
             None => Ok(0),
         };
+        // Checked after busy passes too, so a long backfill is saved along the way.
+        if core.late_states.changes() != saved && saved_at.elapsed() >= SAVE_EVERY {
+            let (c, p) = (core.clone(), path.clone());
+            match tokio::task::spawn_blocking(move || c.late_states.save(&p)).await {
+                Ok(Ok(n)) => saved = n,
+                Ok(Err(e)) => tracing::warn!("saving token states failed: {e:#}"),
+                Err(e) => tracing::warn!("saving token states failed: {e}"),
+            }
+            saved_at = Instant::now();
+        }
         match pass {
             Ok(0) => {
-                let live: std::collections::HashSet<u64> =
-                    core.store.read(|s| s.records().map(|r| r.key).collect());
-                core.late_states.retain(|k| live.contains(&k));
-                if core.late_states.changes() != saved && saved_at.elapsed() >= SAVE_EVERY {
-                    let (c, p) = (core.clone(), path.clone());
-                    match tokio::task::spawn_blocking(move || c.late_states.save(&p)).await {
-                        Ok(Ok(n)) => saved = n,
-                        Ok(Err(e)) => tracing::warn!("saving token states failed: {e:#}"),
-                        Err(e) => tracing::warn!("saving token states failed: {e}"),
-                    }
-                    saved_at = Instant::now();
-                }
-                // New and edited memories wake the loop; the timer only tidies up after deletions.
+                // New and edited memories wake the loop; the timer tidies up after deletions.
                 tokio::select! {
                     _ = core.late_wake.notified() => {}
                     _ = tokio::time::sleep(IDLE_TICK) => {}
@@ -244,10 +301,10 @@ pub async fn states_loop(core: Arc<Core>, shutdown: Shutdown) {
 /// how many.
 async fn encode_some(core: &Arc<Core>, model: Arc<LateInteraction>) -> anyhow::Result<usize> {
     let cap = core.cfg.search.token_states_mb * 1024 * 1024;
-    let Plan { todo, evict, .. } = core.store.read(|s| plan(&core.late_states, s, cap));
-    if !evict.is_empty() {
-        core.late_states.retain(|k| !evict.contains(&k));
-    }
+    let Plan {
+        todo, keep, live, ..
+    } = core.store.read(|s| plan(&core.late_states, s, cap));
+    core.late_states.retain(&keep, &live);
     if todo.is_empty() {
         return Ok(0);
     }
@@ -256,8 +313,15 @@ async fn encode_some(core: &Arc<Core>, model: Arc<LateInteraction>) -> anyhow::R
         let n = todo.len();
         // One memory per call: a prompt's query waits for the model behind one memory at most.
         for (key, text) in todo {
-            let states = model.encode_doc(&text)?;
-            c.late_states.insert(key, &text, states);
+            match model.encode_doc(&text) {
+                Ok(states) => c.late_states.insert(key, &text, states),
+                Err(e) => {
+                    // This text is skipped for good (a new text of the memory is tried anew);
+                    // the memory keeps its fused place.
+                    tracing::warn!("token states of memory {key} failed, skipped: {e:#}");
+                    c.late_states.remember(key, text_hash(&text), Known::Failed);
+                }
+            }
         }
         Ok(n)
     })
@@ -270,8 +334,11 @@ struct Plan {
     todo: Vec<(u64, String)>,
     /// All memories within the cap that still lack current states.
     missing: usize,
-    /// Memories whose states fall outside the cap.
-    evict: std::collections::HashSet<u64>,
+    /// Memories whose current states are within the cap: every other state is dropped
+    /// (deleted, archived, edited since, or pushed out by newer memories).
+    keep: std::collections::HashSet<u64>,
+    /// Every live memory's key.
+    live: std::collections::HashSet<u64>,
 }
 
 /// Live memories within the cap (`search.token_states_mb`) that still lack token states.
@@ -285,38 +352,41 @@ pub fn pending(core: &Core, s: &crate::state::MemState) -> usize {
 }
 
 /// Which memories get states within `cap` bytes: the newest first (what a prompt most likely
-/// finds), live ones only.
+/// finds), live ones only. A memory's size is its states' real size once it was encoded, an
+/// estimate before.
 fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
     let mut live: Vec<&crate::record::Record> = s.records().filter(|r| !r.archived).collect();
     live.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.key.cmp(&a.key)));
+    let mut plan = Plan {
+        todo: Vec::new(),
+        missing: 0,
+        keep: std::collections::HashSet::new(),
+        live: live.iter().map(|r| r.key).collect(),
+    };
     let mut used = 0usize;
-    let mut todo = Vec::new();
-    let mut missing = 0;
-    let mut evict = std::collections::HashSet::new();
     for r in live {
+        let hash = text_hash(&r.content);
         let current = states.get(r.key, &r.content);
-        let bytes = current
-            .as_ref()
-            .map_or_else(|| estimated_bytes(&r.content), |t| t.bytes());
+        let bytes = match (&current, states.known(r.key, hash)) {
+            (Some(t), _) => t.bytes(),
+            (None, Some(Known::Failed)) => continue,
+            (None, Some(Known::Bytes(b))) => b,
+            (None, None) => estimated_bytes(&r.content),
+        };
         if used + bytes > cap {
-            if current.is_some() {
-                evict.insert(r.key);
-            }
             continue;
         }
         used += bytes;
-        if current.is_none() {
-            missing += 1;
-            if todo.len() < ENCODE_BATCH {
-                todo.push((r.key, r.content.clone()));
+        if current.is_some() {
+            plan.keep.insert(r.key);
+        } else {
+            plan.missing += 1;
+            if plan.todo.len() < ENCODE_BATCH {
+                plan.todo.push((r.key, r.content.clone()));
             }
         }
     }
-    Plan {
-        todo,
-        missing,
-        evict,
-    }
+    plan
 }
 
 /// A memory's token states before encoding it: a token per ~4 characters (English text with
@@ -367,12 +437,11 @@ mod tests {
         assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![1, 0]);
     }
 
-    #[test]
-    fn the_cap_keeps_the_newest_memories() {
-        use crate::state::MemState;
+    /// Three stored notes, oldest first: (state, their keys).
+    fn three_notes() -> (crate::state::MemState, Vec<u64>) {
         use crate::state::ops::{Op, Output};
         use crate::store::Machine;
-        let mut s = MemState::new(crate::embed::DIMS).unwrap();
+        let mut s = crate::state::MemState::new(crate::embed::DIMS).unwrap();
         let mut keys = Vec::new();
         for i in 0..3 {
             let r = Core::new_record(proto::Collection::MemoryBank, format!("note {i}"), i);
@@ -381,6 +450,12 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+        (s, keys)
+    }
+
+    #[test]
+    fn the_cap_keeps_the_newest_memories() {
+        let (s, keys) = three_notes();
         let states = States::default();
         // Room for two memories' estimate: the two newest are wanted, the oldest is not.
         let cap = 2 * estimated_bytes("note 0");
@@ -388,18 +463,68 @@ mod tests {
         let wanted: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
         assert_eq!(wanted, vec![keys[2], keys[1]]);
         assert_eq!(p.missing, 2);
-        // The oldest has states (say, from before the cap shrank): they are evicted.
+        // The oldest has states (say, from before the cap shrank): they are not kept.
         states.insert(keys[0], "note 0", TokenStates::for_tests(&[0.5]));
-        assert!(plan(&states, &s, cap).evict.contains(&keys[0]));
+        let p = plan(&states, &s, cap);
+        assert!(!p.keep.contains(&keys[0]) && p.live.len() == 3);
+        states.retain(&p.keep, &p.live);
+        assert_eq!(states.size().0, 0);
     }
 
     #[test]
-    fn retain_drops_deleted_memories() {
+    fn a_memory_larger_than_its_estimate_is_planned_with_its_real_size() {
+        let (s, keys) = three_notes();
+        let states = States::default();
+        let cap = 2 * estimated_bytes("note 0");
+        // The newest note turned out to fill the cap alone.
+        let big = TokenStates::for_tests(&vec![0.1; cap / (crate::embed::DIMS + 4)]);
+        let real = big.bytes();
+        assert!(real > estimated_bytes("note 2"));
+        states.insert(keys[2], "note 2", big);
+        let p = plan(&states, &s, cap);
+        assert!(p.keep.contains(&keys[2]));
+        assert!(p.todo.is_empty(), "nothing else fits: {:?}", p.todo);
+        // The cap shrinks under its real size (still over its estimate): evicted, and its real
+        // size is what the plan keeps counting, so it is not admitted again on its estimate
+        // only to be evicted once more.
+        let smaller = real - 1;
+        assert!(smaller > estimated_bytes("note 2"));
+        let p = plan(&states, &s, smaller);
+        states.retain(&p.keep, &p.live);
+        assert_eq!(states.size().0, 0);
+        let p = plan(&states, &s, smaller);
+        let todo: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
+        assert_eq!(todo, vec![keys[1]], "the next newest fits on its estimate");
+    }
+
+    #[test]
+    fn a_text_that_failed_is_not_retried_but_an_edit_is() {
+        let (s, keys) = three_notes();
+        let states = States::default();
+        states.remember(keys[2], text_hash("note 2"), Known::Failed);
+        let p = plan(&states, &s, usize::MAX);
+        let todo: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
+        assert_eq!(todo, vec![keys[1], keys[0]]);
+        // The same key with another text is a new attempt.
+        assert_eq!(states.known(keys[2], text_hash("note 2, edited")), None);
+    }
+
+    #[test]
+    fn retain_drops_what_is_not_kept() {
         let states = States::default();
         states.insert(1, "a", TokenStates::for_tests(&[0.2]));
         states.insert(2, "b", TokenStates::for_tests(&[0.2]));
-        states.retain(|k| k == 2);
+        let keep = [2].into_iter().collect();
+        let live = [2].into_iter().collect();
+        let before = states.changes();
+        states.retain(&keep, &live);
         assert_eq!(states.size().0, 1);
         assert!(states.get(2, "b").is_some() && states.get(1, "a").is_none());
+        assert!(states.changes() > before);
+        assert_eq!(
+            states.known(1, text_hash("a")),
+            None,
+            "forgotten with its memory"
+        );
     }
 }

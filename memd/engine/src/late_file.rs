@@ -103,13 +103,17 @@ pub fn load(path: &Path) -> Result<Vec<Entry>> {
         "{} holds {dims}-d states, expected {DIMS}",
         path.display()
     );
-    let mut entries = Vec::with_capacity(count.min(1 << 20) as usize);
+    // An entry takes at least 16 bytes: a count the body cannot hold reserves nothing more.
+    let mut entries = Vec::with_capacity(count.min((body_end / 16) as u64) as usize);
     for _ in 0..count {
         let key = r.u64()?;
         let hash = r.u32()?;
         let tokens = r.u32()? as usize;
         let scales = (0..tokens).map(|_| r.f32()).collect::<Result<Vec<f32>>>()?;
-        let values: Vec<i8> = r.take(tokens * DIMS)?.iter().map(|&b| b as i8).collect();
+        let Some(len) = tokens.checked_mul(DIMS) else {
+            bail!("{} has a malformed entry", path.display());
+        };
+        let values: Vec<i8> = r.take(len)?.iter().map(|&b| b as i8).collect();
         let Some(states) = TokenStates::from_parts(values, scales) else {
             bail!("{} has a malformed entry", path.display());
         };
