@@ -150,8 +150,9 @@ pub struct SearchConfig {
     pub token_states_mb: usize,
 }
 
-/// Depth 40: `memd-eval rerankers` (bench/EVAL.md section 7), LoCoMo R@5 0.638 → 0.721, MRR
-/// 0.459 → 0.584; the coding set R@5 0.746 → 0.806, MRR 0.507 → 0.639. Depth 20 is as good on
+/// Depth 40: `memd-eval rerankers` (bench/EVAL.md section 7), MaxSim alone: LoCoMo R@5 0.638 →
+/// 0.721, MRR 0.459 → 0.584; the coding set R@5 0.746 → 0.806, MRR 0.507 → 0.639 (with the
+/// cosine term of `late::COSINE_WEIGHT`: 0.721 / 0.583 and 0.851 / 0.695). Depth 20 is as good on
 /// the coding set (0.821 / 0.645) and worse on LoCoMo (0.717 / 0.583); 60 costs ~0.3 ms more
 /// MaxSim for 0.013 more LoCoMo R@5 and nothing on the coding set.
 pub const RERANK_DEPTH: usize = 40;

@@ -32,11 +32,14 @@ pub async fn search_head(
     let mut views = views;
     if let Some(q) = late_q {
         let order = core.store.read(|s| {
-            let keyed: Vec<(u64, &str)> = views
+            let keyed: Vec<crate::late::Candidate> = views
                 .iter()
-                .map(|v| match s.by_id(&v.id) {
-                    Some(r) => (r.key, r.content.as_str()),
-                    None => (u64::MAX, ""),
+                .map(|v| {
+                    let cosine = v.embedding_similarity.unwrap_or(0.0) as f32;
+                    match s.by_id(&v.id) {
+                        Some(r) => (r.key, r.content.as_str(), cosine),
+                        None => (u64::MAX, "", cosine),
+                    }
                 })
                 .collect();
             crate::late::reorder(

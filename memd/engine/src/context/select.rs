@@ -117,9 +117,12 @@ fn late_order(
     query: &crate::embed::QueryStates,
     deadline: std::time::Instant,
 ) -> Vec<Hit> {
-    let keyed: Vec<(u64, &str)> = hits
+    let keyed: Vec<crate::late::Candidate> = hits
         .iter()
-        .map(|h| (h.key, s.by_key(h.key).map_or("", |r| r.content.as_str())))
+        .map(|h| {
+            let text = s.by_key(h.key).map_or("", |r| r.content.as_str());
+            (h.key, text, h.similarity.unwrap_or(0.0))
+        })
         .collect();
     let order = crate::late::reorder(
         &core.late_states,

@@ -34,6 +34,8 @@ pub struct Case {
     pub evidence: Vec<String>,
     /// Fused order: (labels the memory stands for, its text).
     pub candidates: Vec<(Vec<String>, String)>,
+    /// Each candidate's cosine similarity to the question (0 when only BM25 found it).
+    pub similarities: Vec<f32>,
 }
 
 /// What to compare.
@@ -202,14 +204,16 @@ fn locomo_cases(ix: &Indexed, ranking: &Ranking, depth: usize) -> Vec<Case> {
                 query: q.text.clone(),
                 category: q.category,
                 evidence: q.evidence.clone(),
-                candidates: ix
-                    .rank(s, &q.text, qvec, ranking, depth)
-                    .iter()
-                    .filter_map(|h| {
-                        let labels = ix.labels.get(&h.key)?.clone();
-                        Some((labels, s.by_key(h.key)?.content.clone()))
-                    })
-                    .collect(),
+                ..case_of(
+                    ix.rank(s, &q.text, qvec, ranking, depth)
+                        .iter()
+                        .filter_map(|h| {
+                            let labels = ix.labels.get(&h.key)?.clone();
+                            let text = s.by_key(h.key)?.content.clone();
+                            Some(((labels, text), h.similarity.unwrap_or(0.0)))
+                        })
+                        .collect(),
+                )
             })
             .collect()
     })
@@ -226,15 +230,28 @@ fn coding_cases(index: &super::coding::CodingIndex, ranking: &Ranking, depth: us
             query: q.text.clone(),
             category: 0,
             evidence: q.answers.clone(),
-            candidates: list
-                .into_iter()
-                .filter_map(|c| {
-                    let text = set.note(&c.note)?.text.clone();
-                    Some((vec![c.note], text))
-                })
-                .collect(),
+            ..case_of(
+                list.into_iter()
+                    .filter_map(|c| {
+                        let text = set.note(&c.note)?.text.clone();
+                        Some(((vec![c.note], text), c.similarity.unwrap_or(0.0)))
+                    })
+                    .collect(),
+            )
         })
         .collect()
+}
+
+/// A case's candidate fields from (candidate, similarity) pairs; the caller sets the rest.
+fn case_of(pairs: Vec<((Vec<String>, String), f32)>) -> Case {
+    let (candidates, similarities) = pairs.into_iter().unzip();
+    Case {
+        query: String::new(),
+        category: 0,
+        evidence: Vec::new(),
+        candidates,
+        similarities,
+    }
 }
 
 /// The conversations in `files`, each stored and embedded in its own temporary store, every
@@ -326,6 +343,33 @@ pub fn study(
                 format!("+ late@{d}"),
                 case,
                 &reorder_head(&fused, d, &late_scores),
+            );
+        }
+        // What the daemon ships: `memd_engine::late::score` over the head of 40.
+        let shipped: Vec<f32> = (0..late_scores.len().min(n))
+            .map(|i| {
+                let text = case.candidates[i].1.as_str();
+                states.get(text).map_or(f32::NEG_INFINITY, |s| {
+                    memd_engine::late::score(&q, s, case.similarities[i])
+                })
+            })
+            .collect();
+        add(
+            "+ late@40 (shipped)".to_string(),
+            case,
+            &reorder_head(&fused, 40, &shipped),
+        );
+        // Blends of MaxSim per query token with the cosine similarity of the first stage.
+        let per_token = late_scores.len().min(n);
+        for w in [0.05f32, 0.1, 0.2, 0.3] {
+            let qt = q.tokens().max(1) as f32;
+            let mixed: Vec<f32> = (0..per_token)
+                .map(|i| late_scores[i] / qt + w * case.similarities[i])
+                .collect();
+            add(
+                format!("+ late@40 + {w}×cosine"),
+                case,
+                &reorder_head(&fused, 40, &mixed),
             );
         }
         // Blends: reciprocal rank fusion (k 5, as the first stage) of the late-interaction rank
