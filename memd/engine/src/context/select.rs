@@ -1,7 +1,8 @@
 //! Which memories a prompt gets: candidates above the relevance floor, the profile for a
 //! conversation's first context, and the conversation's own words for short follow-ups.
 //!
-//! Owns the selection rules of get-context (floor, count, disputed memories, follow-ups).
+//! Owns the selection rules of get-context (floor, count, disputed memories, follow-ups, and
+//! where late interaction reorders the head: after the floor, before the count).
 //! Must never write and never format: the caller lays the result out within its budget.
 
 use crate::core::Core;
