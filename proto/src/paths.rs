@@ -132,6 +132,23 @@ pub fn default_data_dir() -> Option<PathBuf> {
     }
 }
 
+/// memd's cache (models, runtimes, test servers: everything re-creatable by the install
+/// scripts): `${XDG_CACHE_HOME:-~/.cache}/memd`. `lookup` reads the environment (a parameter so
+/// the rule can be tested without mutating it); empty variables count as unset, as in the
+/// install scripts.
+pub fn cache_dir_with(lookup: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    let var = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("XDG_CACHE_HOME")
+        .or_else(|| var("HOME").map(|home| home.join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".cache"))
+        .join("memd")
+}
+
+/// [`cache_dir_with`] the process environment.
+pub fn cache_dir() -> PathBuf {
+    cache_dir_with(|name| std::env::var_os(name))
+}
+
 /// The config directory: `MEMD_CONFIG_DIR`, else `$XDG_CONFIG_HOME/memd`, else `~/.config/memd`.
 pub fn config_dir() -> Option<PathBuf> {
     if let Some(d) = env_nonempty("MEMD_CONFIG_DIR") {
@@ -200,6 +217,25 @@ pub struct DaemonInfo {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn cache_dir_prefers_xdg_then_home_and_ignores_empty_values() {
+        let env = |pairs: Vec<(&'static str, &'static str)>| {
+            move |k: &str| {
+                let found = pairs.iter().find(|(n, _)| *n == k);
+                found.map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        let both = vec![("HOME", "/home/u"), ("XDG_CACHE_HOME", "/xdg")];
+        assert_eq!(cache_dir_with(env(both)), PathBuf::from("/xdg/memd"));
+        let empty_xdg = vec![("HOME", "/home/u"), ("XDG_CACHE_HOME", "")];
+        assert_eq!(
+            cache_dir_with(env(empty_xdg)),
+            PathBuf::from("/home/u/.cache/memd")
+        );
+        assert_eq!(cache_dir_with(env(vec![])), PathBuf::from(".cache/memd"));
+    }
+
     use super::*;
 
     #[test]

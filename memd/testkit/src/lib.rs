@@ -520,13 +520,7 @@ pub fn runtime_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("MEMD_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
-        });
-    cache.join("memd/runtime")
+    proto::paths::cache_dir().join("runtime")
 }
 
 /// Runs a workspace hook binary with `stdin` and `env`; (exit code, stdout, stderr, wall time).

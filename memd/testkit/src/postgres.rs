@@ -23,17 +23,10 @@ const UNPRIVILEGED: &str = "nobody";
 
 /// `MEMD_PG_DIR`, else `${XDG_CACHE_HOME:-~/.cache}/memd/postgres` (fetch-postgres.sh's default).
 pub fn install_dir() -> PathBuf {
-    let var = |n: &str| {
-        std::env::var_os(n)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    var("MEMD_PG_DIR").unwrap_or_else(|| {
-        var("XDG_CACHE_HOME")
-            .or_else(|| var("HOME").map(|h| h.join(".cache")))
-            .unwrap_or_else(|| PathBuf::from(".cache"))
-            .join("memd/postgres")
-    })
+    std::env::var_os("MEMD_PG_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| proto::paths::cache_dir().join("postgres"))
 }
 
 /// A running throwaway server.

@@ -28,13 +28,10 @@ const LATE_INTERACTION_SUBDIR: &str = "colbert";
 
 /// `MEMD_RUNTIME_DIR`, else `${XDG_CACHE_HOME:-~/.cache}/memd/runtime`.
 fn runtime_dir_with(lookup: &impl Fn(&str) -> Option<OsString>) -> PathBuf {
-    let var = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("MEMD_RUNTIME_DIR").unwrap_or_else(|| {
-        let cache = var("XDG_CACHE_HOME")
-            .or_else(|| var("HOME").map(|home| home.join(".cache")))
-            .unwrap_or_else(|| PathBuf::from(".cache"));
-        cache.join("memd").join("runtime")
-    })
+    lookup("MEMD_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| proto::paths::cache_dir_with(lookup).join("runtime"))
 }
 
 /// Where the cross-encoder's `model.onnx` and `tokenizer.json` are: `MEMD_RERANKER_DIR`, else

@@ -153,7 +153,10 @@ fn run() -> Result<usize> {
     for h in ["hook-prompt", "hook-stop"] {
         existing(hook_dir.join(h), "install/build-hooks.sh")?;
     }
-    let runtime_dir = args.runtime_dir.clone().unwrap_or_else(default_runtime_dir);
+    let runtime_dir = args
+        .runtime_dir
+        .clone()
+        .unwrap_or_else(memd_testkit::runtime_dir);
     memd_engine::embed::RuntimePaths::in_runtime_dir(&runtime_dir)
         .check()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -259,19 +262,4 @@ fn existing(p: PathBuf, build: &str) -> Result<PathBuf> {
         bail!("{} not found: build it with `{build}`", p.display());
     }
     Ok(p)
-}
-
-fn default_runtime_dir() -> PathBuf {
-    let var = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    var("MEMD_RUNTIME_DIR").unwrap_or_else(|| {
-        var("XDG_CACHE_HOME")
-            .or_else(|| var("HOME").map(|h| h.join(".cache")))
-            .unwrap_or_else(|| PathBuf::from(".cache"))
-            .join("memd")
-            .join("runtime")
-    })
 }
