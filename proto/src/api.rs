@@ -141,6 +141,33 @@ pub struct MemoryBankAdd {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = limits::DIR_MAX_CHARS)))]
     pub cwd: Option<String>,
+    /// Share the fact with the team through the shared store (default: private).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub share: bool,
+}
+
+/// `POST /api/share`: share a memory-bank fact or pattern with the team, or make it private.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ShareRequest {
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = limits::ID_MAX_CHARS)))]
+    pub id: String,
+    /// `true` (default): visible to the team; `false`: private again.
+    #[serde(default = "share_default")]
+    pub shared: bool,
+}
+
+fn share_default() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ShareResponse {
+    pub id: String,
+    pub shared: bool,
+    /// False when no shared store is configured: the flag is kept and takes effect once one is.
+    pub shared_store: bool,
 }
 
 /// `POST /api/memory-bank/update`. Unset fields keep their value.
@@ -369,6 +396,35 @@ pub struct StatsResponse {
     pub recent_hooks: Vec<HookCall>,
     #[serde(default)]
     pub sidecar: SidecarStatus,
+    /// The shared PostgreSQL store, when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_store: Option<SharedStoreStatus>,
+}
+
+/// How the exchange with the shared store goes (`memd status`, `memd doctor`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SharedStoreStatus {
+    /// Host, port, database and role (never a password).
+    pub target: String,
+    /// The last exchange worked.
+    pub connected: bool,
+    /// The database role memd acts as (owner of what this machine writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Round trip of the last successful exchange's first query, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<f64>,
+    /// Changes, deletions and outcomes written here but not there yet.
+    pub backlog: usize,
+    /// Memories here that came from the shared store (other machines, teammates).
+    pub mirrored: usize,
+    /// When the last exchange worked (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_ok: Option<String>,
+    /// Why the last exchange failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// One hook request as the daemon timed it (no content).

@@ -136,5 +136,12 @@ pub struct MemoryView {
     /// The cross-encoder's logit, for results it reordered (higher = more relevant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerank_score: Option<f64>,
+    /// Shared with the team through the shared store.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
+    /// Who shared it, for a memory that came from the shared store (another user, or this
+    /// user on another machine); absent for memories made here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     pub metadata: Metadata,
 }

@@ -29,6 +29,7 @@ mod query;
 mod service;
 mod sidecar_setup;
 mod status;
+mod store;
 mod transfer;
 
 use clap::{Parser, Subcommand};
@@ -197,6 +198,42 @@ pub enum Command {
         #[command(subcommand)]
         action: ServiceAction,
     },
+    /// Share a memory-bank fact or pattern with the team through the shared store.
+    Share {
+        /// The memory's id.
+        id: String,
+        /// Make it private again instead.
+        #[arg(long)]
+        private: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The shared PostgreSQL store: schema and roles.
+    Store {
+        #[command(subcommand)]
+        action: StoreAction,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum StoreAction {
+    /// Bring the database's schema up to this memd's version (run as the database owner).
+    Migrate {
+        /// postgres://ROLE@HOST:PORT/DB (default: store.url / MEMD_STORE_URL).
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// Create a login role for one user (or let an existing role use memd).
+    AddUser {
+        /// The role's name (lowercase letters, digits, underscores).
+        name: String,
+        /// File whose first line is the new role's password.
+        #[arg(long, value_name = "FILE")]
+        password_file: Option<PathBuf>,
+        /// postgres://OWNER@HOST:PORT/DB (default: store.url / MEMD_STORE_URL).
+        #[arg(long)]
+        url: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -324,6 +361,15 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 service::run(service::Action::Uninstall, dry_run, false)
             }
             ServiceAction::Status { json } => service::run(service::Action::Status, false, json),
+        },
+        Command::Share { id, private, json } => store::run_share(&id, private, json),
+        Command::Store { action } => match action {
+            StoreAction::Migrate { url } => store::run_migrate(url.as_deref()),
+            StoreAction::AddUser {
+                name,
+                password_file,
+                url,
+            } => store::run_add_user(&name, url.as_deref(), password_file.as_deref()),
         },
     }
 }

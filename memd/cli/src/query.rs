@@ -25,7 +25,7 @@ pub const INGEST_PART_BYTES: usize = 1024 * 1024;
 const SHOW_CHARS: usize = 400;
 const INGEST_TIMEOUT: Duration = Duration::from_secs(600);
 
-fn connect() -> Result<Client> {
+pub(crate) fn connect() -> Result<Client> {
     let cfg = Config::load(None)?;
     client::connect(&cfg, true)
 }
@@ -353,6 +353,8 @@ mod tests {
             embedding_similarity: None,
             final_rank_score: None,
             rerank_score: None,
+            shared: false,
+            owner: None,
             metadata: Default::default(),
         }
     }

@@ -47,6 +47,13 @@ impl Core {
             .near_duplicate_in_bank(&content, project.as_deref())
             .await
         {
+            if req.share {
+                self.share(&ShareRequest {
+                    id: existing.clone(),
+                    shared: true,
+                })
+                .await?;
+            }
             return Ok(MemoryBankResponse {
                 project: self.store.read(|s| s.by_id(&existing)?.project.clone()),
                 success: true,
@@ -62,6 +69,7 @@ impl Core {
         rec.importance = Some(importance);
         rec.confidence = Some(confidence);
         rec.metadata = scrub_metadata(req.metadata.clone().unwrap_or_default());
+        rec.team = req.share;
         let (doc_id, duplicate) = self.insert(rec).await?;
         Ok(MemoryBankResponse {
             success: true,
@@ -92,6 +100,30 @@ impl Core {
             let hit = s.vectors().search(&v, 1, &keep).ok()?.into_iter().next()?;
             (hit.1 >= BANK_DUPLICATE_COSINE).then(|| s.by_key(hit.0).map(|r| r.id.clone()))?
         })
+    }
+
+    /// `POST /api/share` and `memd share`.
+    pub async fn share(&self, req: &ShareRequest) -> Result<ShareResponse, ApiError> {
+        let id = req.id.trim();
+        if id.is_empty() {
+            return Err(ApiError::bad("id", "id must not be empty"));
+        }
+        check_len("id", id, limits::ID_MAX_CHARS)?;
+        let op = Op::Share {
+            id: id.to_string(),
+            team: req.shared,
+            at: clock::now_ms(),
+        };
+        match self.commit_one(op).await? {
+            Output::Updated { id } => Ok(ShareResponse {
+                id,
+                shared: req.shared,
+                shared_store: self.cfg.store.url.is_some(),
+            }),
+            Output::NotFound { id } => Err(ApiError::not_found(format!("no memory {id}"))),
+            Output::Rejected(why) => Err(ApiError::unprocessable("id", why)),
+            other => Err(ApiError::internal(format!("share: {other:?}"))),
+        }
     }
 
     pub async fn memory_bank_update(
@@ -145,6 +177,7 @@ impl Core {
         match self.commit_one(op).await? {
             Output::Updated { id } => Ok(self.changed(id)),
             Output::NotFound { id } => Err(ApiError::not_found(format!("no memory with id {id}"))),
+            Output::Rejected(why) => Err(ApiError::unprocessable("id", why)),
             other => Err(ApiError::internal(format!(
                 "unexpected store answer {other:?}"
             ))),

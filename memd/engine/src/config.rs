@@ -20,6 +20,39 @@ pub struct Config {
     pub sidecar: SidecarConfig,
     pub cursor: CursorConfig,
     pub search: SearchConfig,
+    pub store: StoreConfig,
+}
+
+/// The shared store (issue 14): a PostgreSQL database with pgvector that several daemons (a
+/// user's machines, a team) share. Without `url`, memd is local only.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `postgres://ROLE@HOST:PORT/DB` (add `?sslmode=require` for TLS). `MEMD_STORE_URL`
+    /// overrides. Never with a password in it: see `password_file`.
+    pub url: Option<String>,
+    /// A file whose first line is the password. Without it, the standard `PGPASSFILE` (or
+    /// `~/.pgpass`) is read; without either, no password is sent.
+    pub password_file: Option<PathBuf>,
+    /// PEM certificates to trust for TLS, in addition to the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// Milliseconds between two exchanges with the shared store (50-60000).
+    pub sync_ms: u64,
+    /// Milliseconds one exchange with the shared store may take (100-60000); past it the
+    /// store counts as down and changes wait in the local log.
+    pub timeout_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: None,
+            password_file: None,
+            ca_file: None,
+            sync_ms: 1000,
+            timeout_ms: 5000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -189,6 +222,7 @@ struct FileConfig {
     sidecar: SidecarConfig,
     cursor: CursorConfig,
     search: SearchConfig,
+    store: StoreConfig,
 }
 
 impl Config {
@@ -210,6 +244,13 @@ impl Config {
         let data_dir = resolved.data_dir;
         let mut sidecar = file.sidecar;
         apply_sidecar_env(&mut sidecar);
+        let mut store = file.store;
+        if let Some(url) = std::env::var("MEMD_STORE_URL")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        {
+            store.url = Some(url.trim().to_string());
+        }
         let cfg = Config {
             port,
             data_dir,
@@ -219,6 +260,7 @@ impl Config {
             sidecar,
             cursor: file.cursor,
             search: file.search,
+            store,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -235,6 +277,7 @@ impl Config {
             sidecar: SidecarConfig::default(),
             cursor: CursorConfig::default(),
             search: SearchConfig::default(),
+            store: StoreConfig::default(),
         }
     }
 
@@ -291,6 +334,7 @@ impl Config {
                 self.learning.exchange_weight
             );
         }
+        self.store.validate()?;
         let s = &self.sidecar;
         if s.per_model_ms == 0 || s.total_ms < s.per_model_ms || s.total_ms > 60_000 {
             bail!("sidecar budgets: need 0 < per_model_ms <= total_ms <= 60000");
@@ -306,6 +350,48 @@ impl Config {
     pub fn token_path(&self) -> PathBuf {
         self.data_dir.join(proto::paths::TOKEN_FILE)
     }
+}
+
+impl StoreConfig {
+    fn validate(&self) -> Result<()> {
+        if !(50..=60_000).contains(&self.sync_ms) {
+            bail!("store.sync_ms must be 50-60000 (got {})", self.sync_ms);
+        }
+        if !(100..=60_000).contains(&self.timeout_ms) {
+            bail!(
+                "store.timeout_ms must be 100-60000 (got {})",
+                self.timeout_ms
+            );
+        }
+        if let Some(url) = &self.url {
+            check_store_url(url)?;
+        }
+        Ok(())
+    }
+}
+
+/// A shared store URL memd accepts: PostgreSQL, and no password in it (URLs end up in process
+/// lists, shell history and logs).
+pub fn check_store_url(url: &str) -> Result<()> {
+    let Some(rest) = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))
+    else {
+        bail!("store.url must start with postgres:// or postgresql://");
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    if let Some((user_info, _)) = authority.rsplit_once('@')
+        && user_info.contains(':')
+    {
+        bail!(
+            "store.url must not contain a password: put it in store.password_file or a \
+             PGPASSFILE (see the README, \"Team and multi-machine memory\")"
+        );
+    }
+    if rest.contains("password=") {
+        bail!("store.url must not contain a password parameter: use store.password_file");
+    }
+    Ok(())
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig> {

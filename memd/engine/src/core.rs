@@ -55,6 +55,8 @@ pub struct Core {
     pub trace: crate::trace::Trace,
     /// Directory → project, so a prompt does not re-read `.git` every time.
     pub project_cache: crate::scope::ProjectCache,
+    /// The shared store's status and wake-up bell (`shared`).
+    pub shared: crate::shared::SharedLink,
 }
 
 /// What opening the engine found, for the start-up log line.
@@ -128,6 +130,7 @@ impl Core {
             applied: tokio::sync::watch::channel(0).0,
             started: Instant::now(),
             project_cache: crate::scope::ProjectCache::default(),
+            shared: crate::shared::SharedLink::default(),
         }
     }
 
@@ -254,6 +257,10 @@ impl Core {
             self.embed_wake.notify_one();
             self.late_wake.notify_one();
         }
+        if self.cfg.store.url.is_some() {
+            // Durable here; the shared store should have it soon, not at the next tick.
+            self.shared.wake.notify_one();
+        }
         Ok(out)
     }
 
@@ -357,6 +364,8 @@ impl Core {
             former_ids: Vec::new(),
             metadata: BTreeMap::new(),
             project: None,
+            team: false,
+            origin: None,
         }
     }
 
@@ -504,6 +513,7 @@ impl Core {
                 knowledge_graph: s.graph.sizes(),
                 recent_hooks: Vec::new(),
                 sidecar: SidecarStatus::default(),
+                shared_store: None,
             }
         });
         stats.disk_bytes = self.store.disk_bytes();

@@ -65,6 +65,7 @@ mod registry;
 pub mod rerank;
 pub mod scope;
 pub mod search;
+pub mod shared;
 pub mod shutdown;
 pub mod state;
 pub mod status;

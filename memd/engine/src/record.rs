@@ -52,6 +52,25 @@ pub struct Record {
     /// exports written before projects existed have no such field: those memories are global.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
+    /// Shared with the team through the shared store (issue 14); private otherwise. Only
+    /// memory-bank facts and patterns can be shared.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub team: bool,
+    /// Set on a memory that came from the shared store (another machine or another user);
+    /// `None` on memories made here. Such a memory is only scored here, never edited, moved
+    /// or deleted: its own daemon runs its lifecycle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// Where a memory mirrored from the shared store lives there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Origin {
+    /// The row's key in the shared store: `<store id of the daemon that made it>:<its key>`.
+    pub uid: String,
+    /// The database role that owns it.
+    pub owner: String,
 }
 
 impl Record {

@@ -405,6 +405,8 @@ pub fn view(rec: &Record, now_ms: i64, hit: Option<&Hit>) -> MemoryView {
         embedding_similarity: hit.and_then(|h| h.similarity).map(|s| round4(f64::from(s))),
         final_rank_score: hit.map(|h| round4(h.rank_score)),
         rerank_score: None,
+        shared: rec.team,
+        owner: rec.origin.as_ref().map(|o| o.owner.clone()),
         metadata: rec.metadata.clone(),
     }
 }

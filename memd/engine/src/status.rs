@@ -10,5 +10,10 @@ use proto::StatsResponse;
 pub fn stats(core: &Core) -> StatsResponse {
     let mut stats = core.stats_without_sidecar();
     stats.sidecar = crate::context::sidecar_status(core);
+    stats.shared_store = core.shared.status().map(|mut s| {
+        // Counted now, not at the worker's last pass.
+        (s.backlog, s.mirrored) = core.store.read(|st| (st.backlog(), st.mirrored_len()));
+        s
+    });
     stats
 }

@@ -116,6 +116,8 @@ pub async fn run_lifecycle(core: &Arc<Core>) -> anyhow::Result<usize> {
     let now = clock::now_ms();
     let mut ops: Vec<Op> = core.store.read(|s| {
         s.records()
+            // A memory from the shared store follows the lifecycle its own daemon runs.
+            .filter(|r| r.origin.is_none())
             .filter_map(|r| {
                 // Promotion first: a memory that earned its place is not cleaned up for age.
                 let Some(t) = learn::lifecycle::next_transition(r, now) else {

@@ -49,7 +49,10 @@ pub async fn serve(cfg: Config) -> Result<()> {
     let core = Arc::new(core);
     load_model_in_background(core.clone());
     let (trigger, stop) = shutdown::channel();
-    let workers = workers::spawn_all(&core, &stop);
+    let mut workers = workers::spawn_all(&core, &stop);
+    if core.cfg.store.url.is_some() {
+        workers.push(memd_pg::spawn(core.clone(), stop.clone())?);
+    }
     let mcp = crate::mcp::http_service(core.clone(), stop.clone());
     let server = Arc::new(Server {
         core: core.clone(),

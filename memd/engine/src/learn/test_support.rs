@@ -31,6 +31,8 @@ pub fn record_in(collection: Collection, created_at: i64) -> Record {
         former_ids: Vec::new(),
         project: None,
         metadata: Metadata::new(),
+        team: false,
+        origin: None,
     }
 }
 

@@ -10,6 +10,7 @@ mod compat_tests;
 pub mod ops;
 mod projects;
 pub mod session;
+pub mod sync;
 
 use crate::index::{Lexical, VectorIndex};
 use crate::learn;
@@ -25,6 +26,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+pub use sync::{Outbox, OutcomeEvent, SharedRow, SyncOp, SyncState};
 
 /// How many sidecar attempts are kept for `memd status`.
 const SIDECAR_ATTEMPTS_KEPT: usize = 50;
@@ -54,6 +56,10 @@ pub struct MemState {
     per_collection: HashMap<Collection, usize>,
     /// Where the vector index came from at open: `loaded`, `rebuilt` or `empty`.
     pub index_origin: String,
+    /// The shared store's bookkeeping (`sync`).
+    sync: SyncState,
+    /// Mirrored memories: uid in the shared store → key here.
+    mirrored: HashMap<String, u64>,
 }
 
 /// The serialised part of the state (a snapshot).
@@ -67,6 +73,8 @@ struct Persisted {
     sidecar_attempts: Vec<(i64, proto::SidecarAttempt)>,
     #[serde(default)]
     projects: BTreeMap<String, ProjectSeen>,
+    #[serde(default)]
+    sync: SyncState,
 }
 
 impl MemState {
@@ -86,6 +94,8 @@ impl MemState {
             pending: BTreeSet::new(),
             per_collection: HashMap::new(),
             index_origin: "empty".into(),
+            sync: SyncState::default(),
+            mirrored: HashMap::new(),
         })
     }
 
@@ -195,7 +205,17 @@ impl MemState {
         let id = rec.id.clone();
         self.records.insert(key, rec);
         self.index_record(key);
+        self.touch(key);
         Output::Inserted { id, key }
+    }
+
+    /// A memory from the shared store is edited, moved and deleted only by its own daemon.
+    fn refuse_mirrored(&self, key: u64) -> Option<Output> {
+        let origin = self.records.get(&key)?.origin.as_ref()?;
+        Some(Output::Rejected(format!(
+            "this memory is shared by {} from another machine; change it there",
+            origin.owner
+        )))
     }
 
     fn apply_update(
@@ -210,6 +230,9 @@ impl MemState {
         let Some(&key) = self.ids.get(id) else {
             return Output::NotFound { id: id.into() };
         };
+        if let Some(refused) = self.refuse_mirrored(key) {
+            return refused;
+        }
         self.unindex_record(key);
         let content_changed = {
             let Some(r) = self.records.get_mut(&key) else {
@@ -237,6 +260,7 @@ impl MemState {
             self.vectors.remove(key).ok();
         }
         self.index_record(key);
+        self.touch(key);
         let id = self
             .records
             .get(&key)
@@ -249,6 +273,9 @@ impl MemState {
         let Some(&key) = self.ids.get(id) else {
             return Output::NotFound { id: id.into() };
         };
+        if let Some(refused) = self.refuse_mirrored(key) {
+            return refused;
+        }
         let Some(r) = self.records.get_mut(&key) else {
             return Output::NotFound { id: id.into() };
         };
@@ -258,6 +285,31 @@ impl MemState {
         r.archived = true;
         r.updated_at = at;
         let id = r.id.clone();
+        self.touch(key);
+        Output::Updated { id }
+    }
+
+    /// Shares a memory-bank fact or pattern with the team, or makes it private again.
+    fn apply_share(&mut self, id: &str, team: bool, at: i64) -> Output {
+        let Some(&key) = self.ids.get(id) else {
+            return Output::NotFound { id: id.into() };
+        };
+        if let Some(refused) = self.refuse_mirrored(key) {
+            return refused;
+        }
+        let Some(r) = self.records.get_mut(&key) else {
+            return Output::NotFound { id: id.into() };
+        };
+        if team && !matches!(r.collection, Collection::MemoryBank | Collection::Patterns) {
+            return Output::Rejected(format!(
+                "{id} is in {}: only memory_bank facts and patterns can be shared",
+                r.collection.as_str()
+            ));
+        }
+        r.team = team;
+        r.updated_at = at;
+        let id = r.id.clone();
+        self.touch(key);
         Output::Updated { id }
     }
 
@@ -265,24 +317,46 @@ impl MemState {
         let Some(&key) = self.ids.get(id) else {
             return Output::NotFound { id: id.into() };
         };
+        if let Some(refused) = self.refuse_mirrored(key) {
+            return refused;
+        }
+        match self.remove_key(key, reason) {
+            Some(r) => Output::Deleted { id: r.id },
+            None => Output::NotFound { id: id.into() },
+        }
+    }
+
+    /// Removes the memory with `key` and everything derived from it.
+    fn remove_key(&mut self, key: u64, reason: &str) -> Option<Record> {
         self.unindex_record(key);
         self.vectors.remove(key).ok();
         self.pending.remove(&key);
-        let Some(r) = self.records.remove(&key) else {
-            return Output::NotFound { id: id.into() };
-        };
-        self.ids.remove(&r.id);
-        for old in &r.former_ids {
-            self.ids.remove(old);
+        let r = self.records.remove(&key)?;
+        self.forget_ids(&r, key);
+        if let Some(o) = &r.origin {
+            self.mirrored.remove(&o.uid);
         }
+        self.touch_deleted(&r);
         self.bump(&format!("deleted_{reason}"));
-        Output::Deleted { id: r.id }
+        Some(r)
+    }
+
+    /// Drops the id lookups of `r` that still lead to `key`.
+    fn forget_ids(&mut self, r: &Record, key: u64) {
+        for id in std::iter::once(&r.id).chain(&r.former_ids) {
+            if self.ids.get(id) == Some(&key) {
+                self.ids.remove(id);
+            }
+        }
     }
 
     fn apply_move(&mut self, id: &str, to: Collection, new_id: &str, at: i64) -> Output {
         let Some(&key) = self.ids.get(id) else {
             return Output::NotFound { id: id.into() };
         };
+        if let Some(refused) = self.refuse_mirrored(key) {
+            return refused;
+        }
         if self.ids.contains_key(new_id) {
             return Output::Rejected(format!("id {new_id} already exists"));
         }
@@ -298,6 +372,7 @@ impl MemState {
         self.ids.insert(new_id.to_string(), key);
         self.records.insert(key, moved);
         self.index_record(key);
+        self.touch(key);
         let kind = if rank(to) > rank(from) {
             "promoted"
         } else {
@@ -329,6 +404,7 @@ impl MemState {
                 result.skipped.push(id.clone());
                 continue;
             };
+            let before = rec.clone();
             let collection = rec.collection;
             let applied = if collection == Collection::MemoryBank {
                 learn::scoring::track_use(rec, *outcome, b.at).is_ok()
@@ -341,6 +417,7 @@ impl MemState {
                 self.graph.routing.record(&b.concepts, collection, *outcome);
             }
             if applied {
+                self.note_outcome(key, &before, *outcome, b.at);
                 result.scored.push(id.clone());
             } else {
                 result.skipped.push(id.clone());
@@ -357,6 +434,7 @@ impl MemState {
         match self.vectors.upsert_quantized(key, vector) {
             Ok(()) => {
                 self.pending.remove(&key);
+                self.touch(key);
                 Output::Done
             }
             Err(e) => Output::Rejected(format!("vector index: {e}")),
@@ -379,9 +457,13 @@ impl MemState {
         self.lexical = Lexical::new();
         self.pending.clear();
         self.per_collection.clear();
+        self.mirrored.clear();
         let keys: Vec<u64> = self.records.keys().copied().collect();
         for key in keys {
             if let Some(r) = self.records.get(&key) {
+                if let Some(o) = &r.origin {
+                    self.mirrored.insert(o.uid.clone(), key);
+                }
                 let (id, former) = (r.id.clone(), r.former_ids.clone());
                 self.ids.insert(id, key);
                 for old in former {
@@ -494,6 +576,8 @@ impl Machine for MemState {
                 Output::Done
             }
             Op::ForgetProject { project } => self.apply_forget_project(project),
+            Op::Share { id, team, at } => self.apply_share(id, *team, *at),
+            Op::Sync(op) => self.apply_sync(op),
             Op::SidecarAttempts { at, attempts } => self.apply_sidecar(*at, attempts),
             Op::Exchange {
                 record,
@@ -530,6 +614,7 @@ impl Machine for MemState {
             counters: self.counters.clone(),
             sidecar_attempts: self.sidecar_attempts.iter().cloned().collect(),
             projects: self.projects.clone(),
+            sync: self.sync.clone(),
         };
         Ok(rmp_serde::to_vec_named(&p)?)
     }
@@ -543,6 +628,7 @@ impl Machine for MemState {
         self.counters = p.counters;
         self.sidecar_attempts = p.sidecar_attempts.into_iter().collect();
         self.projects = p.projects;
+        self.sync = p.sync;
         self.rebuild_derived();
         Ok(())
     }

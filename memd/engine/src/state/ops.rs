@@ -76,6 +76,15 @@ pub enum Op {
     ForgetProject {
         project: String,
     },
+    /// Share a memory-bank fact or pattern with the team through the shared store (`team`),
+    /// or make it private again.
+    Share {
+        id: String,
+        team: bool,
+        at: i64,
+    },
+    /// The shared store's bookkeeping: what was sent, what was read (`state::sync`).
+    Sync(crate::state::sync::SyncOp),
 }
 
 impl Op {

@@ -117,6 +117,14 @@ fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
             post(memory_bank_archive),
         ),
         (
+            post_op::<ShareRequest, ShareResponse>(
+                "/api/share",
+                "share",
+                "Share a memory-bank fact or pattern with the team through the shared store, or make it private again.",
+            ),
+            post(share),
+        ),
+        (
             post_op::<SidecarReport, SuccessResponse>(
                 "/api/sidecar/report",
                 "sidecarReport",
@@ -376,6 +384,10 @@ async fn memory_bank_add(
     ApiJson(b): ApiJson<MemoryBankAdd, BODY_MAX_BYTES>,
 ) -> Response {
     respond(s.core.memory_bank_add(&b, None).await)
+}
+
+async fn share(State(s): App, ApiJson(b): ApiJson<ShareRequest, BODY_MAX_BYTES>) -> Response {
+    respond(s.core.share(&b).await)
 }
 
 async fn memory_bank_update(

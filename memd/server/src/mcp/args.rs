@@ -149,6 +149,10 @@ pub struct AddToMemoryBank {
     /// "project" (default): only this repository (build and test commands, conventions, paths,
     /// architecture). "global": every project (who the user is, their preferences and habits).
     pub scope: Option<ScopeArg>,
+    /// true: share the fact with the user's team (everyone on the shared store sees it); only
+    /// for facts about a shared repository or the team's ways of working. Default false.
+    #[serde(default)]
+    pub share: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -195,6 +195,8 @@ mod tests {
             embedding_similarity: None,
             final_rank_score: None,
             rerank_score: None,
+            shared: false,
+            owner: None,
             metadata: Default::default(),
         }
     }

@@ -286,6 +286,7 @@ async fn add_to_memory_bank(c: &Caller<'_>, args: Args) -> Result<String, ApiErr
         metadata: None,
         scope: a.scope.map(args::ScopeArg::to_proto),
         cwd: None,
+        share: a.share,
     };
     let resp = c.core.memory_bank_add(&req, c.project.clone()).await?;
     let place = match &resp.project {

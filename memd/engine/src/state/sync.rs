@@ -1,0 +1,359 @@
+//! The shared store's bookkeeping inside the state machine (issue 14).
+//!
+//! Owns what this machine still has to send to the shared PostgreSQL store (changed memories,
+//! deleted ones, outcome events), how far it has read the store's changes, and applying the
+//! rows it read as mirrored memories. Must never talk to the database (the `memd-pg` crate
+//! does, and logs what it did as `SyncOp`s) and never forget something unsent before the
+//! database committed it: a crash in between sends it again, and every write there is
+//! idempotent (rows by uid, outcome events by event id).
+
+use super::MemState;
+use super::ops::Output;
+use crate::record::{Origin, Record};
+use proto::{Collection, Outcome};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the state knows about the shared store. Persisted with the snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SyncState {
+    /// This store's name in the shared store (the first half of every uid it made); `None`
+    /// while no shared store is configured, and then nothing is tracked.
+    pub store_id: Option<String>,
+    /// Local memories (by key) changed since they were last sent, with the change's number.
+    pub dirty: BTreeMap<u64, u64>,
+    /// Uids of local memories deleted since.
+    pub deleted: BTreeSet<String>,
+    /// Outcome events not sent yet, by event id.
+    pub events: BTreeMap<String, OutcomeEvent>,
+    /// Numbers changes and events; deterministic, so a replayed log names them the same.
+    pub revision: u64,
+    /// The shared store's change number read up to.
+    pub cursor: i64,
+}
+
+/// One outcome as the shared store applies it: the same deltas the memory took here, added
+/// atomically there, so two machines scoring one memory at once both count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutcomeEvent {
+    pub uid: String,
+    pub outcome: Outcome,
+    pub at: i64,
+    pub score_delta: f64,
+    /// Counted as a use (every outcome but `unknown`).
+    pub counted: bool,
+    pub success: f64,
+    pub confidence_delta: f64,
+}
+
+/// A memory as read from the shared store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedRow {
+    pub uid: String,
+    pub owner: String,
+    pub deleted: bool,
+    /// Its content and scores (`key` and `origin` are ignored).
+    pub record: Record,
+    /// Its embedding, quantised like the local index keeps it; `None` when it has none yet.
+    #[serde(default)]
+    pub vector: Option<serde_bytes::ByteBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SyncOp {
+    /// A shared store is configured: track changes from now on; every local memory is due.
+    Enable { store_id: String },
+    /// The shared store committed these: forget them unless they changed again since.
+    Sent {
+        memories: Vec<(u64, u64)>,
+        deleted: Vec<String>,
+        events: Vec<String>,
+    },
+    /// Rows read from the shared store, in change order, up to change number `cursor`.
+    Received { rows: Vec<SharedRow>, cursor: i64 },
+}
+
+/// What is due for the shared store, read under one lock so rows and events agree.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    /// `(key, revision, row to write, embedding)`. The row's counts leave out the events
+    /// still pending for it: those are added by the events themselves, exactly once.
+    pub memories: Vec<(u64, u64, Record, Option<Vec<f32>>)>,
+    pub deleted: Vec<String>,
+    pub events: Vec<(String, OutcomeEvent)>,
+}
+
+impl Outbox {
+    pub fn is_empty(&self) -> bool {
+        self.memories.is_empty() && self.deleted.is_empty() && self.events.is_empty()
+    }
+}
+
+/// The uid of a local memory.
+pub fn uid(store_id: &str, key: u64) -> String {
+    format!("{store_id}:{key}")
+}
+
+impl MemState {
+    pub fn sync(&self) -> &SyncState {
+        &self.sync
+    }
+
+    pub fn mirrored_len(&self) -> usize {
+        self.mirrored.len()
+    }
+
+    /// Changes, deletions and events not yet in the shared store.
+    pub fn backlog(&self) -> usize {
+        self.sync.dirty.len() + self.sync.deleted.len() + self.sync.events.len()
+    }
+
+    /// Up to `max_rows` changed memories and `max_events` events that are due.
+    pub fn outbox(&self, max_rows: usize, max_events: usize) -> Outbox {
+        let Some(store_id) = &self.sync.store_id else {
+            return Outbox::default();
+        };
+        let memories = self
+            .sync
+            .dirty
+            .iter()
+            .filter_map(|(&key, &rev)| {
+                let r = self.records.get(&key)?;
+                let row = without_pending(r, &uid(store_id, key), &self.sync.events);
+                Some((key, rev, row, self.vectors.get(key)))
+            })
+            .take(max_rows)
+            .collect();
+        Outbox {
+            memories,
+            deleted: self.sync.deleted.iter().cloned().collect(),
+            events: self
+                .sync
+                .events
+                .iter()
+                .take(max_events)
+                .map(|(id, e)| (id.clone(), e.clone()))
+                .collect(),
+        }
+    }
+
+    /// Notes a change to the memory with `key` for the shared store (local memories only).
+    pub(super) fn touch(&mut self, key: u64) {
+        if self.sync.store_id.is_none() {
+            return;
+        }
+        if self.records.get(&key).is_some_and(|r| r.origin.is_none()) {
+            self.sync.revision += 1;
+            self.sync.dirty.insert(key, self.sync.revision);
+        }
+    }
+
+    /// Notes the deletion of `r` (called before it is removed).
+    pub(super) fn touch_deleted(&mut self, r: &Record) {
+        if let (Some(store_id), None) = (&self.sync.store_id, &r.origin) {
+            self.sync.deleted.insert(uid(store_id, r.key));
+            self.sync.dirty.remove(&r.key);
+        }
+    }
+
+    /// Notes an outcome applied to the memory with `key`: `before` is its state before.
+    pub(super) fn note_outcome(&mut self, key: u64, before: &Record, outcome: Outcome, at: i64) {
+        let Some(store_id) = self.sync.store_id.clone() else {
+            return;
+        };
+        let Some(after) = self.records.get(&key) else {
+            return;
+        };
+        let uid = match &after.origin {
+            Some(o) => o.uid.clone(),
+            None => uid(&store_id, key),
+        };
+        let event = OutcomeEvent {
+            uid,
+            outcome,
+            at,
+            score_delta: after.score - before.score,
+            counted: after.uses > before.uses,
+            success: after.success_count - before.success_count,
+            confidence_delta: after.confidence.unwrap_or(0.0) - before.confidence.unwrap_or(0.0),
+        };
+        self.sync.revision += 1;
+        let id = format!("{store_id}:e{}", self.sync.revision);
+        self.sync.events.insert(id, event);
+    }
+
+    pub(super) fn apply_sync(&mut self, op: &SyncOp) -> Output {
+        match op {
+            SyncOp::Enable { store_id } => {
+                if self.sync.store_id.as_deref() == Some(store_id.as_str()) {
+                    return Output::Done;
+                }
+                self.sync = SyncState {
+                    store_id: Some(store_id.clone()),
+                    ..SyncState::default()
+                };
+                let keys: Vec<u64> = self.records.keys().copied().collect();
+                for key in keys {
+                    self.touch(key);
+                }
+            }
+            SyncOp::Sent {
+                memories,
+                deleted,
+                events,
+            } => {
+                for (key, rev) in memories {
+                    if self.sync.dirty.get(key) == Some(rev) {
+                        self.sync.dirty.remove(key);
+                    }
+                }
+                for uid in deleted {
+                    self.sync.deleted.remove(uid);
+                }
+                for id in events {
+                    self.sync.events.remove(id);
+                }
+            }
+            SyncOp::Received { rows, cursor } => {
+                for row in rows {
+                    self.receive(row);
+                }
+                self.sync.cursor = self.sync.cursor.max(*cursor);
+            }
+        }
+        Output::Done
+    }
+
+    fn receive(&mut self, row: &SharedRow) {
+        let own_prefix = self.sync.store_id.as_ref().map(|s| format!("{s}:"));
+        if let Some(key) = own_prefix
+            .as_deref()
+            .and_then(|p| row.uid.strip_prefix(p))
+            .and_then(|k| k.parse::<u64>().ok())
+        {
+            self.receive_own(key, row);
+            return;
+        }
+        let existing = self.mirrored.get(&row.uid).copied();
+        if row.deleted {
+            if let Some(key) = existing {
+                self.remove_key(key, "shared_deleted");
+            }
+            return;
+        }
+        let mut rec = row.record.clone();
+        rec.origin = Some(Origin {
+            uid: row.uid.clone(),
+            owner: row.owner.clone(),
+        });
+        let key = match existing {
+            Some(key) => {
+                self.unindex_record(key);
+                if let Some(old) = self.records.remove(&key) {
+                    self.forget_ids(&old, key);
+                    if self.sync.events.values().any(|e| e.uid == row.uid) {
+                        // Outcomes of ours are on their way there: our counts are newer.
+                        keep_counts(&old, &mut rec);
+                    }
+                }
+                key
+            }
+            None => {
+                let key = self.next_key;
+                self.next_key += 1;
+                key
+            }
+        };
+        let taken = std::iter::once(&rec.id)
+            .chain(&rec.former_ids)
+            .any(|id| self.ids.get(id).is_some_and(|&k| k != key));
+        if taken {
+            // An id clash with a different memory here (48 random bits make it all but
+            // impossible): keep ours, skip theirs.
+            self.vectors.remove(key).ok();
+            self.pending.remove(&key);
+            self.mirrored.remove(&row.uid);
+            tracing::warn!("shared memory {} skipped: its id is taken here", rec.id);
+            return;
+        }
+        rec.key = key;
+        self.ids.insert(rec.id.clone(), key);
+        for old in &rec.former_ids {
+            self.ids.entry(old.clone()).or_insert(key);
+        }
+        self.mirrored.insert(row.uid.clone(), key);
+        let same_text = existing.is_some() && self.vectors.contains(key);
+        self.records.insert(key, rec);
+        match &row.vector {
+            Some(v) => {
+                let q: Vec<i8> = v.iter().map(|&c| c as i8).collect();
+                if self.vectors.upsert_quantized(key, &q).is_err() {
+                    self.vectors.remove(key).ok();
+                }
+            }
+            None if !same_text => {
+                self.vectors.remove(key).ok();
+            }
+            None => {}
+        }
+        self.index_record(key);
+    }
+
+    /// One of this store's own memories, changed in the shared store by another machine's
+    /// outcomes: take its counts, unless outcomes of ours are still on their way there.
+    fn receive_own(&mut self, key: u64, row: &SharedRow) {
+        let uid = row.uid.as_str();
+        if self.sync.events.values().any(|e| e.uid == uid) {
+            return;
+        }
+        let Some(r) = self.records.get_mut(&key) else {
+            return;
+        };
+        if r.origin.is_some() {
+            return;
+        }
+        let confidence = r.confidence;
+        keep_counts(&row.record, r);
+        if r.collection != Collection::MemoryBank {
+            r.confidence = confidence;
+        }
+    }
+}
+
+fn keep_counts(from: &Record, to: &mut Record) {
+    to.score = from.score;
+    to.uses = from.uses;
+    to.success_count = from.success_count;
+    to.outcome_history = from.outcome_history.clone();
+    to.last_outcome = from.last_outcome;
+    to.last_used = from.last_used;
+    to.confidence = from.confidence;
+}
+
+/// `r` as the shared store should first see it: without the effects of outcome events that
+/// are still pending for it (they are sent, and added there, on their own).
+fn without_pending(r: &Record, uid: &str, events: &BTreeMap<String, OutcomeEvent>) -> Record {
+    let mut row = r.clone();
+    let mut unlogged = 0;
+    for e in events.values().filter(|e| e.uid == uid) {
+        row.score -= e.score_delta;
+        row.success_count -= e.success;
+        if let Some(c) = row.confidence.as_mut() {
+            *c -= e.confidence_delta;
+        }
+        if e.counted {
+            row.uses = row.uses.saturating_sub(1);
+            unlogged += 1;
+        }
+    }
+    let keep = row.outcome_history.len().saturating_sub(unlogged);
+    row.outcome_history.truncate(keep);
+    row.last_outcome = row.outcome_history.last().map(|e| e.outcome);
+    row
+}
+
+/// An embedding as `SharedRow::vector` carries it: quantised as the local index keeps it.
+pub fn quantized(v: &[f32]) -> serde_bytes::ByteBuf {
+    let q = crate::index::quantize(v);
+    serde_bytes::ByteBuf::from(q.into_iter().map(|c| c as u8).collect::<Vec<u8>>())
+}

@@ -1,0 +1,206 @@
+//! memd's shared store (issue 14): a PostgreSQL + pgvector database that a user's machines and
+//! a team share, kept in step with each daemon's local store.
+//!
+//! The local store stays the source of truth for the hook path: prompts read memory, and stops
+//! are acknowledged once the local log has them, whether or not PostgreSQL answers. A worker
+//! per daemon sends what changed here (memories, deletions, outcome events) and reads what
+//! changed there into the local state as mirrored memories; row-level security decides what
+//! it may read. Layout: `connect` (URL, password, TLS), `schema` (migrations, roles, the
+//! visibility rules), `rows` (a memory as a row), `sync` (one exchange), this file (the worker
+//! loop and its status). Must never run on a request's path and never give up data it could
+//! not send: it stays in the local log until the database commits it.
+
+pub mod connect;
+mod rows;
+pub mod schema;
+mod sync;
+
+use anyhow::{Result, bail};
+use connect::Target;
+use memd_engine::core::Core;
+use memd_engine::shutdown::Shutdown;
+use memd_engine::state::SyncOp;
+use memd_engine::state::ops::Op;
+use proto::SharedStoreStatus;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_postgres::Client;
+
+/// Longest wait between attempts while the store is unreachable.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Starts the sync worker for `core`'s configured shared store.
+pub fn spawn(core: Arc<Core>, shutdown: Shutdown) -> Result<tokio::task::JoinHandle<()>> {
+    let target = Target::new(&core.cfg.store)?;
+    tracing::info!(
+        "shared store {} (changes are written locally first, then sent)",
+        target.describe()
+    );
+    Ok(tokio::spawn(run(core, target, shutdown)))
+}
+
+/// `memd store migrate`: brings the database at `target` to this memd's schema.
+pub async fn migrate(target: &Target) -> Result<schema::Migrated> {
+    let mut db = target.connect().await?;
+    schema::migrate(&mut db).await
+}
+
+struct Worker {
+    core: Arc<Core>,
+    target: Target,
+    store_id: String,
+    db: Option<Client>,
+    status: SharedStoreStatus,
+}
+
+async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
+    let store_id = match store_id(&core).await {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::error!("shared store disabled: {e}");
+            return;
+        }
+    };
+    let status = SharedStoreStatus {
+        target: target.describe().to_string(),
+        ..SharedStoreStatus::default()
+    };
+    let mut w = Worker {
+        core,
+        target,
+        store_id,
+        db: None,
+        status,
+    };
+    let every = Duration::from_millis(w.core.cfg.store.sync_ms);
+    let mut backoff = every;
+    loop {
+        let ok = w.pass().await;
+        backoff = match ok {
+            true => every,
+            false => (backoff * 2).min(MAX_BACKOFF.max(every)),
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = w.core.shared.wake.notified(), if ok => {}
+            _ = shutdown.wait() => break,
+        }
+    }
+    // What the last stops wrote goes out now if the store answers; otherwise it waits in the
+    // local log for the next start.
+    if w.core.store.read(|s| s.backlog()) > 0 {
+        w.pass().await;
+    }
+}
+
+/// This store's id in the shared store, made (and logged) the first time.
+async fn store_id(core: &Core) -> Result<String> {
+    if let Some(id) = core.store.read(|s| s.sync().store_id.clone()) {
+        return Ok(id);
+    }
+    let id = format!("{:016x}", rand::random::<u64>());
+    core.commit(vec![Op::Sync(SyncOp::Enable {
+        store_id: id.clone(),
+    })])
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(id)
+}
+
+impl Worker {
+    /// One exchange within the timeout; true if it worked.
+    async fn pass(&mut self) -> bool {
+        let limit = self.target.timeout();
+        let result = match tokio::time::timeout(limit, self.exchange()).await {
+            Ok(r) => r,
+            Err(_) => Err(anyhow::anyhow!(
+                "no answer within {} ms (store.timeout_ms)",
+                limit.as_millis()
+            )),
+        };
+        match result {
+            Ok(()) => {
+                self.status.connected = true;
+                self.status.last_error = None;
+                self.status.last_ok =
+                    Some(memd_engine::clock::rfc3339(memd_engine::clock::now_ms()));
+            }
+            Err(e) => {
+                if self.status.connected || self.status.last_error.is_none() {
+                    tracing::warn!(
+                        "shared store {}: {e:#}; changes wait in the local log",
+                        self.target.describe()
+                    );
+                }
+                self.status.connected = false;
+                self.status.last_error = Some(format!("{e:#}"));
+                // A connection that failed once is not trusted again.
+                self.db = None;
+            }
+        }
+        self.core.shared.report(self.status.clone());
+        self.status.connected
+    }
+
+    async fn exchange(&mut self) -> Result<()> {
+        if self.db.is_none() {
+            let db = self.open().await?;
+            self.db = Some(db);
+        }
+        let Some(db) = self.db.as_mut() else {
+            bail!("not connected");
+        };
+        let started = Instant::now();
+        db.simple_query("").await?;
+        self.status.latency_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
+        sync::send(&self.core, db, &self.store_id).await?;
+        sync::receive(&self.core, db, &self.store_id).await?;
+        Ok(())
+    }
+
+    /// Connects, brings the schema up to date if this role may, and checks who it is.
+    async fn open(&mut self) -> Result<Client> {
+        let mut db = self.target.connect().await?;
+        let version = schema::current_version(&db).await?;
+        if version < schema::VERSION {
+            tracing::info!(
+                "shared store schema is at version {version}; migrating to {}",
+                schema::VERSION
+            );
+            if let Err(e) = schema::migrate(&mut db).await {
+                bail!(
+                    "the shared store's schema is at version {version} and this memd needs \
+                     {}; migrating as this role failed ({e:#}): run `memd store migrate` as \
+                     the database owner",
+                    schema::VERSION
+                );
+            }
+        } else if version > schema::VERSION {
+            bail!(
+                "the shared store's schema is version {version}, newer than this memd's {}: \
+                 upgrade memd",
+                schema::VERSION
+            );
+        }
+        let row = db
+            .query_one(
+                "SELECT current_user::text, r.rolsuper OR r.rolbypassrls
+                   OR t.tableowner = current_user
+                 FROM pg_roles r, pg_tables t
+                 WHERE r.rolname = current_user AND t.tablename = 'memd_memories'",
+                &[],
+            )
+            .await?;
+        let role: String = row.get(0);
+        let sees_all: bool = row.get(1);
+        if sees_all {
+            tracing::warn!(
+                "shared store role {role} owns the tables or bypasses row-level security: it \
+                 reads every user's private memories. Connect as a role made by `memd store \
+                 add-user`"
+            );
+        }
+        self.status.role = Some(role);
+        Ok(db)
+    }
+}

@@ -1,0 +1,186 @@
+//! A memory as a row of `memd_memories`, both ways.
+//!
+//! Owns the mapping between `Record` and the table's columns: the columns PostgreSQL searches
+//! and counts on (content, scores, embedding, visibility) are columns; the rest of the record
+//! rides in `record` (jsonb). Must never write a field twice in two places, and never let a
+//! row that does not decode stop the others: it is skipped and logged.
+
+use anyhow::{Context, Result};
+use memd_engine::record::Record;
+use memd_engine::state::SharedRow;
+use memd_engine::state::sync::quantized;
+use proto::Outcome;
+use serde_json::{Map, Value};
+use tokio_postgres::Row;
+
+/// Fields that have a column of their own, or that only mean something on one machine.
+const NOT_IN_RECORD: &[&str] = &[
+    "key",
+    "id",
+    "collection",
+    "content",
+    "project",
+    "team",
+    "origin",
+    "score",
+    "uses",
+    "success_count",
+    "confidence",
+    "outcome_history",
+    "last_outcome",
+    "last_used",
+];
+
+/// `r`'s remaining fields, for the `record` column.
+pub fn rest_of(r: &Record) -> Result<Value> {
+    let Value::Object(mut fields) = serde_json::to_value(r)? else {
+        anyhow::bail!("a record did not encode as an object");
+    };
+    for k in NOT_IN_RECORD {
+        fields.remove(*k);
+    }
+    Ok(Value::Object(fields))
+}
+
+/// A row of `sync::FEED`, with its change number. Rows whose uid starts with `own` (this
+/// store's memories) carry only their counts.
+pub fn shared_row(row: &Row, own: &str) -> Result<(i64, SharedRow)> {
+    let uid: String = row.try_get("uid")?;
+    let deleted: bool = row.try_get("deleted")?;
+    let change_seq: i64 = row.try_get("change_seq")?;
+    let owner: String = row.try_get("owner")?;
+    let record = if deleted {
+        placeholder(&uid)
+    } else if uid.starts_with(own) {
+        counts_of(row, placeholder(&uid))?
+    } else {
+        record_of(row).with_context(|| format!("shared memory {uid}"))?
+    };
+    let vector: Option<Vec<f32>> = row.try_get("embedding")?;
+    Ok((
+        change_seq,
+        SharedRow {
+            uid,
+            owner,
+            deleted,
+            record,
+            vector: vector.map(|v| quantized(&v)),
+        },
+    ))
+}
+
+fn record_of(row: &Row) -> Result<Record> {
+    let Value::Object(mut fields) = row.try_get::<_, Value>("record")? else {
+        anyhow::bail!("the record column is not an object");
+    };
+    let put = |fields: &mut Map<String, Value>, k: &str, v: Value| {
+        fields.insert(k.to_string(), v);
+    };
+    put(&mut fields, "key", Value::from(0));
+    put(
+        &mut fields,
+        "id",
+        Value::from(row.try_get::<_, String>("id")?),
+    );
+    put(
+        &mut fields,
+        "collection",
+        Value::from(row.try_get::<_, String>("collection")?),
+    );
+    put(
+        &mut fields,
+        "content",
+        Value::from(row.try_get::<_, String>("content")?),
+    );
+    put(
+        &mut fields,
+        "project",
+        Value::from(row.try_get::<_, Option<String>>("project")?),
+    );
+    put(
+        &mut fields,
+        "team",
+        Value::from(row.try_get::<_, String>("visibility")? == "team"),
+    );
+    put(
+        &mut fields,
+        "score",
+        Value::from(row.try_get::<_, f64>("score")?),
+    );
+    put(
+        &mut fields,
+        "uses",
+        Value::from(row.try_get::<_, i32>("uses")?.max(0)),
+    );
+    put(
+        &mut fields,
+        "success_count",
+        Value::from(row.try_get::<_, f64>("success_count")?),
+    );
+    put(
+        &mut fields,
+        "confidence",
+        Value::from(row.try_get::<_, Option<f64>>("confidence")?),
+    );
+    put(
+        &mut fields,
+        "outcome_history",
+        row.try_get::<_, Value>("outcome_history")?,
+    );
+    put(
+        &mut fields,
+        "last_outcome",
+        Value::from(row.try_get::<_, Option<String>>("last_outcome")?),
+    );
+    put(
+        &mut fields,
+        "last_used",
+        Value::from(row.try_get::<_, Option<i64>>("last_used")?),
+    );
+    Ok(serde_json::from_value(Value::Object(fields))?)
+}
+
+/// `r` with the row's scores and outcome history.
+fn counts_of(row: &Row, mut r: Record) -> Result<Record> {
+    r.score = row.try_get("score")?;
+    r.uses = u32::try_from(row.try_get::<_, i32>("uses")?).unwrap_or(0);
+    r.success_count = row.try_get("success_count")?;
+    r.confidence = row.try_get("confidence")?;
+    r.outcome_history = serde_json::from_value(row.try_get("outcome_history")?)?;
+    r.last_outcome = row
+        .try_get::<_, Option<String>>("last_outcome")?
+        .and_then(|o| Outcome::parse(&o));
+    r.last_used = row.try_get("last_used")?;
+    Ok(r)
+}
+
+/// What a deleted row carries: nothing but its uid matters.
+fn placeholder(uid: &str) -> Record {
+    let mut r = memd_engine::core::Core::new_record(proto::Collection::Working, String::new(), 0);
+    r.id = format!("deleted_{uid}");
+    r
+}
+
+/// The text form of an outcome, as the schema stores it.
+pub fn outcome_text(o: Outcome) -> &'static str {
+    o.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_column_leaves_out_what_has_a_column() {
+        let mut r =
+            memd_engine::core::Core::new_record(proto::Collection::MemoryBank, "x".into(), 5);
+        r.tags = vec!["deploy".into()];
+        r.team = true;
+        let rest = rest_of(&r).unwrap();
+        for k in NOT_IN_RECORD {
+            assert!(rest.get(*k).is_none(), "{k} in {rest}");
+        }
+        assert_eq!(rest["tags"][0], "deploy");
+        assert_eq!(rest["created_at"], 5);
+    }
+}

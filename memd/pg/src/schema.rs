@@ -1,0 +1,250 @@
+//! The shared store's schema: versioned migrations, the roles, and who may see which row.
+//!
+//! Owns every statement that creates or changes database objects. Visibility is enforced by
+//! PostgreSQL itself, with row-level security: a daemon connects as its user's role and the
+//! server hands it only that role's rows and the rows marked `team`. Outcomes go through one
+//! `SECURITY DEFINER` function that adds them atomically to a row the caller may see, so a
+//! teammate can score a shared fact without being able to edit it. Must never run a migration
+//! twice (the version table and an advisory lock see to it) and never change a migration that
+//! shipped: a change is a new version.
+
+use anyhow::{Context, Result, bail};
+use tokio_postgres::Client;
+
+/// The schema version this memd needs.
+pub const VERSION: i32 = 1;
+/// Advisory lock key serialising migrations (the ASCII of "memdmigr").
+const MIGRATE_LOCK: i64 = 0x6d65_6d64_6d69_6772;
+/// The group role every memd user role belongs to.
+pub const USER_GROUP: &str = "memd_user";
+
+/// The migrations, in order: `MIGRATIONS[n - 1]` brings the schema from `n - 1` to `n`.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE EXTENSION IF NOT EXISTS vector;
+
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'memd_user') THEN
+    CREATE ROLE memd_user NOLOGIN;
+  END IF;
+END $$;
+
+-- Numbers every change; writers take MEMD_WRITE_LOCK first, so the numbers are handed out in
+-- commit order and a reader that saw change n has seen every change before it.
+CREATE SEQUENCE memd_change_seq;
+
+CREATE TABLE memd_memories (
+  uid             text PRIMARY KEY,
+  owner           text NOT NULL DEFAULT current_user,
+  visibility      text NOT NULL DEFAULT 'private' CHECK (visibility IN ('private', 'team')),
+  project         text,
+  id              text NOT NULL,
+  collection      text NOT NULL,
+  content         text NOT NULL,
+  -- Tags, importance, archived, former ids, metadata, times: the rest of the memory.
+  record          jsonb NOT NULL,
+  score           double precision NOT NULL,
+  uses            integer NOT NULL,
+  success_count   double precision NOT NULL,
+  confidence      double precision,
+  outcome_history jsonb NOT NULL DEFAULT '[]',
+  last_outcome    text,
+  last_used       bigint,
+  embedding       vector(384),
+  tsv             tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+  deleted         boolean NOT NULL DEFAULT false,
+  -- The store (daemon) that made the last change: it need not read its own change back.
+  last_writer     text NOT NULL,
+  change_seq      bigint NOT NULL
+);
+CREATE INDEX memd_memories_change ON memd_memories (change_seq);
+CREATE INDEX memd_memories_embedding ON memd_memories USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX memd_memories_tsv ON memd_memories USING gin (tsv);
+
+-- Every outcome once (by event id), applied to its memory exactly once.
+CREATE TABLE memd_outcomes (
+  event_id text PRIMARY KEY,
+  uid      text NOT NULL,
+  owner    text NOT NULL DEFAULT session_user,
+  outcome  text NOT NULL,
+  at       bigint NOT NULL,
+  applied  boolean NOT NULL DEFAULT false
+);
+CREATE INDEX memd_outcomes_uid ON memd_outcomes (uid);
+
+-- Memories made private again: only their uids, so teammates drop their copies.
+CREATE TABLE memd_revoked (
+  uid        text NOT NULL,
+  owner      text NOT NULL,
+  change_seq bigint NOT NULL
+);
+CREATE INDEX memd_revoked_change ON memd_revoked (change_seq);
+
+ALTER TABLE memd_memories ENABLE ROW LEVEL SECURITY;
+CREATE POLICY memd_read ON memd_memories FOR SELECT
+  USING (owner = current_user OR visibility = 'team');
+CREATE POLICY memd_insert ON memd_memories FOR INSERT
+  WITH CHECK (owner = current_user);
+CREATE POLICY memd_update ON memd_memories FOR UPDATE
+  USING (owner = current_user) WITH CHECK (owner = current_user);
+
+ALTER TABLE memd_outcomes ENABLE ROW LEVEL SECURITY;
+CREATE POLICY memd_read ON memd_outcomes FOR SELECT USING (owner = current_user);
+
+ALTER TABLE memd_revoked ENABLE ROW LEVEL SECURITY;
+CREATE POLICY memd_read ON memd_revoked FOR SELECT USING (true);
+CREATE POLICY memd_insert ON memd_revoked FOR INSERT WITH CHECK (owner = current_user);
+
+-- Adds one outcome to a memory the caller may see, once per event id. An event for a memory
+-- not in the store yet is kept unapplied: the memory arrives with it counted, or the event is
+-- sent again and applied then.
+CREATE FUNCTION memd_record_outcome(
+  p_event text, p_uid text, p_outcome text, p_at bigint, p_score double precision,
+  p_counted boolean, p_success double precision, p_confidence double precision,
+  p_writer text
+) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+DECLARE
+  visible boolean;
+  done boolean;
+BEGIN
+  SELECT (owner = session_user OR visibility = 'team') INTO visible
+    FROM memd_memories WHERE uid = p_uid;
+  IF visible IS NOT NULL AND NOT visible THEN
+    RETURN false;
+  END IF;
+  INSERT INTO memd_outcomes (event_id, uid, outcome, at)
+    VALUES (p_event, p_uid, p_outcome, p_at) ON CONFLICT (event_id) DO NOTHING;
+  SELECT applied INTO done FROM memd_outcomes WHERE event_id = p_event FOR UPDATE;
+  IF done OR visible IS NULL THEN
+    RETURN done;
+  END IF;
+  UPDATE memd_memories SET
+    score = LEAST(1, GREATEST(0, score + p_score)),
+    uses = uses + CASE WHEN p_counted THEN 1 ELSE 0 END,
+    success_count = success_count + p_success,
+    confidence = CASE WHEN confidence IS NULL THEN NULL
+                      ELSE LEAST(1, GREATEST(0, confidence + p_confidence)) END,
+    outcome_history = CASE WHEN NOT p_counted THEN outcome_history ELSE (
+        SELECT coalesce(jsonb_agg(e ORDER BY n), '[]'::jsonb) FROM (
+          SELECT e, n FROM jsonb_array_elements(
+            outcome_history || jsonb_build_array(jsonb_build_object('outcome', p_outcome, 'at', p_at))
+          ) WITH ORDINALITY AS h(e, n) ORDER BY n DESC LIMIT 10) newest)
+      END,
+    last_outcome = CASE WHEN p_counted THEN p_outcome ELSE last_outcome END,
+    last_used = GREATEST(coalesce(last_used, p_at), p_at),
+    last_writer = p_writer,
+    change_seq = nextval('memd_change_seq')
+  WHERE uid = p_uid AND NOT deleted;
+  UPDATE memd_outcomes SET applied = true WHERE event_id = p_event;
+  RETURN true;
+END
+$fn$;
+REVOKE ALL ON FUNCTION memd_record_outcome(text, text, text, bigint, double precision, boolean,
+  double precision, double precision, text) FROM PUBLIC;
+
+GRANT SELECT ON memd_schema TO memd_user;
+GRANT SELECT, INSERT, UPDATE ON memd_memories TO memd_user;
+GRANT SELECT ON memd_outcomes TO memd_user;
+GRANT SELECT, INSERT ON memd_revoked TO memd_user;
+GRANT USAGE ON SEQUENCE memd_change_seq TO memd_user;
+GRANT EXECUTE ON FUNCTION memd_record_outcome(text, text, text, bigint, double precision,
+  boolean, double precision, double precision, text) TO memd_user;
+"#];
+
+/// The schema version the database is at (0: none yet).
+pub async fn current_version(db: &Client) -> Result<i32> {
+    let exists: bool = db
+        .query_one("SELECT to_regclass('memd_schema') IS NOT NULL", &[])
+        .await?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let v: Option<i32> = db
+        .query_one("SELECT max(version) FROM memd_schema", &[])
+        .await?
+        .get(0);
+    Ok(v.unwrap_or(0))
+}
+
+/// What `migrate` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migrated {
+    pub from: i32,
+    pub to: i32,
+}
+
+/// Brings the schema to `VERSION`, one transaction per version, under an advisory lock so two
+/// daemons starting at once do not both migrate.
+pub async fn migrate(db: &mut Client) -> Result<Migrated> {
+    db.execute("SELECT pg_advisory_lock($1)", &[&MIGRATE_LOCK])
+        .await?;
+    let result = migrate_locked(db).await;
+    db.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATE_LOCK])
+        .await
+        .ok();
+    result
+}
+
+async fn migrate_locked(db: &mut Client) -> Result<Migrated> {
+    db.batch_execute(
+        "CREATE TABLE IF NOT EXISTS memd_schema (
+           version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .await
+    .context("creating memd_schema")?;
+    let from = current_version(db).await?;
+    if from > VERSION {
+        bail!(
+            "the shared store's schema is version {from}, newer than this memd's {VERSION}: \
+             upgrade memd"
+        );
+    }
+    for version in from + 1..=VERSION {
+        let tx = db.transaction().await?;
+        tx.batch_execute(MIGRATIONS[(version - 1) as usize])
+            .await
+            .with_context(|| format!("schema migration {version}"))?;
+        tx.execute("INSERT INTO memd_schema (version) VALUES ($1)", &[&version])
+            .await?;
+        tx.commit().await?;
+    }
+    Ok(Migrated { from, to: VERSION })
+}
+
+/// Creates the login role `name` in the memd user group (or adds an existing role to it),
+/// with `password` if given. Run by the database owner.
+pub async fn add_user(db: &Client, name: &str, password: Option<&str>) -> Result<()> {
+    if name.is_empty()
+        || name.len() > 63
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        || name.starts_with(|c: char| c.is_ascii_digit())
+    {
+        bail!(
+            "role name {name:?}: use 1-63 lowercase letters, digits and underscores, not \
+             starting with a digit"
+        );
+    }
+    let exists: bool = db
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)",
+            &[&name],
+        )
+        .await?
+        .get(0);
+    if !exists {
+        db.batch_execute(&format!("CREATE ROLE {name} LOGIN"))
+            .await?;
+    }
+    db.batch_execute(&format!("GRANT {USER_GROUP} TO {name}"))
+        .await?;
+    if let Some(pw) = password {
+        // A parameter cannot stand in ALTER ROLE: quote it as a literal.
+        let literal = pw.replace('\'', "''");
+        db.batch_execute(&format!("ALTER ROLE {name} PASSWORD '{literal}'"))
+            .await?;
+    }
+    Ok(())
+}
