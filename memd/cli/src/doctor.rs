@@ -245,6 +245,45 @@ fn check_reranker(r: &mut Report, cfg: &Config, health: &proto::HealthResponse) 
     }
 }
 
+/// The shared store, as the daemon last reached it.
+fn check_shared_store(r: &mut Report, cfg: &Config, client: &Client) {
+    if cfg.store.url.is_none() {
+        return;
+    }
+    let status = client
+        .get::<proto::StatsResponse>("/api/stats")
+        .ok()
+        .and_then(|s| s.shared_store);
+    match status {
+        Some(s) if s.connected => r.ok(
+            "shared store",
+            format!(
+                "{} as {}, {:.1} ms, {} waiting to be sent",
+                s.target,
+                s.role.unwrap_or_default(),
+                s.latency_ms.unwrap_or(0.0),
+                s.backlog
+            ),
+        ),
+        Some(s) => r.fail(
+            "shared store",
+            format!(
+                "{}: {} ({} changes wait in the local log)",
+                s.target,
+                s.last_error.unwrap_or_else(|| "not reached yet".into()),
+                s.backlog
+            ),
+            "check store.url, the password file and that the database is up; \
+             `memd store migrate` as its owner if the schema is behind",
+        ),
+        None => r.warn(
+            "shared store",
+            "configured, but the running daemon does not use it",
+            "restart memd so it reads the [store] settings",
+        ),
+    }
+}
+
 /// Daemon, model, token and a search round trip. Returns the port clients should use.
 fn check_daemon(r: &mut Report, cfg: &Config) -> u16 {
     let client = Client::new(cfg);
@@ -275,6 +314,7 @@ fn check_daemon(r: &mut Report, cfg: &Config) -> u16 {
         ),
     }
     check_reranker(r, cfg, &health);
+    check_shared_store(r, cfg, &client);
     let started = Instant::now();
     let req = proto::SearchRequest {
         query: Some("memd doctor round trip".into()),

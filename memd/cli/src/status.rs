@@ -39,11 +39,32 @@ pub fn run_status(json: bool) -> Result<ExitCode> {
         Ok(s) => {
             print_hooks(s);
             print_sidecar(s);
+            print_shared_store(s);
         }
         Err(e) => println!("details:   unavailable ({e})"),
     }
     println!("service:   {}", super::service::state_word());
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_shared_store(s: &StatsResponse) {
+    let Some(st) = &s.shared_store else {
+        println!("shared:    none (local only)");
+        return;
+    };
+    let state = match (st.connected, &st.last_error) {
+        (true, _) => format!(
+            "connected as {}, {:.1} ms",
+            st.role.as_deref().unwrap_or("?"),
+            st.latency_ms.unwrap_or(0.0)
+        ),
+        (false, Some(e)) => format!("unreachable ({e})"),
+        (false, None) => "connecting".to_string(),
+    };
+    println!(
+        "shared:    {} {state}; {} waiting to be sent, {} from other machines",
+        st.target, st.backlog, st.mirrored
+    );
 }
 
 fn report_down(cfg: &Config, client: &Client, e: &ClientError, json: bool) -> ExitCode {

@@ -11,6 +11,8 @@ pub mod ops;
 mod projects;
 pub mod session;
 pub mod sync;
+#[cfg(test)]
+mod sync_tests;
 
 use crate::index::{Lexical, VectorIndex};
 use crate::learn;

@@ -80,7 +80,7 @@ struct Args {
     /// compare against the default in one sitting.
     #[arg(long)]
     no_rerank: bool,
-    /// Only these phases (default: binaries, empty, ingest, sizes; `million` only when named).
+    /// Only these phases (default: binaries, empty, ingest, sizes; `million` and `shared` only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     only: Vec<Phase>,
     /// Directory holding `memd` (default: the directory of this executable).
@@ -118,6 +118,8 @@ enum Phase {
     Sizes,
     /// 1M memories built offline: start time, RSS, disk, search, get-context.
     Million,
+    /// get-context per size, local only and with the shared PostgreSQL store (only when named).
+    Shared,
 }
 
 fn main() -> std::process::ExitCode {
@@ -191,6 +193,7 @@ fn run() -> Result<usize> {
             Phase::Ingest => bench.ingest(),
             Phase::Sizes => bench.sizes(),
             Phase::Million => bench.million(),
+            Phase::Shared => bench.shared(),
         };
         if let Err(e) = result {
             failed += 1;
@@ -252,6 +255,7 @@ fn phases(only: &[Phase]) -> Vec<Phase> {
             Phase::Ingest,
             Phase::Sizes,
             Phase::Million,
+            Phase::Shared,
         ];
         order.into_iter().filter(|p| only.contains(p)).collect()
     }

@@ -16,6 +16,8 @@ use anyhow::{Result, bail};
 
 #[path = "million.rs"]
 mod million;
+#[path = "shared.rs"]
+mod shared;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -542,7 +544,7 @@ impl Bench {
     }
 
     /// `get_context.<label>`: a new prompt in a new conversation each call.
-    fn get_context_figure(
+    pub(crate) fn get_context_figure(
         &mut self,
         d: &Daemon,
         corpus: &mut Corpus,

@@ -1,0 +1,294 @@
+//! The shared store's bookkeeping in the state machine: what is due, what a send clears, what
+//! a received row becomes, and that it all survives a snapshot.
+
+use super::MemState;
+use super::ops::{Op, Output, ScoreBatch};
+use super::sync::{SharedRow, SyncOp, uid};
+use crate::core::Core;
+use crate::record::Record;
+use crate::store::Machine;
+use proto::{Collection, Outcome};
+
+fn state() -> MemState {
+    MemState::new(384).unwrap()
+}
+
+fn insert(s: &mut MemState, c: Collection, text: &str) -> (String, u64) {
+    match s.apply(&Op::Insert(Box::new(Core::new_record(c, text.into(), 1)))) {
+        Output::Inserted { id, key } => (id, key),
+        other => panic!("insert: {other:?}"),
+    }
+}
+
+fn enable(s: &mut MemState) {
+    s.apply(&Op::Sync(SyncOp::Enable {
+        store_id: "here".into(),
+    }));
+}
+
+fn score(s: &mut MemState, id: &str, o: Outcome, at: i64) {
+    s.apply(&Op::ScoreExchange(Box::new(ScoreBatch {
+        exchange: None,
+        exchange_outcome: o,
+        scores: vec![(id.to_string(), o)],
+        concepts: Vec::new(),
+        at,
+        time_weighting: false,
+    })));
+}
+
+fn row_from_elsewhere(uid: &str, text: &str) -> SharedRow {
+    let mut record: Record = Core::new_record(Collection::MemoryBank, text.into(), 5);
+    record.team = true;
+    SharedRow {
+        uid: uid.into(),
+        owner: "alice".into(),
+        deleted: false,
+        record,
+        vector: None,
+    }
+}
+
+fn receive(s: &mut MemState, rows: Vec<SharedRow>, cursor: i64) {
+    s.apply(&Op::Sync(SyncOp::Received { rows, cursor }));
+}
+
+#[test]
+fn nothing_is_tracked_without_a_shared_store() {
+    let mut s = state();
+    let (id, _) = insert(&mut s, Collection::Working, "a takeaway");
+    score(&mut s, &id, Outcome::Worked, 2);
+    assert_eq!(s.backlog(), 0);
+    assert!(s.outbox(10, 10).is_empty());
+}
+
+#[test]
+fn a_send_clears_only_the_changes_it_carried() {
+    let mut s = state();
+    let (first, k1) = insert(&mut s, Collection::MemoryBank, "deploys use make ship");
+    let (_, k2) = insert(&mut s, Collection::MemoryBank, "tests need port 9090");
+    enable(&mut s);
+    assert_eq!(s.backlog(), 2, "every memory made before is due");
+    let sent = s.outbox(10, 10);
+    assert_eq!(sent.memories.len(), 2);
+    // Changed again while the send was on its way: still due afterwards.
+    s.apply(&Op::Update {
+        id: first,
+        content: Some("deploys use make ship, then make verify".into()),
+        tags: None,
+        importance: None,
+        confidence: None,
+        at: 3,
+    });
+    s.apply(&Op::Sync(SyncOp::Sent {
+        memories: sent.memories.iter().map(|m| (m.0, m.1)).collect(),
+        deleted: Vec::new(),
+        events: Vec::new(),
+    }));
+    let due: Vec<u64> = s.outbox(10, 10).memories.iter().map(|m| m.0).collect();
+    assert_eq!(due, vec![k1]);
+    assert!(!due.contains(&k2));
+}
+
+#[test]
+fn a_first_send_leaves_pending_outcomes_to_their_events() {
+    let mut s = state();
+    enable(&mut s);
+    let (id, key) = insert(
+        &mut s,
+        Collection::Working,
+        "restart the worker after a deploy",
+    );
+    score(&mut s, &id, Outcome::Worked, 10);
+    score(&mut s, &id, Outcome::Failed, 11);
+    let now = s.by_key(key).unwrap().clone();
+    assert_eq!(now.uses, 2);
+    let out = s.outbox(10, 10);
+    let (_, _, row, _) = &out.memories[0];
+    assert_eq!(row.uses, 0, "the row goes out without the pending outcomes");
+    assert!((row.score - 0.5).abs() < 1e-9, "{}", row.score);
+    assert!(row.outcome_history.is_empty());
+    assert_eq!(out.events.len(), 2);
+    let delta: f64 = out.events.iter().map(|(_, e)| e.score_delta).sum();
+    assert!((row.score + delta - now.score).abs() < 1e-9);
+    assert!(
+        out.events
+            .iter()
+            .all(|(_, e)| e.uid == uid("here", key) && e.counted)
+    );
+    // Event ids are unique even for outcomes in the same millisecond.
+    score(&mut s, &id, Outcome::Worked, 11);
+    assert_eq!(s.outbox(10, 10).events.len(), 3);
+}
+
+#[test]
+fn a_received_memory_is_mirrored_scored_here_and_edited_only_by_its_owner() {
+    let mut s = state();
+    enable(&mut s);
+    receive(
+        &mut s,
+        vec![row_from_elsewhere(
+            "there:7",
+            "the on-call rota lives in the ops wiki",
+        )],
+        4,
+    );
+    assert_eq!(s.sync().cursor, 4);
+    assert_eq!(s.mirrored_len(), 1);
+    let r = s.records().next().unwrap().clone();
+    assert_eq!(r.origin.as_ref().unwrap().owner, "alice");
+    assert_eq!(s.backlog(), 0, "a mirrored memory is not sent back");
+    for op in [
+        Op::Update {
+            id: r.id.clone(),
+            content: Some("changed".into()),
+            tags: None,
+            importance: None,
+            confidence: None,
+            at: 5,
+        },
+        Op::Delete {
+            id: r.id.clone(),
+            reason: "user".into(),
+        },
+        Op::Share {
+            id: r.id.clone(),
+            team: false,
+            at: 5,
+        },
+    ] {
+        match s.apply(&op) {
+            Output::Rejected(why) => assert!(why.contains("alice"), "{why}"),
+            other => panic!("{op:?}: {other:?}"),
+        }
+    }
+    score(&mut s, &r.id, Outcome::Worked, 6);
+    let out = s.outbox(10, 10);
+    assert_eq!(out.events.len(), 1);
+    assert_eq!(out.events[0].1.uid, "there:7");
+    // A newer version replaces it in place; a deletion removes it.
+    receive(
+        &mut s,
+        vec![row_from_elsewhere(
+            "there:7",
+            "the rota moved to the handbook",
+        )],
+        9,
+    );
+    assert_eq!(s.len(), 1);
+    assert_eq!(
+        s.by_key(r.key).unwrap().content,
+        "the rota moved to the handbook"
+    );
+    assert_eq!(s.by_key(r.key).unwrap().uses, 1, "pending outcome kept");
+    let mut gone = row_from_elsewhere("there:7", "");
+    gone.deleted = true;
+    receive(&mut s, vec![gone], 12);
+    assert!(s.is_empty());
+    assert_eq!(s.mirrored_len(), 0);
+}
+
+#[test]
+fn own_rows_coming_back_bring_other_machines_outcomes() {
+    let mut s = state();
+    enable(&mut s);
+    let (id, key) = insert(
+        &mut s,
+        Collection::MemoryBank,
+        "use the fake gateway on 9090",
+    );
+    let mut back = row_from_elsewhere(&uid("here", key), "");
+    back.record.uses = 7;
+    back.record.success_count = 6.0;
+    score(&mut s, &id, Outcome::Worked, 3);
+    receive(&mut s, vec![back.clone()], 20);
+    assert_eq!(
+        s.by_key(key).unwrap().uses,
+        1,
+        "our own outcome is still pending"
+    );
+    let events = s
+        .outbox(10, 10)
+        .events
+        .iter()
+        .map(|e| e.0.clone())
+        .collect();
+    s.apply(&Op::Sync(SyncOp::Sent {
+        memories: Vec::new(),
+        deleted: Vec::new(),
+        events,
+    }));
+    receive(&mut s, vec![back], 21);
+    let r = s.by_key(key).unwrap();
+    assert_eq!((r.uses, r.success_count), (7, 6.0));
+    assert_eq!(
+        r.content, "use the fake gateway on 9090",
+        "text is never taken back"
+    );
+}
+
+#[test]
+fn only_facts_and_patterns_are_shared_and_sharing_is_a_change_to_send() {
+    let mut s = state();
+    enable(&mut s);
+    let (ex, _) = insert(&mut s, Collection::Working, "User: hi Assistant: hello");
+    let (fact, key) = insert(
+        &mut s,
+        Collection::MemoryBank,
+        "tabs, not spaces, in Makefiles",
+    );
+    s.apply(&Op::Sync(SyncOp::Sent {
+        memories: s
+            .outbox(10, 10)
+            .memories
+            .iter()
+            .map(|m| (m.0, m.1))
+            .collect(),
+        deleted: Vec::new(),
+        events: Vec::new(),
+    }));
+    assert!(matches!(
+        s.apply(&Op::Share {
+            id: ex,
+            team: true,
+            at: 2
+        }),
+        Output::Rejected(_)
+    ));
+    assert!(matches!(
+        s.apply(&Op::Share {
+            id: fact.clone(),
+            team: true,
+            at: 2
+        }),
+        Output::Updated { .. }
+    ));
+    assert!(s.by_key(key).unwrap().team);
+    assert_eq!(s.backlog(), 1);
+    s.apply(&Op::Delete {
+        id: fact,
+        reason: "user".into(),
+    });
+    let out = s.outbox(10, 10);
+    assert!(out.memories.is_empty());
+    assert_eq!(out.deleted, vec![uid("here", key)]);
+}
+
+#[test]
+fn the_bookkeeping_survives_a_snapshot() {
+    let mut s = state();
+    enable(&mut s);
+    let (id, _) = insert(&mut s, Collection::Working, "a takeaway");
+    score(&mut s, &id, Outcome::Partial, 2);
+    receive(
+        &mut s,
+        vec![row_from_elsewhere("there:1", "a team fact")],
+        30,
+    );
+    let bytes = s.encode().unwrap();
+    let mut back = state();
+    back.decode(&bytes).unwrap();
+    assert_eq!(back.sync(), s.sync());
+    assert_eq!(back.backlog(), s.backlog());
+    assert_eq!(back.mirrored_len(), 1, "the uid map is rebuilt");
+}
