@@ -293,6 +293,30 @@ fn postgres_down_mid_session_hooks_answer_and_every_exchange_lands_once() {
         expected,
         "every exchange once"
     );
+
+    // `memd store copy` brings bob's memories into a new machine's local store, once.
+    let fresh = tests::start_daemon();
+    let url = format!("postgres://bob@127.0.0.1:{}/{DB}?sslmode=disable", pg.port);
+    for round in 0..2 {
+        let out = memd_in(&fresh, fresh.root())
+            .args(["store", "copy", "--from", &url, "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let tally: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let imported = tally["imported"].as_u64().unwrap();
+        match round {
+            0 => assert!(imported >= 8, "{tally}"),
+            _ => assert_eq!(imported, 0, "a second copy adds nothing: {tally}"),
+        }
+    }
+    let copied = search(&fresh, "spooled-exchange-7");
+    assert!(
+        copied
+            .iter()
+            .any(|m| m.content.contains("spooled-exchange-7") && m.owner.is_none()),
+        "{copied:?}"
+    );
 }
 
 #[test]

@@ -223,6 +223,15 @@ pub enum StoreAction {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Copy this role's memories from the shared store into the local store (the other way
+    /// needs no command: a daemon with `store.url` set sends every memory it has).
+    Copy {
+        /// postgres://ROLE@HOST:PORT/DB to copy from (default: store.url / MEMD_STORE_URL).
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Create a login role for one user (or let an existing role use memd).
     AddUser {
         /// The role's name (lowercase letters, digits, underscores).
@@ -365,6 +374,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Share { id, private, json } => store::run_share(&id, private, json),
         Command::Store { action } => match action {
             StoreAction::Migrate { url } => store::run_migrate(url.as_deref()),
+            StoreAction::Copy { from, json } => store::run_copy_to_local(from.as_deref(), json),
             StoreAction::AddUser {
                 name,
                 password_file,

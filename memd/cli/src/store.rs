@@ -77,6 +77,21 @@ pub fn run_migrate(url: Option<&str>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `memd store copy --from postgres://…`: this role's memories in the shared store, imported
+/// into the running local daemon (known ids and identical contents are skipped).
+pub fn run_copy_to_local(url: Option<&str>, json: bool) -> Result<ExitCode> {
+    let target = target(url)?;
+    let lines = runtime()?.block_on(memd_pg::own_memories(&target))?;
+    if !json {
+        println!(
+            "{} memories of this role in {}",
+            lines.iter().filter(|b| **b == b'\n').count(),
+            target.describe()
+        );
+    }
+    crate::transfer::import_lines(&lines, json)
+}
+
 /// `memd store add-user <name> [--password-file F]`.
 pub fn run_add_user(
     name: &str,

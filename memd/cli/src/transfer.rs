@@ -114,10 +114,15 @@ pub fn run_import(file: &Path, json: bool) -> Result<ExitCode> {
     } else {
         data = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     }
+    import_lines(&data, json)
+}
+
+/// Sends JSON Lines of records to the running daemon's import, in parts; prints the tally.
+pub fn import_lines(data: &[u8], json: bool) -> Result<ExitCode> {
     let cfg = Config::load(None)?;
     let client = client::connect(&cfg, true)?;
     let mut total = ImportResponse::default();
-    for (first_line, part) in line_parts(&data, IMPORT_PART_BYTES) {
+    for (first_line, part) in line_parts(data, IMPORT_PART_BYTES) {
         let r: ImportResponse = client.post_bytes(
             "/api/import",
             "application/x-ndjson",

@@ -104,6 +104,8 @@ impl Core {
                 continue;
             }
             rec.key = 0;
+            // An imported memory is this store's own, wherever it was exported from.
+            rec.origin = None;
             rec.content = redact::scrub(&rec.content).text;
             rec.tags = rec.tags.iter().map(|t| redact::scrub(t).text).collect();
             rec.metadata = crate::core::scrub_metadata(std::mem::take(&mut rec.metadata));

@@ -45,6 +45,32 @@ pub async fn migrate(target: &Target) -> Result<schema::Migrated> {
     schema::migrate(&mut db).await
 }
 
+/// `memd store copy --from postgres://…`: every memory the target's role owns there, as the
+/// JSON Lines `memd import` reads (no embeddings: the importing daemon makes its own).
+pub async fn own_memories(target: &Target) -> Result<Vec<u8>> {
+    let db = target.connect().await?;
+    let rows = db
+        .query(
+            "SELECT uid, owner, visibility, project, id, collection, content, record, score,
+               uses, success_count, confidence, outcome_history, last_outcome, last_used
+             FROM memd_memories WHERE owner = current_user AND NOT deleted ORDER BY change_seq",
+            &[],
+        )
+        .await?;
+    let mut out = Vec::new();
+    for row in &rows {
+        let uid: String = row.get("uid");
+        match rows::record_of(row) {
+            Ok(r) => {
+                serde_json::to_writer(&mut out, &r)?;
+                out.push(b'\n');
+            }
+            Err(e) => tracing::warn!("shared memory {uid} not copied: {e:#}"),
+        }
+    }
+    Ok(out)
+}
+
 struct Worker {
     core: Arc<Core>,
     target: Target,
@@ -65,6 +91,7 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
         target: target.describe().to_string(),
         ..SharedStoreStatus::default()
     };
+    core.shared.report(status.clone());
     let mut w = Worker {
         core,
         target,
@@ -153,6 +180,9 @@ impl Worker {
         let started = Instant::now();
         db.simple_query("").await?;
         self.status.latency_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
+        // Reachable: say so now, not after a first send that may take minutes.
+        self.status.connected = true;
+        self.core.shared.report(self.status.clone());
         sync::send(&self.core, db, &self.store_id).await?;
         sync::receive(&self.core, db, &self.store_id).await?;
         Ok(())

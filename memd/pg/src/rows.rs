@@ -69,7 +69,8 @@ pub fn shared_row(row: &Row, own: &str) -> Result<(i64, SharedRow)> {
     ))
 }
 
-fn record_of(row: &Row) -> Result<Record> {
+/// The whole memory of a `memd_memories` row (the columns `sync::FEED` names).
+pub fn record_of(row: &Row) -> Result<Record> {
     let Value::Object(mut fields) = row.try_get::<_, Value>("record")? else {
         anyhow::bail!("the record column is not an object");
     };

@@ -28,8 +28,7 @@ DO $$ BEGIN
   END IF;
 END $$;
 
--- Numbers every change; writers take MEMD_WRITE_LOCK first, so the numbers are handed out in
--- commit order and a reader that saw change n has seen every change before it.
+-- Numbers every change (see memd_stamp_change).
 CREATE SEQUENCE memd_change_seq;
 
 CREATE TABLE memd_memories (
@@ -78,6 +77,23 @@ CREATE TABLE memd_revoked (
   change_seq bigint NOT NULL
 );
 CREATE INDEX memd_revoked_change ON memd_revoked (change_seq);
+
+-- Every written row gets the next change number, under a transaction advisory lock: a writer
+-- holds it until it commits, so numbers are handed out in commit order and a reader that saw
+-- change n has seen every change before it. Done here, not by memd, so no client can pick its
+-- own number or skip the lock.
+CREATE FUNCTION memd_stamp_change() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+BEGIN
+  PERFORM pg_advisory_xact_lock(7882829049437922676);
+  NEW.change_seq := nextval('memd_change_seq');
+  RETURN NEW;
+END
+$fn$;
+CREATE TRIGGER memd_memories_stamp BEFORE INSERT OR UPDATE ON memd_memories
+  FOR EACH ROW EXECUTE FUNCTION memd_stamp_change();
+CREATE TRIGGER memd_revoked_stamp BEFORE INSERT ON memd_revoked
+  FOR EACH ROW EXECUTE FUNCTION memd_stamp_change();
 
 ALTER TABLE memd_memories ENABLE ROW LEVEL SECURITY;
 CREATE POLICY memd_read ON memd_memories FOR SELECT
@@ -132,8 +148,7 @@ BEGIN
       END,
     last_outcome = CASE WHEN p_counted THEN p_outcome ELSE last_outcome END,
     last_used = GREATEST(coalesce(last_used, p_at), p_at),
-    last_writer = p_writer,
-    change_seq = nextval('memd_change_seq')
+    last_writer = p_writer
   WHERE uid = p_uid AND NOT deleted;
   UPDATE memd_outcomes SET applied = true WHERE event_id = p_event;
   RETURN true;
@@ -146,7 +161,6 @@ GRANT SELECT ON memd_schema TO memd_user;
 GRANT SELECT, INSERT, UPDATE ON memd_memories TO memd_user;
 GRANT SELECT ON memd_outcomes TO memd_user;
 GRANT SELECT, INSERT ON memd_revoked TO memd_user;
-GRANT USAGE ON SEQUENCE memd_change_seq TO memd_user;
 GRANT EXECUTE ON FUNCTION memd_record_outcome(text, text, text, bigint, double precision,
   boolean, double precision, double precision, text) TO memd_user;
 "#];

@@ -1,9 +1,8 @@
 //! One exchange with the shared store: send what changed here, read what changed there.
 //!
-//! Owns the SQL of the sync. Sending runs in one transaction per batch, under a transaction
-//! advisory lock that every writer takes first, so change numbers are handed out in commit
-//! order; reading runs in a repeatable-read snapshot and advances the cursor to the highest
-//! change it could see. Must never mark something sent before the database committed it (the
+//! Owns the SQL of the sync. Sending runs in one transaction per batch (the schema numbers each
+//! written row in commit order: `memd_stamp_change`); reading runs in a repeatable-read
+//! snapshot and advances the cursor to the highest change it could see. Must never mark something sent before the database committed it (the
 //! `Sent` op is logged after COMMIT) and never apply a row it did not read whole.
 
 use crate::rows;
@@ -16,8 +15,6 @@ use memd_engine::state::{Outbox, SyncOp};
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
-/// Serialises writers (the ASCII of "memdwrit").
-const WRITE_LOCK: i64 = 0x6d65_6d64_7772_6974;
 /// Memories and events per sending transaction: ~0.5 MB of rows with embeddings.
 const ROW_BATCH: usize = 250;
 const EVENT_BATCH: usize = 2_000;
@@ -27,24 +24,23 @@ const READ_BATCH: i64 = 500;
 const UPSERT: &str = "
 INSERT INTO memd_memories (uid, visibility, project, id, collection, content, record, score,
   uses, success_count, confidence, outcome_history, last_outcome, last_used, embedding, deleted,
-  last_writer, change_seq)
+  last_writer)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::real[]::vector, false,
-  $16, nextval('memd_change_seq'))
+  $16)
 ON CONFLICT (uid) DO UPDATE SET visibility = EXCLUDED.visibility, project = EXCLUDED.project,
   id = EXCLUDED.id, collection = EXCLUDED.collection, content = EXCLUDED.content,
   record = EXCLUDED.record, embedding = EXCLUDED.embedding, deleted = false,
-  last_writer = EXCLUDED.last_writer, change_seq = EXCLUDED.change_seq";
+  last_writer = EXCLUDED.last_writer";
 
 /// A team memory made private: its uid goes to `memd_revoked` so teammates drop it.
 const REVOKE: &str = "
-INSERT INTO memd_revoked (uid, owner, change_seq)
-SELECT uid, owner, nextval('memd_change_seq') FROM memd_memories
-WHERE uid = $1 AND visibility = 'team'";
+INSERT INTO memd_revoked (uid, owner)
+SELECT uid, owner FROM memd_memories WHERE uid = $1 AND visibility = 'team'";
 
 /// A deleted memory keeps its uid (so every copy learns of it) and loses its content.
 const TOMBSTONE: &str = "
 UPDATE memd_memories SET deleted = true, content = '', record = '{}', embedding = NULL,
-  outcome_history = '[]', last_writer = $2, change_seq = nextval('memd_change_seq')
+  outcome_history = '[]', last_writer = $2
 WHERE uid = $1 AND NOT deleted";
 
 const OUTCOME: &str = "SELECT memd_record_outcome($1, $2, $3, $4, $5, $6, $7, $8, $9)";
@@ -94,8 +90,6 @@ pub async fn send(core: &Core, db: &mut Client, store_id: &str) -> Result<usize>
 
 async fn send_batch(db: &mut Client, store_id: &str, outbox: &Outbox) -> Result<()> {
     let tx = db.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
-        .await?;
     let (upsert, revoke, tombstone, outcome) = tokio::try_join!(
         tx.prepare(UPSERT),
         tx.prepare(REVOKE),

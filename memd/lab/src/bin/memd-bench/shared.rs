@@ -108,8 +108,18 @@ impl Bench {
     }
 }
 
+/// What the daemon has to send, once its sync worker has started (and counted it).
 fn backlog(d: &Daemon) -> Result<usize> {
-    Ok(d.stats()?.shared_store.map(|s| s.backlog).unwrap_or(0))
+    let started = Instant::now();
+    loop {
+        if let Some(s) = d.stats()?.shared_store {
+            return Ok(s.backlog);
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!("the shared store worker did not start");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Polls until the daemon reports nothing left to send (a background send no request waits for).
