@@ -107,12 +107,20 @@ where
     }
 }
 
-/// The server's message when there is one (`Error`'s Display alone says only "db error").
+/// The server's message when there is one, else the error and its causes (`Error`'s Display
+/// alone says only "db error" or "error performing TLS handshake").
 pub fn error_text(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.severity(), db.message()),
-        None => e.to_string(),
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
     }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 fn describe(c: &Config) -> String {

@@ -135,17 +135,9 @@ async fn store_id(core: &Core) -> Result<String> {
 }
 
 impl Worker {
-    /// One exchange within the timeout; true if it worked.
+    /// One exchange (each round trip within the timeout); true if it worked.
     async fn pass(&mut self) -> bool {
-        let limit = self.target.timeout();
-        let result = match tokio::time::timeout(limit, self.exchange()).await {
-            Ok(r) => r,
-            Err(_) => Err(anyhow::anyhow!(
-                "no answer within {} ms (store.timeout_ms)",
-                limit.as_millis()
-            )),
-        };
-        match result {
+        match self.exchange().await {
             Ok(()) => {
                 self.status.connected = true;
                 self.status.last_error = None;
@@ -177,14 +169,15 @@ impl Worker {
         let Some(db) = self.db.as_mut() else {
             bail!("not connected");
         };
+        let limit = self.target.timeout();
         let started = Instant::now();
-        db.simple_query("").await?;
+        sync::within(limit, db.simple_query("")).await?;
         self.status.latency_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
         // Reachable: say so now, not after a first send that may take minutes.
         self.status.connected = true;
         self.core.shared.report(self.status.clone());
-        sync::send(&self.core, db, &self.store_id).await?;
-        sync::receive(&self.core, db, &self.store_id).await?;
+        sync::send(&self.core, db, &self.store_id, limit).await?;
+        sync::receive(&self.core, db, &self.store_id, limit).await?;
         Ok(())
     }
 

@@ -12,6 +12,7 @@ use memd_engine::core::Core;
 use memd_engine::state::ops::Op;
 use memd_engine::state::sync::uid;
 use memd_engine::state::{Outbox, SyncOp};
+use std::time::Duration;
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
@@ -66,8 +67,23 @@ const HORIZON: &str = "
 SELECT greatest((SELECT max(change_seq) FROM memd_memories),
                 (SELECT max(change_seq) FROM memd_revoked), 0)";
 
+/// `work`, or an error once `limit` has passed (one round trip's budget: `store.timeout_ms`).
+/// A first send of many memories takes many round trips, each with the whole budget.
+pub async fn within<T, E>(limit: Duration, work: impl Future<Output = Result<T, E>>) -> Result<T>
+where
+    E: Into<anyhow::Error>,
+{
+    match tokio::time::timeout(limit, work).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(_) => Err(anyhow::anyhow!(
+            "no answer within {} ms (store.timeout_ms)",
+            limit.as_millis()
+        )),
+    }
+}
+
 /// Sends everything due, batch by batch; returns how many items went.
-pub async fn send(core: &Core, db: &mut Client, store_id: &str) -> Result<usize> {
+pub async fn send(core: &Core, db: &mut Client, store_id: &str, limit: Duration) -> Result<usize> {
     let mut sent = 0;
     loop {
         let outbox = core.store.read(|s| s.outbox(ROW_BATCH, EVENT_BATCH));
@@ -75,7 +91,7 @@ pub async fn send(core: &Core, db: &mut Client, store_id: &str) -> Result<usize>
             return Ok(sent);
         }
         let n = outbox.memories.len() + outbox.deleted.len() + outbox.events.len();
-        send_batch(db, store_id, &outbox).await?;
+        within(limit, send_batch(db, store_id, &outbox)).await?;
         let done = SyncOp::Sent {
             memories: outbox.memories.iter().map(|m| (m.0, m.1)).collect(),
             deleted: outbox.deleted.clone(),
@@ -243,26 +259,19 @@ impl EventParams {
 }
 
 /// Reads what others changed since the cursor and applies it here; returns rows applied.
-pub async fn receive(core: &Core, db: &mut Client, store_id: &str) -> Result<usize> {
+pub async fn receive(
+    core: &Core,
+    db: &mut Client,
+    store_id: &str,
+    limit: Duration,
+) -> Result<usize> {
     let mut applied = 0;
+    let own = format!("{store_id}:");
     loop {
         let cursor = core.store.read(|s| s.sync().cursor);
-        let tx = db
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
-        let horizon: i64 = tx.query_one(HORIZON, &[]).await?.get(0);
-        if horizon <= cursor {
-            tx.commit().await?;
+        let Some((horizon, found)) = within(limit, read_batch(db, cursor, &own)).await? else {
             return Ok(applied);
-        }
-        let own = format!("{store_id}:");
-        let found = tx
-            .query(FEED, &[&cursor, &horizon, &own, &READ_BATCH])
-            .await?;
-        tx.commit().await?;
+        };
         let full = found.len() as i64 == READ_BATCH;
         let mut rows = Vec::with_capacity(found.len());
         let mut reached = cursor;
@@ -292,4 +301,29 @@ pub async fn receive(core: &Core, db: &mut Client, store_id: &str) -> Result<usi
             return Ok(applied);
         }
     }
+}
+
+/// The horizon and up to `READ_BATCH` changes after `cursor`, in one snapshot; `None` when
+/// nothing changed.
+async fn read_batch(
+    db: &mut Client,
+    cursor: i64,
+    own: &str,
+) -> Result<Option<(i64, Vec<tokio_postgres::Row>)>, tokio_postgres::Error> {
+    let tx = db
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let horizon: i64 = tx.query_one(HORIZON, &[]).await?.get(0);
+    if horizon <= cursor {
+        tx.commit().await?;
+        return Ok(None);
+    }
+    let found = tx
+        .query(FEED, &[&cursor, &horizon, &own, &READ_BATCH])
+        .await?;
+    tx.commit().await?;
+    Ok(Some((horizon, found)))
 }

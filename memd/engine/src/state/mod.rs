@@ -1,9 +1,10 @@
 //! memd's state machine: every memory, the derived indexes, sessions and the routing graph.
 //!
 //! Owns the in-memory state that the store's write-ahead log rebuilds: records by key, id and
-//! content-hash lookups, per-conversation hook state, the routing graph, lifecycle counters. The
-//! vector and lexical indexes are derived and updated in `apply`. Must never do I/O in `apply`
-//! beyond the derived in-memory indexes, and never read the clock (ops carry their times).
+//! content-hash lookups, per-conversation hook state, the routing graph, lifecycle counters, the
+//! shared store's bookkeeping (`sync`). The vector and lexical indexes are derived and updated in
+//! `apply` (the vector index's files: `vector_files`). Must never do I/O in `apply` beyond the
+//! derived in-memory indexes, and never read the clock (ops carry their times).
 
 #[cfg(test)]
 mod compat_tests;
@@ -13,6 +14,7 @@ pub mod session;
 pub mod sync;
 #[cfg(test)]
 mod sync_tests;
+mod vector_files;
 
 use crate::index::{Lexical, VectorIndex};
 use crate::learn;
@@ -26,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use session::Sessions;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 pub use sync::{Outbox, OutcomeEvent, SharedRow, SyncOp, SyncState};
 
@@ -211,15 +213,6 @@ impl MemState {
         Output::Inserted { id, key }
     }
 
-    /// A memory from the shared store is edited, moved and deleted only by its own daemon.
-    fn refuse_mirrored(&self, key: u64) -> Option<Output> {
-        let origin = self.records.get(&key)?.origin.as_ref()?;
-        Some(Output::Rejected(format!(
-            "this memory is shared by {} from another machine; change it there",
-            origin.owner
-        )))
-    }
-
     fn apply_update(
         &mut self,
         id: &str,
@@ -285,30 +278,6 @@ impl MemState {
             return Output::Rejected(format!("{id} is not a memory_bank entry"));
         }
         r.archived = true;
-        r.updated_at = at;
-        let id = r.id.clone();
-        self.touch(key);
-        Output::Updated { id }
-    }
-
-    /// Shares a memory-bank fact or pattern with the team, or makes it private again.
-    fn apply_share(&mut self, id: &str, team: bool, at: i64) -> Output {
-        let Some(&key) = self.ids.get(id) else {
-            return Output::NotFound { id: id.into() };
-        };
-        if let Some(refused) = self.refuse_mirrored(key) {
-            return refused;
-        }
-        let Some(r) = self.records.get_mut(&key) else {
-            return Output::NotFound { id: id.into() };
-        };
-        if team && !matches!(r.collection, Collection::MemoryBank | Collection::Patterns) {
-            return Output::Rejected(format!(
-                "{id} is in {}: only memory_bank facts and patterns can be shared",
-                r.collection.as_str()
-            ));
-        }
-        r.team = team;
         r.updated_at = at;
         let id = r.id.clone();
         self.touch(key);
@@ -516,26 +485,6 @@ pub fn new_id(c: Collection) -> String {
     format!("{}_{n:012x}", c.as_str())
 }
 
-fn vectors_file(dir: &Path, generation: u64) -> PathBuf {
-    dir.join(format!("vectors.{generation:08}.usearch"))
-}
-
-/// Vector index files in `dir`, newest generation first.
-fn vector_files(dir: &Path) -> Vec<(u64, PathBuf)> {
-    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let g = name.strip_prefix("vectors.")?.strip_suffix(".usearch")?;
-            Some((g.parse().ok()?, e.path()))
-        })
-        .collect();
-    found.sort_by_key(|f| std::cmp::Reverse(f.0));
-    found
-}
-
 impl Machine for MemState {
     type Op = Op;
     type Output = Output;
@@ -636,40 +585,10 @@ impl Machine for MemState {
     }
 
     fn save_side_files(&self, dir: &Path, generation: u64) -> Result<()> {
-        self.vectors.save(&vectors_file(dir, generation))?;
-        for (g, path) in vector_files(dir) {
-            if g < generation {
-                std::fs::remove_file(path).ok();
-            }
-        }
-        Ok(())
+        self.save_vectors(dir, generation)
     }
 
     fn load_side_files(&mut self, dir: &Path, generation: u64) -> Result<()> {
-        // Any index at least as new as the snapshot works: replaying the WAL on top of it is
-        // idempotent (upserts and removals). Anything missing is re-embedded in the background.
-        let dims = self.vectors.dims();
-        for (g, path) in vector_files(dir) {
-            if g < generation {
-                break;
-            }
-            match VectorIndex::load(&path, dims) {
-                Ok(ix) => {
-                    self.vectors = Arc::new(ix);
-                    self.index_origin = "loaded".into();
-                    break;
-                }
-                Err(e) => tracing::warn!("vector index {} unusable: {e}", path.display()),
-            }
-        }
-        if self.index_origin != "loaded" && !self.records.is_empty() {
-            self.index_origin = "rebuilt".into();
-        }
-        let keys: Vec<u64> = self.records.keys().copied().collect();
-        self.pending = keys
-            .into_iter()
-            .filter(|k| !self.vectors.contains(*k))
-            .collect();
-        Ok(())
+        self.load_vectors(dir, generation)
     }
 }

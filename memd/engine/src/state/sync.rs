@@ -182,6 +182,39 @@ impl MemState {
         self.sync.events.insert(id, event);
     }
 
+    /// A memory from the shared store is edited, moved and deleted only by its own daemon.
+    pub(super) fn refuse_mirrored(&self, key: u64) -> Option<Output> {
+        let origin = self.records.get(&key)?.origin.as_ref()?;
+        Some(Output::Rejected(format!(
+            "this memory is shared by {} from another machine; change it there",
+            origin.owner
+        )))
+    }
+
+    /// Shares a memory-bank fact or pattern with the team, or makes it private again.
+    pub(super) fn apply_share(&mut self, id: &str, team: bool, at: i64) -> Output {
+        let Some(&key) = self.ids.get(id) else {
+            return Output::NotFound { id: id.into() };
+        };
+        if let Some(refused) = self.refuse_mirrored(key) {
+            return refused;
+        }
+        let Some(r) = self.records.get_mut(&key) else {
+            return Output::NotFound { id: id.into() };
+        };
+        if team && !matches!(r.collection, Collection::MemoryBank | Collection::Patterns) {
+            return Output::Rejected(format!(
+                "{id} is in {}: only memory_bank facts and patterns can be shared",
+                r.collection.as_str()
+            ));
+        }
+        r.team = team;
+        r.updated_at = at;
+        let id = r.id.clone();
+        self.touch(key);
+        Output::Updated { id }
+    }
+
     pub(super) fn apply_sync(&mut self, op: &SyncOp) -> Output {
         match op {
             SyncOp::Enable { store_id } => {
