@@ -6,6 +6,7 @@
 //! hooks, the CLI and the MCP bridge run inside them.
 
 pub mod project;
+pub mod shared_store;
 
 pub use memd_testkit::{Daemon, Spec, bin_dir, run_hook, runtime_dir, target_bin as bin};
 

@@ -5,108 +5,11 @@
 //! `MEMD_SOAK_SECS` sets how long the concurrent-outcome test runs (default 5 s; the issue's
 //! figure is 60).
 
-use memd_testkit::postgres::Postgres;
-use proto::{SearchResponse, StatsResponse};
 use serde_json::json;
 use std::time::{Duration, Instant};
-use tests::project::{Bridge, make_repo, memd_in, prompt_in, stop_in};
-use tests::{Daemon, Spec};
-
-const DB: &str = "memd";
-
-/// A database migrated by `memd store migrate`, with a role per user from `memd store add-user`.
-fn team_database(users: &[&str]) -> Postgres {
-    let pg = Postgres::start().unwrap_or_else(|e| panic!("{e}"));
-    pg.psql("postgres", &format!("CREATE DATABASE {DB}"))
-        .unwrap();
-    let admin = format!("{}?sslmode=disable", pg.url(DB));
-    memd(&["store", "migrate", "--url", &admin]);
-    for u in users {
-        memd(&["store", "add-user", u, "--url", &admin]);
-    }
-    pg
-}
-
-/// Runs the memd CLI outside any daemon; its stdout.
-fn memd(args: &[&str]) -> String {
-    let out = std::process::Command::new(tests::bin("memd"))
-        .args(args)
-        .env_remove("MEMD_STORE_URL")
-        .output()
-        .expect("run memd");
-    assert!(
-        out.status.success(),
-        "memd {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A daemon that connects to the shared store as `role`, syncing every 100 ms.
-fn daemon_as(pg: &Postgres, role: &str) -> Daemon {
-    let url = format!(
-        "postgres://{role}@127.0.0.1:{}/{DB}?sslmode=disable",
-        pg.port
-    );
-    let d = daemon_at(&url, "");
-    connected(&d);
-    d
-}
-
-/// A daemon for the shared store at `url`, with more `[store]` settings.
-fn daemon_at(url: &str, store_toml: &str) -> Daemon {
-    let spec = Spec {
-        env: vec![("MEMD_STORE_URL".into(), url.to_string())],
-        config_toml: Some(format!(
-            "[store]\nsync_ms = 100\ntimeout_ms = 2000\n{store_toml}"
-        )),
-        ..Spec::new()
-    };
-    Daemon::start(spec).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn connected(d: &Daemon) {
-    let started = Instant::now();
-    while !shared(d).is_some_and(|s| s.connected) {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the daemon never reached the shared store: {:?}\n{}",
-            shared(d),
-            d.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn shared(d: &Daemon) -> Option<proto::SharedStoreStatus> {
-    d.get::<StatsResponse>("/api/stats").shared_store
-}
-
-/// Waits until everything `d` wrote is in the shared store.
-fn drained(d: &Daemon) {
-    tests::eventually("the local backlog is sent", || {
-        shared(d).is_some_and(|s| s.connected && s.backlog == 0)
-    });
-}
-
-fn search(d: &Daemon, query: &str) -> Vec<proto::MemoryView> {
-    d.post::<_, SearchResponse>(
-        "/api/search",
-        &json!({"query": query, "limit": 50, "project": "all"}),
-    )
-    .results
-}
-
-/// `sql` run as `role` (SET ROLE: row-level security applies as to that user's daemon).
-fn psql_as(pg: &Postgres, role: &str, sql: &str) -> String {
-    pg.psql(DB, &format!("SET ROLE {role}; {sql}"))
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
-fn repo_for(d: &Daemon) -> std::path::PathBuf {
-    make_repo(d.root(), "app", Some("git@example.com:team/app.git"))
-}
+use tests::Daemon;
+use tests::project::{Bridge, memd_in, prompt_in, stop_in};
+use tests::shared_store::*;
 
 #[test]
 fn a_shared_fact_reaches_a_teammate_and_private_memory_stays_private() {
@@ -419,184 +322,60 @@ fn session(d: &Daemon, conv: &str, fact: &str, until: Instant) -> usize {
 }
 
 #[test]
-fn tls_when_the_url_asks_for_it_verified_against_the_configured_ca() {
-    let pg = team_database(&["carol"]);
-    let (ca_pem, cert_pem, key_pem) = certificates();
-    let front = TlsFront::start(pg.port, &cert_pem, &key_pem);
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("team-ca.pem");
-    std::fs::write(&ca, ca_pem).unwrap();
-    let url = format!(
-        "postgres://carol@127.0.0.1:{}/{DB}?sslmode=require",
-        front.port
-    );
-
-    // A certificate no trusted root vouches for is refused, and memd says why.
-    let untrusted = daemon_at(&url, "");
-    tests::eventually("the untrusted certificate is reported", || {
-        shared(&untrusted)
-            .and_then(|s| s.last_error)
-            .is_some_and(|e| e.contains("certificate"))
-    });
-    drop(untrusted);
-    assert_eq!(front.sessions(), 0, "no session over a refused certificate");
-
-    let d = daemon_at(&url, &format!("ca_file = {:?}\n", ca.display().to_string()));
-    connected(&d);
-    let fact: proto::MemoryBankResponse = d.post(
-        "/api/memory-bank/add",
-        &json!({"content": "Staging certificates are renewed by the cert-bot job every Monday"}),
-    );
-    drained(&d);
-    assert_eq!(
-        pg.psql(
-            DB,
-            &format!(
-                "SELECT owner FROM memd_memories WHERE id = '{}'",
-                fact.doc_id
-            )
-        )
-        .unwrap(),
-        "carol"
-    );
-    assert!(front.sessions() >= 1, "memd spoke to the store over TLS");
-}
-
-/// A CA, and a server certificate it signed for 127.0.0.1 and localhost (PEM: CA, cert, key).
-fn certificates() -> (String, String, String) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .unwrap();
-    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
-    (ca.pem(), cert.pem(), key.serialize_pem())
-}
-
-/// PostgreSQL's TLS negotiation in front of the throwaway server, whose build has no OpenSSL:
-/// it answers a client's SSLRequest with `S`, completes the TLS handshake with the given
-/// certificate (rustls), then relays the protocol in plain to the server. It refuses clients
-/// that do not ask for TLS, and counts sessions that got through the handshake.
-struct TlsFront {
-    port: u16,
-    sessions: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    _runtime: tokio::runtime::Runtime,
-}
-
-/// The SSLRequest message: length 8, code 80877103.
-const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 4, 210, 22, 47];
-
-impl TlsFront {
-    fn start(pg_port: u16, cert_pem: &str, key_pem: &str) -> TlsFront {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let certs: Vec<_> = rustls_pemfile::certs(&mut cert_pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let key = rustls_pemfile::private_key(&mut key_pem.as_bytes())
-            .unwrap()
-            .unwrap();
-        let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-        let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let sessions = std::sync::Arc::new(AtomicUsize::new(0));
-        let counted = sessions.clone();
-        runtime.spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                let (acceptor, counted) = (acceptor.clone(), counted.clone());
-                tokio::spawn(async move {
-                    let mut first = [0u8; 8];
-                    if client.read_exact(&mut first).await.is_err() || first != SSL_REQUEST {
-                        return;
-                    }
-                    if client.write_all(b"S").await.is_err() {
-                        return;
-                    }
-                    let Ok(mut tls) = acceptor.accept(client).await else {
-                        return;
-                    };
-                    let Ok(mut server) =
-                        tokio::net::TcpStream::connect(("127.0.0.1", pg_port)).await
-                    else {
-                        return;
-                    };
-                    counted.fetch_add(1, Ordering::SeqCst);
-                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut server).await;
-                });
-            }
-        });
-        TlsFront {
-            port,
-            sessions,
-            _runtime: runtime,
-        }
-    }
-
-    fn sessions(&self) -> usize {
-        self.sessions.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-#[test]
-fn the_schema_is_migrated_at_start_when_the_role_may_and_explained_when_not() {
-    let pg = Postgres::start().unwrap_or_else(|e| panic!("{e}"));
-    for sql in [
-        "CREATE ROLE erin LOGIN CREATEROLE",
-        "CREATE ROLE dave LOGIN",
-        "CREATE DATABASE erins OWNER erin",
-        "CREATE DATABASE plain",
-    ] {
-        pg.psql("postgres", sql).unwrap();
-    }
-    // Creating the extension takes a superuser; everything else the database's owner may do.
-    pg.psql("erins", "CREATE EXTENSION vector").unwrap();
-    pg.psql("plain", "CREATE EXTENSION vector").unwrap();
-    let url = |role: &str, db: &str| {
-        format!(
-            "postgres://{role}@127.0.0.1:{}/{db}?sslmode=disable",
-            pg.port
-        )
+fn one_user_on_two_machines_has_one_memory() {
+    let pg = team_database(&["alice"]);
+    let laptop = daemon_as(&pg, "alice");
+    let desktop = daemon_as(&pg, "alice");
+    let add = |d: &Daemon, text: &str| -> String {
+        let r: proto::MemoryBankResponse = d.post(
+            "/api/memory-bank/add",
+            &json!({"content": text, "scope": "global"}),
+        );
+        r.doc_id
     };
-
-    // A role that may not create the schema gets told what to run.
-    let d = daemon_at(&url("dave", "plain"), "");
-    tests::eventually("the missing schema is explained", || {
-        shared(&d)
-            .and_then(|s| s.last_error)
-            .is_some_and(|e| e.contains("version 0") && e.contains("memd store migrate"))
+    // Private facts: the same user's other machine sees them all the same.
+    let vpn = add(&laptop, "The office VPN profile lives in ~/vpn/office.ovpn");
+    let old = add(&laptop, "Builds run on the build-1.internal server");
+    drained(&laptop);
+    tests::eventually("the desktop has the laptop's facts", || {
+        tests::lookup(&desktop, &vpn).is_some() && tests::lookup(&desktop, &old).is_some()
     });
-    drop(d);
-
-    // The database's owner migrates at start, and is warned that it reads everyone's rows.
-    let d = daemon_at(&url("erin", "erins"), "");
-    connected(&d);
     assert_eq!(
-        pg.psql("erins", "SELECT max(version) FROM memd_schema")
-            .unwrap(),
-        "1"
+        tests::lookup(&desktop, &vpn).unwrap().owner.as_deref(),
+        Some("alice")
     );
-    tests::eventually("the owner is warned", || {
-        d.log_text().contains("bypasses row-level security")
-            || d.log_text().contains("owns the tables")
+
+    // The desktop corrects one and archives the other; the laptop, where they were made, follows.
+    let (status, body) = desktop.post_raw(
+        "/api/memory-bank/update",
+        json!({"id": vpn, "content": "The office VPN profile moved to ~/.config/vpn/office.ovpn"})
+            .to_string()
+            .as_bytes(),
+        true,
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = desktop.post_raw(
+        "/api/memory-bank/archive",
+        json!({"id": old}).to_string().as_bytes(),
+        true,
+    );
+    assert_eq!(status, 200, "{body}");
+    drained(&desktop);
+    tests::eventually("the laptop takes the correction", || {
+        tests::lookup(&laptop, &vpn).is_some_and(|m| m.content.contains(".config/vpn"))
     });
-    // A second migration changes nothing.
-    let out = memd(&["store", "migrate", "--url", &url("erin", "erins")]);
-    assert!(out.contains("already at version 1"), "{out}");
+    tests::eventually("the laptop takes the archive", || {
+        search(&laptop, "which server do builds run on")
+            .iter()
+            .all(|m| !m.content.contains("build-1"))
+    });
+    // Re-embedded for its new text: found by what it now says.
+    laptop.wait_embedded(Duration::from_secs(60));
+    assert!(
+        search(&laptop, "where is the VPN profile now")
+            .first()
+            .is_some_and(|m| m.id == vpn),
+        "{:?}",
+        search(&laptop, "where is the VPN profile now")
+    );
 }

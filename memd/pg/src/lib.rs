@@ -223,6 +223,12 @@ impl Worker {
                  add-user`"
             );
         }
+        if self.core.store.read(|s| s.sync().role.clone()).as_deref() != Some(role.as_str()) {
+            self.core
+                .commit(vec![Op::Sync(SyncOp::Role { role: role.clone() })])
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
         self.status.role = Some(role);
         Ok(db)
     }

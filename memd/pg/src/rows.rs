@@ -42,16 +42,16 @@ pub fn rest_of(r: &Record) -> Result<Value> {
     Ok(Value::Object(fields))
 }
 
-/// A row of `sync::FEED`, with its change number. Rows whose uid starts with `own` (this
-/// store's memories) carry only their counts.
-pub fn shared_row(row: &Row, own: &str) -> Result<(i64, SharedRow)> {
+/// A row of `sync::FEED`, with its change number.
+pub fn shared_row(row: &Row) -> Result<(i64, SharedRow)> {
     let uid: String = row.try_get("uid")?;
     let deleted: bool = row.try_get("deleted")?;
     let change_seq: i64 = row.try_get("change_seq")?;
     let owner: String = row.try_get("owner")?;
+    let counts_only: bool = row.try_get("counts_only")?;
     let record = if deleted {
         placeholder(&uid)
-    } else if uid.starts_with(own) {
+    } else if counts_only {
         counts_of(row, placeholder(&uid))?
     } else {
         record_of(row).with_context(|| format!("shared memory {uid}"))?
@@ -65,6 +65,7 @@ pub fn shared_row(row: &Row, own: &str) -> Result<(i64, SharedRow)> {
             deleted,
             record,
             vector: vector.map(|v| quantized(&v)),
+            counts_only,
         },
     ))
 }

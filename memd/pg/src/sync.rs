@@ -10,7 +10,6 @@ use anyhow::{Context, Result};
 use futures_util::future::try_join_all;
 use memd_engine::core::Core;
 use memd_engine::state::ops::Op;
-use memd_engine::state::sync::uid;
 use memd_engine::state::{Outbox, SyncOp};
 use std::time::Duration;
 use tokio_postgres::Client;
@@ -47,19 +46,21 @@ WHERE uid = $1 AND NOT deleted";
 const OUTCOME: &str = "SELECT memd_record_outcome($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// Every change this role may see (row-level security leaves out the rest), and revocations
-/// of team memories by others. This store's own memories come back too, for the outcomes other
-/// machines added to them, but without their text and embedding: only the counts are news.
+/// of team memories by others. This store's own memories come back too, for the outcomes and
+/// edits other machines added; when this store wrote them last, without their text and
+/// embedding (`counts_only`): only the counts can be news.
 const FEED: &str = "
 SELECT uid, owner, visibility, project, id, collection,
-  CASE WHEN own THEN '' ELSE content END AS content,
-  CASE WHEN own THEN '{}'::jsonb ELSE record END AS record,
+  CASE WHEN counts_only THEN '' ELSE content END AS content,
+  CASE WHEN counts_only THEN '{}'::jsonb ELSE record END AS record,
   score, uses, success_count, confidence, outcome_history, last_outcome, last_used,
-  CASE WHEN own THEN NULL ELSE embedding::real[] END AS embedding, deleted, change_seq
-FROM (SELECT *, starts_with(uid, $3) AS own FROM memd_memories
+  CASE WHEN starts_with(uid, $3) THEN NULL ELSE embedding::real[] END AS embedding, deleted,
+  change_seq, counts_only
+FROM (SELECT *, starts_with(uid, $3) AND last_writer = $5 AS counts_only FROM memd_memories
       WHERE change_seq > $1 AND change_seq <= $2) changed
 UNION ALL
 SELECT uid, owner, 'private', NULL, '', '', '', '{}'::jsonb, 0, 0, 0, NULL, '[]'::jsonb, NULL,
-  NULL, NULL, true, change_seq
+  NULL, NULL, true, change_seq, false
 FROM memd_revoked WHERE change_seq > $1 AND change_seq <= $2 AND owner <> current_user
 ORDER BY change_seq LIMIT $4";
 
@@ -93,7 +94,11 @@ pub async fn send(core: &Core, db: &mut Client, store_id: &str, limit: Duration)
         let n = outbox.memories.len() + outbox.deleted.len() + outbox.events.len();
         within(limit, send_batch(db, store_id, &outbox)).await?;
         let done = SyncOp::Sent {
-            memories: outbox.memories.iter().map(|m| (m.0, m.1)).collect(),
+            memories: outbox
+                .memories
+                .iter()
+                .map(|m| (m.key, m.revision))
+                .collect(),
             deleted: outbox.deleted.clone(),
             events: outbox.events.iter().map(|e| e.0.clone()).collect(),
         };
@@ -115,8 +120,8 @@ async fn send_batch(db: &mut Client, store_id: &str, outbox: &Outbox) -> Result<
     // Every statement of the batch is queued at once (pipelined on the connection, executed
     // in order): one round trip per batch instead of one per row.
     let mut rows = Vec::with_capacity(outbox.memories.len());
-    for (key, _, r, vector) in &outbox.memories {
-        rows.push(MemoryRow::new(uid(store_id, *key), r, vector.clone())?);
+    for m in &outbox.memories {
+        rows.push(MemoryRow::new(m.uid.clone(), &m.record, m.vector.clone())?);
     }
     let events: Vec<EventParams> = outbox
         .events
@@ -276,7 +281,7 @@ pub async fn receive(
         let mut rows = Vec::with_capacity(found.len());
         let mut reached = cursor;
         for row in &found {
-            match rows::shared_row(row, &own) {
+            match rows::shared_row(row) {
                 Ok((seq, r)) => {
                     reached = reached.max(seq);
                     rows.push(r);
@@ -321,8 +326,9 @@ async fn read_batch(
         tx.commit().await?;
         return Ok(None);
     }
+    let store_id = own.trim_end_matches(':');
     let found = tx
-        .query(FEED, &[&cursor, &horizon, &own, &READ_BATCH])
+        .query(FEED, &[&cursor, &horizon, &own, &READ_BATCH, &store_id])
         .await?;
     tx.commit().await?;
     Ok(Some((horizon, found)))

@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
-pub use sync::{Outbox, OutcomeEvent, SharedRow, SyncOp, SyncState};
+pub use sync::{Outbox, OutboxRow, OutcomeEvent, SharedRow, SyncOp, SyncState};
 
 /// How many sidecar attempts are kept for `memd status`.
 const SIDECAR_ATTEMPTS_KEPT: usize = 50;

@@ -30,6 +30,10 @@ pub struct SyncState {
     pub revision: u64,
     /// The shared store's change number read up to.
     pub cursor: i64,
+    /// The database role this store writes as: memories from the shared store that it owns
+    /// (made on the same user's other machines) may be edited here too.
+    #[serde(default)]
+    pub role: Option<String>,
 }
 
 /// One outcome as the shared store applies it: the same deltas the memory took here, added
@@ -57,6 +61,9 @@ pub struct SharedRow {
     /// Its embedding, quantised like the local index keeps it; `None` when it has none yet.
     #[serde(default)]
     pub vector: Option<serde_bytes::ByteBuf>,
+    /// Only the scores are news (one of this store's own memories, last written here).
+    #[serde(default)]
+    pub counts_only: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,16 +78,29 @@ pub enum SyncOp {
     },
     /// Rows read from the shared store, in change order, up to change number `cursor`.
     Received { rows: Vec<SharedRow>, cursor: i64 },
+    /// The database role this store writes as (logged when it is first or newly known).
+    Role { role: String },
 }
 
 /// What is due for the shared store, read under one lock so rows and events agree.
 #[derive(Debug, Default)]
 pub struct Outbox {
-    /// `(key, revision, row to write, embedding)`. The row's counts leave out the events
-    /// still pending for it: those are added by the events themselves, exactly once.
-    pub memories: Vec<(u64, u64, Record, Option<Vec<f32>>)>,
+    pub memories: Vec<OutboxRow>,
     pub deleted: Vec<String>,
     pub events: Vec<(String, OutcomeEvent)>,
+}
+
+/// A changed memory to write.
+#[derive(Debug)]
+pub struct OutboxRow {
+    pub key: u64,
+    /// The change's number: `SyncOp::Sent` clears the memory only if it did not change since.
+    pub revision: u64,
+    pub uid: String,
+    /// Its counts leave out the events still pending for it: those are added by the events
+    /// themselves, exactly once.
+    pub record: Record,
+    pub vector: Option<Vec<f32>>,
 }
 
 impl Outbox {
@@ -117,10 +137,19 @@ impl MemState {
             .sync
             .dirty
             .iter()
-            .filter_map(|(&key, &rev)| {
+            .filter_map(|(&key, &revision)| {
                 let r = self.records.get(&key)?;
-                let row = without_pending(r, &uid(store_id, key), &self.sync.events);
-                Some((key, rev, row, self.vectors.get(key)))
+                let uid = match &r.origin {
+                    Some(o) => o.uid.clone(),
+                    None => uid(store_id, key),
+                };
+                Some(OutboxRow {
+                    key,
+                    revision,
+                    record: without_pending(r, &uid, &self.sync.events),
+                    uid,
+                    vector: self.vectors.get(key),
+                })
             })
             .take(max_rows)
             .collect();
@@ -137,12 +166,13 @@ impl MemState {
         }
     }
 
-    /// Notes a change to the memory with `key` for the shared store (local memories only).
+    /// Notes a change to the memory with `key` for the shared store: this store's own
+    /// memories, and those of its role made on another machine.
     pub(super) fn touch(&mut self, key: u64) {
         if self.sync.store_id.is_none() {
             return;
         }
-        if self.records.get(&key).is_some_and(|r| r.origin.is_none()) {
+        if self.records.get(&key).is_some_and(|r| self.writes(r)) {
             self.sync.revision += 1;
             self.sync.dirty.insert(key, self.sync.revision);
         }
@@ -150,9 +180,26 @@ impl MemState {
 
     /// Notes the deletion of `r` (called before it is removed).
     pub(super) fn touch_deleted(&mut self, r: &Record) {
-        if let (Some(store_id), None) = (&self.sync.store_id, &r.origin) {
-            self.sync.deleted.insert(uid(store_id, r.key));
-            self.sync.dirty.remove(&r.key);
+        let Some(store_id) = &self.sync.store_id else {
+            return;
+        };
+        if !self.writes(r) {
+            return;
+        }
+        let uid = match &r.origin {
+            Some(o) => o.uid.clone(),
+            None => uid(store_id, r.key),
+        };
+        self.sync.deleted.insert(uid);
+        self.sync.dirty.remove(&r.key);
+    }
+
+    /// Whether this store writes `r`'s changes to the shared store: made here, or owned by
+    /// this store's role.
+    fn writes(&self, r: &Record) -> bool {
+        match &r.origin {
+            None => true,
+            Some(o) => self.sync.role.as_deref() == Some(o.owner.as_str()),
         }
     }
 
@@ -184,10 +231,15 @@ impl MemState {
 
     /// A memory from the shared store is edited, moved and deleted only by its own daemon.
     pub(super) fn refuse_mirrored(&self, key: u64) -> Option<Output> {
-        let origin = self.records.get(&key)?.origin.as_ref()?;
+        let r = self.records.get(&key)?;
+        let origin = r.origin.as_ref()?;
+        if self.writes(r) {
+            // The same user's memory from another machine: the edit goes there too.
+            return None;
+        }
         Some(Output::Rejected(format!(
-            "this memory is shared by {} from another machine; change it there",
-            origin.owner
+            "this memory is shared by {}; only {} can change it",
+            origin.owner, origin.owner
         )))
     }
 
@@ -253,6 +305,7 @@ impl MemState {
                 }
                 self.sync.cursor = self.sync.cursor.max(*cursor);
             }
+            SyncOp::Role { role } => self.sync.role = Some(role.clone()),
         }
         Output::Done
     }
@@ -335,6 +388,17 @@ impl MemState {
     /// One of this store's own memories, changed in the shared store by another machine's
     /// outcomes: take its counts, unless outcomes of ours are still on their way there.
     fn receive_own(&mut self, key: u64, row: &SharedRow) {
+        if self.records.get(&key).is_none_or(|r| r.origin.is_some()) {
+            return;
+        }
+        if row.deleted {
+            // Deleted on another machine of this role.
+            self.remove_key(key, "shared_deleted");
+            return;
+        }
+        if !row.counts_only {
+            self.take_edit(key, &row.record);
+        }
         let uid = row.uid.as_str();
         if self.sync.events.values().any(|e| e.uid == uid) {
             return;
@@ -342,14 +406,41 @@ impl MemState {
         let Some(r) = self.records.get_mut(&key) else {
             return;
         };
-        if r.origin.is_some() {
-            return;
-        }
         let confidence = r.confidence;
         keep_counts(&row.record, r);
         if r.collection != Collection::MemoryBank {
             r.confidence = confidence;
         }
+    }
+
+    /// What another machine of this role changed in one of this store's memories: its text
+    /// (then re-embedded here), tags, bank fields, archive flag, sharing.
+    fn take_edit(&mut self, key: u64, theirs: &Record) {
+        let Some(r) = self.records.get(&key) else {
+            return;
+        };
+        let text_changed = r.content != theirs.content;
+        let changed = text_changed
+            || r.tags != theirs.tags
+            || r.importance != theirs.importance
+            || r.archived != theirs.archived
+            || r.team != theirs.team;
+        if !changed || theirs.content.is_empty() {
+            return;
+        }
+        self.unindex_record(key);
+        if let Some(r) = self.records.get_mut(&key) {
+            r.content = theirs.content.clone();
+            r.tags = theirs.tags.clone();
+            r.importance = theirs.importance;
+            r.archived = theirs.archived;
+            r.team = theirs.team;
+            r.updated_at = r.updated_at.max(theirs.updated_at);
+        }
+        if text_changed {
+            self.vectors.remove(key).ok();
+        }
+        self.index_record(key);
     }
 }
 

@@ -46,6 +46,7 @@ fn row_from_elsewhere(uid: &str, text: &str) -> SharedRow {
         deleted: false,
         record,
         vector: None,
+        counts_only: false,
     }
 }
 
@@ -81,11 +82,11 @@ fn a_send_clears_only_the_changes_it_carried() {
         at: 3,
     });
     s.apply(&Op::Sync(SyncOp::Sent {
-        memories: sent.memories.iter().map(|m| (m.0, m.1)).collect(),
+        memories: sent.memories.iter().map(|m| (m.key, m.revision)).collect(),
         deleted: Vec::new(),
         events: Vec::new(),
     }));
-    let due: Vec<u64> = s.outbox(10, 10).memories.iter().map(|m| m.0).collect();
+    let due: Vec<u64> = s.outbox(10, 10).memories.iter().map(|m| m.key).collect();
     assert_eq!(due, vec![k1]);
     assert!(!due.contains(&k2));
 }
@@ -104,7 +105,7 @@ fn a_first_send_leaves_pending_outcomes_to_their_events() {
     let now = s.by_key(key).unwrap().clone();
     assert_eq!(now.uses, 2);
     let out = s.outbox(10, 10);
-    let (_, _, row, _) = &out.memories[0];
+    let row = &out.memories[0].record;
     assert_eq!(row.uses, 0, "the row goes out without the pending outcomes");
     assert!((row.score - 0.5).abs() < 1e-9, "{}", row.score);
     assert!(row.outcome_history.is_empty());
@@ -198,6 +199,7 @@ fn own_rows_coming_back_bring_other_machines_outcomes() {
         "use the fake gateway on 9090",
     );
     let mut back = row_from_elsewhere(&uid("here", key), "");
+    back.counts_only = true;
     back.record.uses = 7;
     back.record.success_count = 6.0;
     score(&mut s, &id, Outcome::Worked, 3);
@@ -242,7 +244,7 @@ fn only_facts_and_patterns_are_shared_and_sharing_is_a_change_to_send() {
             .outbox(10, 10)
             .memories
             .iter()
-            .map(|m| (m.0, m.1))
+            .map(|m| (m.key, m.revision))
             .collect(),
         deleted: Vec::new(),
         events: Vec::new(),
@@ -291,4 +293,86 @@ fn the_bookkeeping_survives_a_snapshot() {
     assert_eq!(back.sync(), s.sync());
     assert_eq!(back.backlog(), s.backlog());
     assert_eq!(back.mirrored_len(), 1, "the uid map is rebuilt");
+}
+
+#[test]
+fn the_same_role_edits_its_memories_from_any_machine() {
+    let mut s = state();
+    enable(&mut s);
+    // One of this role's memories made on another machine: editable here once the role is known.
+    let mut mine = row_from_elsewhere("laptop:3", "the VPN config lives in ~/vpn");
+    mine.owner = "alice".into();
+    receive(&mut s, vec![mine], 1);
+    let id = s.records().next().unwrap().id.clone();
+    let edit = |content: &str| Op::Update {
+        id: id.clone(),
+        content: Some(content.into()),
+        tags: None,
+        importance: None,
+        confidence: None,
+        at: 2,
+    };
+    assert!(
+        matches!(s.apply(&edit("x")), Output::Rejected(_)),
+        "role unknown"
+    );
+    s.apply(&Op::Sync(SyncOp::Role {
+        role: "alice".into(),
+    }));
+    assert!(matches!(
+        s.apply(&edit("the VPN config moved to ~/.config/vpn")),
+        Output::Updated { .. }
+    ));
+    let out = s.outbox(10, 10);
+    assert_eq!(out.memories.len(), 1);
+    assert_eq!(
+        out.memories[0].uid, "laptop:3",
+        "written back under its own uid"
+    );
+    // Another user's memory stays read-only.
+    let mut theirs = row_from_elsewhere("bobs:1", "bob's team fact");
+    theirs.owner = "bob".into();
+    receive(&mut s, vec![theirs], 2);
+    let bobs = s
+        .records()
+        .find(|r| r.content == "bob's team fact")
+        .unwrap()
+        .id
+        .clone();
+    match s.apply(&Op::Delete {
+        id: bobs,
+        reason: "user".into(),
+    }) {
+        Output::Rejected(why) => assert!(why.contains("bob"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn edits_and_deletions_from_the_roles_other_machines_reach_the_memory_here() {
+    let mut s = state();
+    enable(&mut s);
+    let (_, key) = insert(&mut s, Collection::MemoryBank, "build with make all");
+    let (_, gone) = insert(
+        &mut s,
+        Collection::MemoryBank,
+        "the old staging host is stage-1",
+    );
+    s.apply(&Op::vector(key, &[0.1; 384]));
+    let mut edited = s.by_key(key).unwrap().clone();
+    edited.content = "build with make release".into();
+    edited.tags = vec!["build".into()];
+    let mut row = row_from_elsewhere(&uid("here", key), "");
+    row.record = edited;
+    let mut deleted = row_from_elsewhere(&uid("here", gone), "");
+    deleted.deleted = true;
+    receive(&mut s, vec![row, deleted], 40);
+    let r = s.by_key(key).unwrap();
+    assert_eq!(r.content, "build with make release");
+    assert_eq!(r.tags, vec!["build".to_string()]);
+    assert!(
+        s.pending_keys(10).contains(&key),
+        "the new text is embedded again"
+    );
+    assert!(s.by_key(gone).is_none());
 }
