@@ -51,9 +51,12 @@ CREATE TABLE memd_memories (
   embedding       vector(384),
   tsv             tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
   deleted         boolean NOT NULL DEFAULT false,
-  -- The store (daemon) that made the last change: it need not read its own change back.
+  -- The store (daemon) that made the last change.
   last_writer     text NOT NULL,
-  change_seq      bigint NOT NULL
+  change_seq      bigint NOT NULL,
+  -- The last change made by a store other than the one that made the memory (an outcome, or
+  -- the same user's edit on another machine): the only news that store can read back.
+  foreign_seq     bigint NOT NULL DEFAULT 0
 );
 CREATE INDEX memd_memories_change ON memd_memories (change_seq);
 CREATE INDEX memd_memories_embedding ON memd_memories USING hnsw (embedding vector_cosine_ops);
@@ -87,6 +90,12 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
 BEGIN
   PERFORM pg_advisory_xact_lock(7882829049437922676);
   NEW.change_seq := nextval('memd_change_seq');
+  -- Nested: plpgsql does not promise to stop at a false AND, and memd_revoked has no writer.
+  IF TG_TABLE_NAME = 'memd_memories' THEN
+    IF NOT starts_with(NEW.uid, NEW.last_writer || ':') THEN
+      NEW.foreign_seq := NEW.change_seq;
+    END IF;
+  END IF;
   RETURN NEW;
 END
 $fn$;

@@ -46,9 +46,10 @@ WHERE uid = $1 AND NOT deleted";
 const OUTCOME: &str = "SELECT memd_record_outcome($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// Every change this role may see (row-level security leaves out the rest), and revocations
-/// of team memories by others. This store's own memories come back too, for the outcomes and
-/// edits other machines added; when this store wrote them last, without their text and
-/// embedding (`counts_only`): only the counts can be news.
+/// of team memories by others. This store's own memories come back only when another store
+/// changed them since the cursor (`foreign_seq`: outcomes, or the same user's edits on another
+/// machine), so a first send of every memory is not read back; when this store wrote them
+/// last, without their text and embedding (`counts_only`): only the counts can be news.
 const FEED: &str = "
 SELECT uid, owner, visibility, project, id, collection,
   CASE WHEN counts_only THEN '' ELSE content END AS content,
@@ -57,7 +58,8 @@ SELECT uid, owner, visibility, project, id, collection,
   CASE WHEN starts_with(uid, $3) THEN NULL ELSE embedding::real[] END AS embedding, deleted,
   change_seq, counts_only
 FROM (SELECT *, starts_with(uid, $3) AND last_writer = $5 AS counts_only FROM memd_memories
-      WHERE change_seq > $1 AND change_seq <= $2) changed
+      WHERE change_seq > $1 AND change_seq <= $2
+        AND (NOT starts_with(uid, $3) OR foreign_seq > $1)) changed
 UNION ALL
 SELECT uid, owner, 'private', NULL, '', '', '', '{}'::jsonb, 0, 0, 0, NULL, '[]'::jsonb, NULL,
   NULL, NULL, true, change_seq, false

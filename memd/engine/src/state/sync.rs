@@ -337,10 +337,6 @@ impl MemState {
                 self.unindex_record(key);
                 if let Some(old) = self.records.remove(&key) {
                     self.forget_ids(&old, key);
-                    if self.sync.events.values().any(|e| e.uid == row.uid) {
-                        // Outcomes of ours are on their way there: our counts are newer.
-                        keep_counts(&old, &mut rec);
-                    }
                 }
                 key
             }
@@ -363,6 +359,7 @@ impl MemState {
             return;
         }
         rec.key = key;
+        with_pending(&mut rec, &row.uid, &self.sync.events);
         self.ids.insert(rec.id.clone(), key);
         for old in &rec.former_ids {
             self.ids.entry(old.clone()).or_insert(key);
@@ -399,18 +396,15 @@ impl MemState {
         if !row.counts_only {
             self.take_edit(key, &row.record);
         }
-        let uid = row.uid.as_str();
-        if self.sync.events.values().any(|e| e.uid == uid) {
-            return;
-        }
         let Some(r) = self.records.get_mut(&key) else {
             return;
         };
         let confidence = r.confidence;
-        keep_counts(&row.record, r);
+        take_counts(&row.record, r);
         if r.collection != Collection::MemoryBank {
             r.confidence = confidence;
         }
+        with_pending(r, &row.uid, &self.sync.events);
     }
 
     /// What another machine of this role changed in one of this store's memories: its text
@@ -444,7 +438,8 @@ impl MemState {
     }
 }
 
-fn keep_counts(from: &Record, to: &mut Record) {
+/// The shared store's counts for a memory: every outcome it has applied.
+fn take_counts(from: &Record, to: &mut Record) {
     to.score = from.score;
     to.uses = from.uses;
     to.success_count = from.success_count;
@@ -452,6 +447,32 @@ fn keep_counts(from: &Record, to: &mut Record) {
     to.last_outcome = from.last_outcome;
     to.last_used = from.last_used;
     to.confidence = from.confidence;
+}
+
+/// `r`, whose counts came from the shared store, with the outcomes still on their way there
+/// added on top (the inverse of `without_pending`): what the memory will have once they land.
+fn with_pending(r: &mut Record, uid: &str, events: &BTreeMap<String, OutcomeEvent>) {
+    for e in events.values().filter(|e| e.uid == uid) {
+        r.score = (r.score + e.score_delta).clamp(0.0, 1.0);
+        r.success_count += e.success;
+        if let Some(c) = r.confidence.as_mut() {
+            *c = (*c + e.confidence_delta).clamp(0.0, 1.0);
+        }
+        r.last_used = Some(r.last_used.map_or(e.at, |t| t.max(e.at)));
+        if e.counted {
+            r.uses = r.uses.saturating_add(1);
+            r.outcome_history.push(crate::record::OutcomeEntry {
+                outcome: e.outcome,
+                at: e.at,
+            });
+            r.last_outcome = Some(e.outcome);
+        }
+    }
+    let excess = r
+        .outcome_history
+        .len()
+        .saturating_sub(crate::record::HISTORY_LEN);
+    r.outcome_history.drain(..excess);
 }
 
 /// `r` as the shared store should first see it: without the effects of outcome events that

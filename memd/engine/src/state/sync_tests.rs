@@ -204,10 +204,11 @@ fn own_rows_coming_back_bring_other_machines_outcomes() {
     back.record.success_count = 6.0;
     score(&mut s, &id, Outcome::Worked, 3);
     receive(&mut s, vec![back.clone()], 20);
+    let r = s.by_key(key).unwrap();
     assert_eq!(
-        s.by_key(key).unwrap().uses,
-        1,
-        "our own outcome is still pending"
+        (r.uses, r.success_count),
+        (8, 7.0),
+        "theirs from the store, ours (still pending) on top"
     );
     let events = s
         .outbox(10, 10)
@@ -220,9 +221,12 @@ fn own_rows_coming_back_bring_other_machines_outcomes() {
         deleted: Vec::new(),
         events,
     }));
+    // Once ours has landed, the store's counts hold everything.
+    back.record.uses = 8;
+    back.record.success_count = 7.0;
     receive(&mut s, vec![back], 21);
     let r = s.by_key(key).unwrap();
-    assert_eq!((r.uses, r.success_count), (7, 6.0));
+    assert_eq!((r.uses, r.success_count), (8, 7.0));
     assert_eq!(
         r.content, "use the fake gateway on 9090",
         "text is never taken back"
