@@ -187,3 +187,54 @@ fn the_schema_is_migrated_at_start_when_the_role_may_and_explained_when_not() {
     let out = memd(&["store", "migrate", "--url", &url("erin", "erins")]);
     assert!(out.contains("already at version 1"), "{out}");
 }
+
+#[test]
+fn pointing_at_another_database_starts_over_there() {
+    let pg = team_database(&["alice", "bob"]);
+    pg.psql("postgres", "CREATE DATABASE memd_next").unwrap();
+    memd(&[
+        "store",
+        "migrate",
+        "--url",
+        &format!("{}?sslmode=disable", pg.url("memd_next")),
+    ]);
+    let bob = daemon_as(&pg, "bob");
+    let theirs: proto::MemoryBankResponse = bob.post(
+        "/api/memory-bank/add",
+        &json!({"content": "Bob's team fact: the release train leaves on Thursdays", "share": true}),
+    );
+    drained(&bob);
+    let mut alice = daemon_as(&pg, "alice");
+    let mine: proto::MemoryBankResponse = alice.post(
+        "/api/memory-bank/add",
+        &json!({"content": "Alice keeps the on-call notes in the team drive"}),
+    );
+    drained(&alice);
+    tests::eventually("alice has bob's fact", || {
+        tests::lookup(&alice, &theirs.doc_id).is_some()
+    });
+
+    // store.url now names another database: everything of hers goes there, the old
+    // database's memories of others go away.
+    alice.stop().unwrap();
+    let next = format!(
+        "postgres://alice@127.0.0.1:{}/memd_next?sslmode=disable",
+        pg.port
+    );
+    alice.spawn(&[("MEMD_STORE_URL", next.as_str())]);
+    connected(&alice);
+    drained(&alice);
+    assert_eq!(
+        pg.psql(
+            "memd_next",
+            &format!(
+                "SELECT owner FROM memd_memories WHERE id = '{}'",
+                mine.doc_id
+            )
+        )
+        .unwrap(),
+        "alice"
+    );
+    assert!(tests::lookup(&alice, &theirs.doc_id).is_none());
+    assert!(tests::lookup(&alice, &mine.doc_id).is_some());
+}

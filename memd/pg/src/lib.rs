@@ -26,6 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
+/// How long the last exchange at shutdown may take.
+const FINAL_PASS: Duration = Duration::from_secs(2);
 /// Longest wait between attempts while the store is unreachable.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
@@ -80,13 +82,6 @@ struct Worker {
 }
 
 async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
-    let store_id = match store_id(&core).await {
-        Ok(id) => id,
-        Err(e) => {
-            tracing::error!("shared store disabled: {e}");
-            return;
-        }
-    };
     let status = SharedStoreStatus {
         target: target.describe().to_string(),
         ..SharedStoreStatus::default()
@@ -95,7 +90,7 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
     let mut w = Worker {
         core,
         target,
-        store_id,
+        store_id: String::new(),
         db: None,
         status,
     };
@@ -116,18 +111,24 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
     // What the last stops wrote goes out now if the store answers; otherwise it waits in the
     // local log for the next start.
     if w.core.store.read(|s| s.backlog()) > 0 {
-        w.pass().await;
+        // Bounded: a store that is down must not hold up the daemon's exit.
+        let _ = tokio::time::timeout(FINAL_PASS, w.pass()).await;
     }
 }
 
-/// This store's id in the shared store, made (and logged) the first time.
-async fn store_id(core: &Core) -> Result<String> {
-    if let Some(id) = core.store.read(|s| s.sync().store_id.clone()) {
+/// This store's id in the database `database`: the one it has, or a new one (logged) the
+/// first time, and whenever `store.url` leads to another database than before.
+async fn store_id(core: &Core, database: &str) -> Result<String> {
+    let (id, known) = core
+        .store
+        .read(|s| (s.sync().store_id.clone(), s.sync().database.clone()));
+    if let Some(id) = id.filter(|_| known.as_deref() == Some(database)) {
         return Ok(id);
     }
     let id = format!("{:016x}", rand::random::<u64>());
     core.commit(vec![Op::Sync(SyncOp::Enable {
         store_id: id.clone(),
+        database: Some(database.to_string()),
     })])
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -223,6 +224,13 @@ impl Worker {
                  add-user`"
             );
         }
+        let database: String = db
+            .query_one("SELECT value FROM memd_meta WHERE key = 'database_id'", &[])
+            .await?
+            .get(0);
+        // Enabling (first, or for another database) starts the bookkeeping over: the role is
+        // logged after it.
+        self.store_id = store_id(&self.core, &database).await?;
         if self.core.store.read(|s| s.sync().role.clone()).as_deref() != Some(role.as_str()) {
             self.core
                 .commit(vec![Op::Sync(SyncOp::Role { role: role.clone() })])

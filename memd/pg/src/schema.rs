@@ -81,6 +81,11 @@ CREATE TABLE memd_revoked (
 );
 CREATE INDEX memd_revoked_change ON memd_revoked (change_seq);
 
+-- This database's identity: a daemon whose store.url now points at another database starts
+-- over there instead of trusting a cursor from here.
+CREATE TABLE memd_meta (key text PRIMARY KEY, value text NOT NULL);
+INSERT INTO memd_meta VALUES ('database_id', gen_random_uuid()::text);
+
 -- Every written row gets the next change number, under a transaction advisory lock: a writer
 -- holds it until it commits, so numbers are handed out in commit order and a reader that saw
 -- change n has seen every change before it. Done here, not by memd, so no client can pick its
@@ -167,6 +172,7 @@ REVOKE ALL ON FUNCTION memd_record_outcome(text, text, text, bigint, double prec
   double precision, double precision, text) FROM PUBLIC;
 
 GRANT SELECT ON memd_schema TO memd_user;
+GRANT SELECT ON memd_meta TO memd_user;
 GRANT SELECT, INSERT, UPDATE ON memd_memories TO memd_user;
 GRANT SELECT ON memd_outcomes TO memd_user;
 GRANT SELECT, INSERT ON memd_revoked TO memd_user;

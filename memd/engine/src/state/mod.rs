@@ -222,12 +222,10 @@ impl MemState {
         confidence: Option<f64>,
         at: i64,
     ) -> Output {
-        let Some(&key) = self.ids.get(id) else {
-            return Output::NotFound { id: id.into() };
+        let key = match self.editable_key(id) {
+            Ok(key) => key,
+            Err(answer) => return answer,
         };
-        if let Some(refused) = self.refuse_mirrored(key) {
-            return refused;
-        }
         self.unindex_record(key);
         let content_changed = {
             let Some(r) = self.records.get_mut(&key) else {
@@ -265,12 +263,10 @@ impl MemState {
     }
 
     fn apply_archive(&mut self, id: &str, at: i64) -> Output {
-        let Some(&key) = self.ids.get(id) else {
-            return Output::NotFound { id: id.into() };
+        let key = match self.editable_key(id) {
+            Ok(key) => key,
+            Err(answer) => return answer,
         };
-        if let Some(refused) = self.refuse_mirrored(key) {
-            return refused;
-        }
         let Some(r) = self.records.get_mut(&key) else {
             return Output::NotFound { id: id.into() };
         };
@@ -285,12 +281,10 @@ impl MemState {
     }
 
     fn apply_delete(&mut self, id: &str, reason: &str) -> Output {
-        let Some(&key) = self.ids.get(id) else {
-            return Output::NotFound { id: id.into() };
+        let key = match self.editable_key(id) {
+            Ok(key) => key,
+            Err(answer) => return answer,
         };
-        if let Some(refused) = self.refuse_mirrored(key) {
-            return refused;
-        }
         match self.remove_key(key, reason) {
             Some(r) => Output::Deleted { id: r.id },
             None => Output::NotFound { id: id.into() },
@@ -322,11 +316,13 @@ impl MemState {
     }
 
     fn apply_move(&mut self, id: &str, to: Collection, new_id: &str, at: i64) -> Output {
-        let Some(&key) = self.ids.get(id) else {
-            return Output::NotFound { id: id.into() };
+        let key = match self.editable_key(id) {
+            Ok(key) => key,
+            Err(answer) => return answer,
         };
-        if let Some(refused) = self.refuse_mirrored(key) {
-            return refused;
+        if self.records.get(&key).is_some_and(|r| r.origin.is_some()) {
+            // Promotion and demotion are the lifecycle of the daemon that made the memory.
+            return Output::Rejected(format!("{id} is moved only where it was made"));
         }
         if self.ids.contains_key(new_id) {
             return Output::Rejected(format!("id {new_id} already exists"));

@@ -34,6 +34,9 @@ pub struct SyncState {
     /// (made on the same user's other machines) may be edited here too.
     #[serde(default)]
     pub role: Option<String>,
+    /// Which database `cursor` and the mirrored memories belong to.
+    #[serde(default)]
+    pub database: Option<String>,
 }
 
 /// One outcome as the shared store applies it: the same deltas the memory took here, added
@@ -68,8 +71,14 @@ pub struct SharedRow {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum SyncOp {
-    /// A shared store is configured: track changes from now on; every local memory is due.
-    Enable { store_id: String },
+    /// A shared store is configured (or a different database than before): track changes from
+    /// now on; every local memory is due; memories mirrored from another database are dropped.
+    Enable {
+        store_id: String,
+        /// The database's own id (`memd_meta.database_id`).
+        #[serde(default)]
+        database: Option<String>,
+    },
     /// The shared store committed these: forget them unless they changed again since.
     Sent {
         memories: Vec<(u64, u64)>,
@@ -229,8 +238,19 @@ impl MemState {
         self.sync.events.insert(id, event);
     }
 
-    /// A memory from the shared store is edited, moved and deleted only by its own daemon.
-    pub(super) fn refuse_mirrored(&self, key: u64) -> Option<Output> {
+    /// The key of the memory `id` names, if this store may change it; else the answer. A
+    /// memory from the shared store is changed only by its owner (on any of their machines).
+    pub(super) fn editable_key(&self, id: &str) -> Result<u64, Output> {
+        let Some(&key) = self.ids.get(id) else {
+            return Err(Output::NotFound { id: id.into() });
+        };
+        match self.refuse_mirrored(key) {
+            Some(refused) => Err(refused),
+            None => Ok(key),
+        }
+    }
+
+    fn refuse_mirrored(&self, key: u64) -> Option<Output> {
         let r = self.records.get(&key)?;
         let origin = r.origin.as_ref()?;
         if self.writes(r) {
@@ -245,12 +265,10 @@ impl MemState {
 
     /// Shares a memory-bank fact or pattern with the team, or makes it private again.
     pub(super) fn apply_share(&mut self, id: &str, team: bool, at: i64) -> Output {
-        let Some(&key) = self.ids.get(id) else {
-            return Output::NotFound { id: id.into() };
+        let key = match self.editable_key(id) {
+            Ok(key) => key,
+            Err(answer) => return answer,
         };
-        if let Some(refused) = self.refuse_mirrored(key) {
-            return refused;
-        }
         let Some(r) = self.records.get_mut(&key) else {
             return Output::NotFound { id: id.into() };
         };
@@ -269,12 +287,19 @@ impl MemState {
 
     pub(super) fn apply_sync(&mut self, op: &SyncOp) -> Output {
         match op {
-            SyncOp::Enable { store_id } => {
-                if self.sync.store_id.as_deref() == Some(store_id.as_str()) {
+            SyncOp::Enable { store_id, database } => {
+                if self.sync.store_id.as_deref() == Some(store_id.as_str())
+                    && self.sync.database == *database
+                {
                     return Output::Done;
+                }
+                let mirrored: Vec<u64> = self.mirrored.values().copied().collect();
+                for key in mirrored {
+                    self.remove_key(key, "shared_store_changed");
                 }
                 self.sync = SyncState {
                     store_id: Some(store_id.clone()),
+                    database: database.clone(),
                     ..SyncState::default()
                 };
                 let keys: Vec<u64> = self.records.keys().copied().collect();

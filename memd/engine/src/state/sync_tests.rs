@@ -23,6 +23,7 @@ fn insert(s: &mut MemState, c: Collection, text: &str) -> (String, u64) {
 fn enable(s: &mut MemState) {
     s.apply(&Op::Sync(SyncOp::Enable {
         store_id: "here".into(),
+        database: Some("db-1".into()),
     }));
 }
 
@@ -379,4 +380,34 @@ fn edits_and_deletions_from_the_roles_other_machines_reach_the_memory_here() {
         "the new text is embedded again"
     );
     assert!(s.by_key(gone).is_none());
+}
+
+#[test]
+fn another_database_starts_over_without_the_old_ones_memories() {
+    let mut s = state();
+    enable(&mut s);
+    insert(&mut s, Collection::MemoryBank, "ours, made here");
+    receive(
+        &mut s,
+        vec![row_from_elsewhere("there:1", "theirs, from db-1")],
+        50,
+    );
+    s.apply(&Op::Sync(SyncOp::Sent {
+        memories: s
+            .outbox(10, 10)
+            .memories
+            .iter()
+            .map(|m| (m.key, m.revision))
+            .collect(),
+        deleted: Vec::new(),
+        events: Vec::new(),
+    }));
+    assert_eq!((s.len(), s.backlog()), (2, 0));
+    s.apply(&Op::Sync(SyncOp::Enable {
+        store_id: "here-2".into(),
+        database: Some("db-2".into()),
+    }));
+    assert_eq!(s.len(), 1, "the mirrored memory of db-1 is gone");
+    assert_eq!(s.backlog(), 1, "ours is due for db-2");
+    assert_eq!(s.sync().cursor, 0);
 }
