@@ -180,6 +180,11 @@ how they like to work.
 conventions, architecture, deploy steps. Other projects never see it.
 When unsure, ask whether the fact would still be right in a different repository.
 
+SHARING
+• share=true also gives the fact to the user's team (when memd has a shared store): only for \
+facts about a shared repository or how the team works (deploy steps, conventions, gotchas). \
+Never for anything personal, private or secret. Default: private.
+
 SIZE
 One fact per memory, at most {max} characters. Do not combine unrelated facts.
 
