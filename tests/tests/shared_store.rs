@@ -121,6 +121,54 @@ fn a_shared_fact_reaches_a_teammate_and_private_memory_stays_private() {
         ),
     );
     assert_eq!(edited.lines().last(), Some("0"));
+    // ... nor revoke it (which would make bob's and everyone's copies go away) ...
+    let uid = pg
+        .psql(
+            DB,
+            &format!(
+                "SELECT uid FROM memd_memories WHERE id = '{}'",
+                marker.doc_id
+            ),
+        )
+        .unwrap();
+    let forged = pg.psql(
+        DB,
+        &format!("SET ROLE alice; INSERT INTO memd_revoked (uid, owner) VALUES ('{uid}', 'alice')"),
+    );
+    assert!(
+        forged.is_err_and(|e| e.contains("row-level security")),
+        "a forged revocation is refused"
+    );
+    // ... nor block bob's outcomes by recording his next event ids first.
+    let bob_store = uid.split(':').next().unwrap();
+    psql_as(
+        &pg,
+        "alice",
+        &format!(
+            "SELECT memd_record_outcome('{bob_store}:e999999', '{uid}', 'failed', 1, -5, true, 0, 0, 'x')"
+        ),
+    );
+    assert_eq!(
+        pg.psql(
+            DB,
+            &format!("SELECT count(*) FROM memd_outcomes WHERE event_id = '{bob_store}:e999999'")
+        )
+        .unwrap(),
+        "1",
+        "recorded as alice's event, not bob's"
+    );
+    let score: f64 = pg
+        .psql(
+            DB,
+            &format!("SELECT score FROM memd_memories WHERE uid = '{uid}'"),
+        )
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        score >= 0.69,
+        "one outcome moves a score by at most 0.3 ({score})"
+    );
 
     // Bob cannot edit alice's fact through memd either; making it private takes it away.
     let (status, body) = b.post_raw(

@@ -104,8 +104,11 @@ impl Core {
                 continue;
             }
             rec.key = 0;
-            // An imported memory is this store's own, wherever it was exported from.
-            rec.origin = None;
+            // An imported memory is this store's own, wherever it was exported from; one that
+            // was a copy of someone's shared memory is not shared again from here.
+            if rec.origin.take().is_some() {
+                rec.team = false;
+            }
             rec.content = redact::scrub(&rec.content).text;
             rec.tags = rec.tags.iter().map(|t| redact::scrub(t).text).collect();
             rec.metadata = crate::core::scrub_metadata(std::mem::take(&mut rec.metadata));

@@ -38,6 +38,14 @@ impl Target {
     pub fn from_url(url: &str, store: &StoreConfig) -> Result<Target> {
         memd_engine::config::check_store_url(url)?;
         let mut config = Config::from_str(url).context("store.url is not a PostgreSQL URL")?;
+        if config.get_password().is_some() {
+            // Also a percent-encoded `password` parameter, which the text check cannot see.
+            bail!("store.url must not contain a password: use store.password_file");
+        }
+        if !url.contains("sslmode=") && !on_loopback(&config) {
+            // `prefer` would let anyone in the path turn encryption off.
+            config.ssl_mode(SslMode::Require);
+        }
         let timeout = Duration::from_millis(store.timeout_ms);
         config.connect_timeout(timeout);
         config.application_name("memd");
@@ -121,6 +129,14 @@ pub fn error_text(e: &tokio_postgres::Error) -> String {
         cause = c.source();
     }
     text
+}
+
+fn on_loopback(c: &Config) -> bool {
+    c.get_hosts().iter().all(|h| match h {
+        Host::Tcp(name) => matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1"),
+        #[cfg(unix)]
+        Host::Unix(_) => true,
+    })
 }
 
 fn describe(c: &Config) -> String {
@@ -297,7 +313,19 @@ mod tests {
         };
         let t = Target::from_url("postgres://alice@db.example:6543/team", &store).unwrap();
         assert_eq!(t.describe(), "postgres://alice@db.example:6543/team");
-        assert!(t.tls.is_some(), "sslmode defaults to prefer: TLS is tried");
+        assert!(t.tls.is_some());
+        assert_eq!(
+            t.config.get_ssl_mode(),
+            SslMode::Require,
+            "a remote host gets TLS required unless the URL says otherwise"
+        );
+        let local = Target::from_url("postgres://alice@127.0.0.1/team", &store).unwrap();
+        assert_eq!(local.config.get_ssl_mode(), SslMode::Prefer);
+        let sneaky = Target::from_url("postgres://alice@db.example/team?pass%77ord=pw", &store);
+        assert!(
+            sneaky.is_err(),
+            "an encoded password parameter is refused too"
+        );
         let plain =
             Target::from_url("postgres://alice@db.example/team?sslmode=disable", &store).unwrap();
         assert!(plain.tls.is_none());

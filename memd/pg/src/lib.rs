@@ -97,7 +97,12 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
     let every = Duration::from_millis(w.core.cfg.store.sync_ms);
     let mut backoff = every;
     loop {
-        let ok = w.pass().await;
+        // A long first send stops at shutdown too: its open transaction rolls back, and what it
+        // had not committed is still due in the local log.
+        let ok = tokio::select! {
+            ok = w.pass() => ok,
+            _ = shutdown.wait() => break,
+        };
         backoff = match ok {
             true => every,
             false => (backoff * 2).min(MAX_BACKOFF.max(every)),
@@ -117,12 +122,19 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
 }
 
 /// This store's id in the database `database`: the one it has, or a new one (logged) the
-/// first time, and whenever `store.url` leads to another database than before.
-async fn store_id(core: &Core, database: &str) -> Result<String> {
-    let (id, known) = core
-        .store
-        .read(|s| (s.sync().store_id.clone(), s.sync().database.clone()));
-    if let Some(id) = id.filter(|_| known.as_deref() == Some(database)) {
+/// first time, and whenever `store.url` leads to another database or another role than
+/// before (rows written as the old role are not the new role's to change).
+async fn store_id(core: &Core, database: &str, role: &str) -> Result<String> {
+    let (id, known, was) = core.store.read(|s| {
+        let sync = s.sync();
+        (
+            sync.store_id.clone(),
+            sync.database.clone(),
+            sync.role.clone(),
+        )
+    });
+    let same = known.as_deref() == Some(database) && was.as_deref().is_none_or(|r| r == role);
+    if let Some(id) = id.filter(|_| same) {
         return Ok(id);
     }
     let id = format!("{:016x}", rand::random::<u64>());
@@ -230,7 +242,7 @@ impl Worker {
             .get(0);
         // Enabling (first, or for another database) starts the bookkeeping over: the role is
         // logged after it.
-        self.store_id = store_id(&self.core, &database).await?;
+        self.store_id = store_id(&self.core, &database, &role).await?;
         if self.core.store.read(|s| s.sync().role.clone()).as_deref() != Some(role.as_str()) {
             self.core
                 .commit(vec![Op::Sync(SyncOp::Role { role: role.clone() })])

@@ -51,8 +51,10 @@ CREATE TABLE memd_memories (
   embedding       vector(384),
   tsv             tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
   deleted         boolean NOT NULL DEFAULT false,
-  -- The store (daemon) that made the last change.
+  -- The store (daemon) that made the last change, and the last change of the text and the
+  -- other fields a memory's owner edits (outcomes change only the counts).
   last_writer     text NOT NULL,
+  content_writer  text NOT NULL,
   change_seq      bigint NOT NULL,
   -- The last change made by a store other than the one that made the memory (an outcome, or
   -- the same user's edit on another machine): the only news that store can read back.
@@ -62,14 +64,15 @@ CREATE INDEX memd_memories_change ON memd_memories (change_seq);
 CREATE INDEX memd_memories_embedding ON memd_memories USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX memd_memories_tsv ON memd_memories USING gin (tsv);
 
--- Every outcome once (by event id), applied to its memory exactly once.
+-- Every outcome once (by who sent it and its event id), applied to its memory exactly once.
 CREATE TABLE memd_outcomes (
-  event_id text PRIMARY KEY,
+  event_id text NOT NULL,
   uid      text NOT NULL,
   owner    text NOT NULL DEFAULT session_user,
   outcome  text NOT NULL,
   at       bigint NOT NULL,
-  applied  boolean NOT NULL DEFAULT false
+  applied  boolean NOT NULL DEFAULT false,
+  PRIMARY KEY (owner, event_id)
 );
 CREATE INDEX memd_outcomes_uid ON memd_outcomes (uid);
 
@@ -122,11 +125,15 @@ CREATE POLICY memd_read ON memd_outcomes FOR SELECT USING (owner = current_user)
 
 ALTER TABLE memd_revoked ENABLE ROW LEVEL SECURITY;
 CREATE POLICY memd_read ON memd_revoked FOR SELECT USING (true);
-CREATE POLICY memd_insert ON memd_revoked FOR INSERT WITH CHECK (owner = current_user);
+-- Only the owner of a memory may revoke it.
+CREATE POLICY memd_insert ON memd_revoked FOR INSERT WITH CHECK (
+  owner = current_user AND EXISTS (
+    SELECT 1 FROM memd_memories m WHERE m.uid = memd_revoked.uid AND m.owner = current_user));
 
--- Adds one outcome to a memory the caller may see, once per event id. An event for a memory
--- not in the store yet is kept unapplied: the memory arrives with it counted, or the event is
--- sent again and applied then.
+-- Adds one outcome to a memory the caller may see, once per (caller, event id). An event for a
+-- memory not in the store yet is kept unapplied: the memory arrives with it counted, or the
+-- event is sent again and applied then. The deltas are bounded by what one outcome can do
+-- (learn::scoring: worked +0.2, failed -0.3; a fact's confidence +0.1 / -0.2).
 CREATE FUNCTION memd_record_outcome(
   p_event text, p_uid text, p_outcome text, p_at bigint, p_score double precision,
   p_counted boolean, p_success double precision, p_confidence double precision,
@@ -143,17 +150,19 @@ BEGIN
     RETURN false;
   END IF;
   INSERT INTO memd_outcomes (event_id, uid, outcome, at)
-    VALUES (p_event, p_uid, p_outcome, p_at) ON CONFLICT (event_id) DO NOTHING;
-  SELECT applied INTO done FROM memd_outcomes WHERE event_id = p_event FOR UPDATE;
+    VALUES (p_event, p_uid, p_outcome, p_at) ON CONFLICT (owner, event_id) DO NOTHING;
+  SELECT applied INTO done FROM memd_outcomes
+    WHERE owner = session_user AND event_id = p_event FOR UPDATE;
   IF done OR visible IS NULL THEN
     RETURN done;
   END IF;
   UPDATE memd_memories SET
-    score = LEAST(1, GREATEST(0, score + p_score)),
+    score = LEAST(1, GREATEST(0, score + LEAST(0.2, GREATEST(-0.3, p_score)))),
     uses = uses + CASE WHEN p_counted THEN 1 ELSE 0 END,
-    success_count = success_count + p_success,
+    success_count = success_count + LEAST(1, GREATEST(0, p_success)),
     confidence = CASE WHEN confidence IS NULL THEN NULL
-                      ELSE LEAST(1, GREATEST(0, confidence + p_confidence)) END,
+                      ELSE LEAST(1, GREATEST(0, confidence
+                                             + LEAST(0.1, GREATEST(-0.2, p_confidence)))) END,
     outcome_history = CASE WHEN NOT p_counted THEN outcome_history ELSE (
         SELECT coalesce(jsonb_agg(e ORDER BY n), '[]'::jsonb) FROM (
           SELECT e, n FROM jsonb_array_elements(
@@ -164,7 +173,7 @@ BEGIN
     last_used = GREATEST(coalesce(last_used, p_at), p_at),
     last_writer = p_writer
   WHERE uid = p_uid AND NOT deleted;
-  UPDATE memd_outcomes SET applied = true WHERE event_id = p_event;
+  UPDATE memd_outcomes SET applied = true WHERE owner = session_user AND event_id = p_event;
   RETURN true;
 END
 $fn$;
@@ -270,9 +279,10 @@ pub async fn add_user(db: &Client, name: &str, password: Option<&str>) -> Result
     db.batch_execute(&format!("GRANT {USER_GROUP} TO {name}"))
         .await?;
     if let Some(pw) = password {
-        // A parameter cannot stand in ALTER ROLE: quote it as a literal.
-        let literal = pw.replace('\'', "''");
-        db.batch_execute(&format!("ALTER ROLE {name} PASSWORD '{literal}'"))
+        // A parameter cannot stand in ALTER ROLE, and a statement may be logged by the server:
+        // send a SCRAM-SHA-256 verifier made here, never the password itself.
+        let verifier = postgres_protocol::password::scram_sha_256(pw.as_bytes());
+        db.batch_execute(&format!("ALTER ROLE {name} PASSWORD '{verifier}'"))
             .await?;
     }
     Ok(())

@@ -24,13 +24,14 @@ const READ_BATCH: i64 = 500;
 const UPSERT: &str = "
 INSERT INTO memd_memories (uid, visibility, project, id, collection, content, record, score,
   uses, success_count, confidence, outcome_history, last_outcome, last_used, embedding, deleted,
-  last_writer)
+  last_writer, content_writer)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::real[]::vector, false,
-  $16)
+  $16, $16)
 ON CONFLICT (uid) DO UPDATE SET visibility = EXCLUDED.visibility, project = EXCLUDED.project,
   id = EXCLUDED.id, collection = EXCLUDED.collection, content = EXCLUDED.content,
-  record = EXCLUDED.record, embedding = EXCLUDED.embedding, deleted = false,
-  last_writer = EXCLUDED.last_writer";
+  record = EXCLUDED.record, embedding = EXCLUDED.embedding,
+  last_writer = EXCLUDED.last_writer, content_writer = EXCLUDED.content_writer
+WHERE NOT memd_memories.deleted";
 
 /// A team memory made private: its uid goes to `memd_revoked` so teammates drop it.
 const REVOKE: &str = "
@@ -40,7 +41,7 @@ SELECT uid, owner FROM memd_memories WHERE uid = $1 AND visibility = 'team'";
 /// A deleted memory keeps its uid (so every copy learns of it) and loses its content.
 const TOMBSTONE: &str = "
 UPDATE memd_memories SET deleted = true, content = '', record = '{}', embedding = NULL,
-  outcome_history = '[]', last_writer = $2
+  outcome_history = '[]', last_writer = $2, content_writer = $2
 WHERE uid = $1 AND NOT deleted";
 
 const OUTCOME: &str = "SELECT memd_record_outcome($1, $2, $3, $4, $5, $6, $7, $8, $9)";
@@ -57,9 +58,9 @@ SELECT uid, owner, visibility, project, id, collection,
   score, uses, success_count, confidence, outcome_history, last_outcome, last_used,
   CASE WHEN starts_with(uid, $3) THEN NULL ELSE embedding::real[] END AS embedding, deleted,
   change_seq, counts_only
-FROM (SELECT *, starts_with(uid, $3) AND last_writer = $5 AS counts_only FROM memd_memories
+FROM (SELECT *, starts_with(uid, $3) AND content_writer = $5 AS counts_only FROM memd_memories
       WHERE change_seq > $1 AND change_seq <= $2
-        AND (NOT starts_with(uid, $3) OR foreign_seq > $1)) changed
+        AND (NOT starts_with(uid, $3) OR foreign_seq > $6)) changed
 UNION ALL
 SELECT uid, owner, 'private', NULL, '', '', '', '{}'::jsonb, 0, 0, 0, NULL, '[]'::jsonb, NULL,
   NULL, NULL, true, change_seq, false
@@ -275,8 +276,11 @@ pub async fn receive(
     let mut applied = 0;
     let own = format!("{store_id}:");
     loop {
-        let cursor = core.store.read(|s| s.sync().cursor);
-        let Some((horizon, found)) = within(limit, read_batch(db, cursor, &own)).await? else {
+        let (cursor, news_after) = core
+            .store
+            .read(|s| (s.sync().cursor, s.sync().news_after()));
+        let read = read_batch(db, (cursor, news_after), &own);
+        let Some((horizon, found)) = within(limit, read).await? else {
             return Ok(applied);
         };
         let full = found.len() as i64 == READ_BATCH;
@@ -301,7 +305,12 @@ pub async fn receive(
         // changes, which the query leaves out.
         let cursor = if full { reached } else { horizon };
         applied += rows.len();
-        core.commit(vec![Op::Sync(SyncOp::Received { rows, cursor })])
+        let received = SyncOp::Received {
+            rows,
+            cursor,
+            complete: !full,
+        };
+        core.commit(vec![Op::Sync(received)])
             .await
             .map_err(|e| anyhow::anyhow!("logging what was received: {e}"))?;
         if !full {
@@ -310,11 +319,11 @@ pub async fn receive(
     }
 }
 
-/// The horizon and up to `READ_BATCH` changes after `cursor`, in one snapshot; `None` when
-/// nothing changed.
+/// The horizon and up to `READ_BATCH` changes after `cursor` (this store's own memories only
+/// if others changed them after `news_after`), in one snapshot; `None` when nothing changed.
 async fn read_batch(
     db: &mut Client,
-    cursor: i64,
+    (cursor, news_after): (i64, i64),
     own: &str,
 ) -> Result<Option<(i64, Vec<tokio_postgres::Row>)>, tokio_postgres::Error> {
     let tx = db
@@ -330,7 +339,10 @@ async fn read_batch(
     }
     let store_id = own.trim_end_matches(':');
     let found = tx
-        .query(FEED, &[&cursor, &horizon, &own, &READ_BATCH, &store_id])
+        .query(
+            FEED,
+            &[&cursor, &horizon, &own, &READ_BATCH, &store_id, &news_after],
+        )
         .await?;
     tx.commit().await?;
     Ok(Some((horizon, found)))

@@ -30,6 +30,10 @@ pub struct SyncState {
     pub revision: u64,
     /// The shared store's change number read up to.
     pub cursor: i64,
+    /// Where an unfinished catch-up (more than one page of changes) started: this store's own
+    /// memories changed by others since then are still news on its later pages.
+    #[serde(default)]
+    pub floor: Option<i64>,
     /// The database role this store writes as: memories from the shared store that it owns
     /// (made on the same user's other machines) may be edited here too.
     #[serde(default)]
@@ -85,8 +89,14 @@ pub enum SyncOp {
         deleted: Vec<String>,
         events: Vec<String>,
     },
-    /// Rows read from the shared store, in change order, up to change number `cursor`.
-    Received { rows: Vec<SharedRow>, cursor: i64 },
+    /// Rows read from the shared store, in change order, up to change number `cursor`;
+    /// `complete` when that is everything there was (the last page of a catch-up).
+    Received {
+        rows: Vec<SharedRow>,
+        cursor: i64,
+        #[serde(default)]
+        complete: bool,
+    },
     /// The database role this store writes as (logged when it is first or newly known).
     Role { role: String },
 }
@@ -121,6 +131,13 @@ impl Outbox {
 /// The uid of a local memory.
 pub fn uid(store_id: &str, key: u64) -> String {
     format!("{store_id}:{key}")
+}
+
+impl SyncState {
+    /// Own memories changed by others after this change number are news to read.
+    pub fn news_after(&self) -> i64 {
+        self.floor.unwrap_or(self.cursor)
+    }
 }
 
 impl MemState {
@@ -324,10 +341,18 @@ impl MemState {
                     self.sync.events.remove(id);
                 }
             }
-            SyncOp::Received { rows, cursor } => {
+            SyncOp::Received {
+                rows,
+                cursor,
+                complete,
+            } => {
                 for row in rows {
                     self.receive(row);
                 }
+                self.sync.floor = match complete {
+                    true => None,
+                    false => Some(self.sync.floor.unwrap_or(self.sync.cursor)),
+                };
                 self.sync.cursor = self.sync.cursor.max(*cursor);
             }
             SyncOp::Role { role } => self.sync.role = Some(role.clone()),
@@ -342,13 +367,32 @@ impl MemState {
             .and_then(|p| row.uid.strip_prefix(p))
             .and_then(|k| k.parse::<u64>().ok())
         {
-            self.receive_own(key, row);
+            // Only rows this store's role owns speak for its memories.
+            if self.sync.role.as_deref().is_none_or(|r| r == row.owner) {
+                self.receive_own(key, row);
+            }
             return;
         }
         let existing = self.mirrored.get(&row.uid).copied();
+        let owner = existing
+            .and_then(|k| self.records.get(&k))
+            .and_then(|r| r.origin.as_ref())
+            .map(|o| o.owner.clone());
+        if owner.as_deref().is_some_and(|o| o != row.owner) {
+            // Another role speaking for someone else's memory: not news.
+            return;
+        }
         if row.deleted {
             if let Some(key) = existing {
                 self.remove_key(key, "shared_deleted");
+            }
+            return;
+        }
+        if let Some(key) = existing.filter(|k| self.sync.dirty.contains_key(k)) {
+            // Our edit of it is on its way there: keep it, take only the counts.
+            if let Some(r) = self.records.get_mut(&key) {
+                take_counts(&row.record, r);
+                with_pending(r, &row.uid, &self.sync.events);
             }
             return;
         }
@@ -357,11 +401,13 @@ impl MemState {
             uid: row.uid.clone(),
             owner: row.owner.clone(),
         });
+        let mut same_text = false;
         let key = match existing {
             Some(key) => {
                 self.unindex_record(key);
                 if let Some(old) = self.records.remove(&key) {
                     self.forget_ids(&old, key);
+                    same_text = old.content == rec.content;
                 }
                 key
             }
@@ -390,7 +436,8 @@ impl MemState {
             self.ids.entry(old.clone()).or_insert(key);
         }
         self.mirrored.insert(row.uid.clone(), key);
-        let same_text = existing.is_some() && self.vectors.contains(key);
+        // The old embedding still fits an unchanged text until the owner's arrives.
+        let same_text = same_text && self.vectors.contains(key);
         self.records.insert(key, rec);
         match &row.vector {
             Some(v) => {
@@ -418,7 +465,8 @@ impl MemState {
             self.remove_key(key, "shared_deleted");
             return;
         }
-        if !row.counts_only {
+        // An edit of ours on its way there wins over what the store had before it.
+        if !row.counts_only && !self.sync.dirty.contains_key(&key) {
             self.take_edit(key, &row.record);
         }
         let Some(r) = self.records.get_mut(&key) else {

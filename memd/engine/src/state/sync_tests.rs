@@ -52,7 +52,11 @@ fn row_from_elsewhere(uid: &str, text: &str) -> SharedRow {
 }
 
 fn receive(s: &mut MemState, rows: Vec<SharedRow>, cursor: i64) {
-    s.apply(&Op::Sync(SyncOp::Received { rows, cursor }));
+    s.apply(&Op::Sync(SyncOp::Received {
+        rows,
+        cursor,
+        complete: true,
+    }));
 }
 
 #[test]
@@ -364,6 +368,17 @@ fn edits_and_deletions_from_the_roles_other_machines_reach_the_memory_here() {
         "the old staging host is stage-1",
     );
     s.apply(&Op::vector(key, &[0.1; 384]));
+    // Both already in the store (nothing of ours on its way there).
+    s.apply(&Op::Sync(SyncOp::Sent {
+        memories: s
+            .outbox(10, 10)
+            .memories
+            .iter()
+            .map(|m| (m.key, m.revision))
+            .collect(),
+        deleted: Vec::new(),
+        events: Vec::new(),
+    }));
     let mut edited = s.by_key(key).unwrap().clone();
     edited.content = "build with make release".into();
     edited.tags = vec!["build".into()];
@@ -410,4 +425,79 @@ fn another_database_starts_over_without_the_old_ones_memories() {
     assert_eq!(s.len(), 1, "the mirrored memory of db-1 is gone");
     assert_eq!(s.backlog(), 1, "ours is due for db-2");
     assert_eq!(s.sync().cursor, 0);
+}
+
+#[test]
+fn rows_from_another_role_do_not_speak_for_memories_it_does_not_own() {
+    let mut s = state();
+    enable(&mut s);
+    s.apply(&Op::Sync(SyncOp::Role {
+        role: "alice".into(),
+    }));
+    let (_, key) = insert(&mut s, Collection::MemoryBank, "alice's own fact");
+    let mut bobs = row_from_elsewhere("bobstore:1", "bob's team fact");
+    bobs.owner = "bob".into();
+    receive(&mut s, vec![bobs], 3);
+    // Mallory forges deletions of both (e.g. revocation rows naming their uids).
+    let forged = |uid: String| {
+        let mut r = row_from_elsewhere(&uid, "");
+        r.owner = "mallory".into();
+        r.deleted = true;
+        r
+    };
+    receive(
+        &mut s,
+        vec![forged(uid("here", key)), forged("bobstore:1".into())],
+        4,
+    );
+    assert!(s.by_key(key).is_some(), "alice's memory stays");
+    assert_eq!(s.mirrored_len(), 1, "bob's memory stays");
+}
+
+#[test]
+fn an_unsent_edit_survives_an_older_version_from_the_store() {
+    let mut s = state();
+    enable(&mut s);
+    s.apply(&Op::Sync(SyncOp::Role {
+        role: "alice".into(),
+    }));
+    let mut laptop = row_from_elsewhere("laptop:9", "the build cache is in /tmp/cache");
+    laptop.owner = "alice".into();
+    receive(&mut s, vec![laptop.clone()], 5);
+    let id = s.records().next().unwrap().id.clone();
+    s.apply(&Op::Update {
+        id,
+        content: Some("the build cache moved to ~/.cache/build".into()),
+        tags: None,
+        importance: None,
+        confidence: None,
+        at: 6,
+    });
+    laptop.record.uses = 4;
+    receive(&mut s, vec![laptop], 7);
+    let r = s.records().next().unwrap();
+    assert_eq!(r.content, "the build cache moved to ~/.cache/build");
+    assert_eq!(r.uses, 4, "the counts are still taken");
+}
+
+#[test]
+fn a_catch_up_over_several_pages_keeps_where_it_started() {
+    let mut s = state();
+    enable(&mut s);
+    receive(&mut s, Vec::new(), 6);
+    assert_eq!(s.sync().news_after(), 6);
+    for (cursor, complete) in [(9, false), (11, false)] {
+        s.apply(&Op::Sync(SyncOp::Received {
+            rows: Vec::new(),
+            cursor,
+            complete,
+        }));
+        assert_eq!(
+            (s.sync().cursor, s.sync().news_after()),
+            (cursor, 6),
+            "own memories changed by others after 6 are still news"
+        );
+    }
+    receive(&mut s, Vec::new(), 12);
+    assert_eq!(s.sync().news_after(), 12);
 }
