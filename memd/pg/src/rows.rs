@@ -10,7 +10,7 @@ use memd_engine::record::Record;
 use memd_engine::state::SharedRow;
 use memd_engine::state::sync::quantized;
 use proto::Outcome;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_postgres::Row;
 
 /// Fields that have a column of their own, or that only mean something on one machine.
@@ -75,71 +75,22 @@ pub fn record_of(row: &Row) -> Result<Record> {
     let Value::Object(mut fields) = row.try_get::<_, Value>("record")? else {
         anyhow::bail!("the record column is not an object");
     };
-    let put = |fields: &mut Map<String, Value>, k: &str, v: Value| {
-        fields.insert(k.to_string(), v);
-    };
-    put(&mut fields, "key", Value::from(0));
-    put(
-        &mut fields,
-        "id",
-        Value::from(row.try_get::<_, String>("id")?),
-    );
-    put(
-        &mut fields,
-        "collection",
-        Value::from(row.try_get::<_, String>("collection")?),
-    );
-    put(
-        &mut fields,
-        "content",
-        Value::from(row.try_get::<_, String>("content")?),
-    );
-    put(
-        &mut fields,
-        "project",
-        Value::from(row.try_get::<_, Option<String>>("project")?),
-    );
-    put(
-        &mut fields,
-        "team",
-        Value::from(row.try_get::<_, String>("visibility")? == "team"),
-    );
-    put(
-        &mut fields,
-        "score",
-        Value::from(row.try_get::<_, f64>("score")?),
-    );
-    put(
-        &mut fields,
-        "uses",
-        Value::from(row.try_get::<_, i32>("uses")?.max(0)),
-    );
-    put(
-        &mut fields,
-        "success_count",
-        Value::from(row.try_get::<_, f64>("success_count")?),
-    );
-    put(
-        &mut fields,
-        "confidence",
-        Value::from(row.try_get::<_, Option<f64>>("confidence")?),
-    );
-    put(
-        &mut fields,
-        "outcome_history",
-        row.try_get::<_, Value>("outcome_history")?,
-    );
-    put(
-        &mut fields,
-        "last_outcome",
-        Value::from(row.try_get::<_, Option<String>>("last_outcome")?),
-    );
-    put(
-        &mut fields,
-        "last_used",
-        Value::from(row.try_get::<_, Option<i64>>("last_used")?),
-    );
-    Ok(serde_json::from_value(Value::Object(fields))?)
+    for k in ["id", "collection", "content", "project"] {
+        fields.insert(k.into(), Value::from(row.try_get::<_, Option<String>>(k)?));
+    }
+    let team = row.try_get::<_, String>("visibility")? == "team";
+    fields.insert("team".into(), Value::from(team));
+    // The counts have columns of their own: neutral here, the row's just below.
+    for (k, v) in [
+        ("key", Value::from(0)),
+        ("score", Value::from(0.0)),
+        ("uses", Value::from(0)),
+        ("success_count", Value::from(0.0)),
+        ("outcome_history", Value::Array(Vec::new())),
+    ] {
+        fields.insert(k.into(), v);
+    }
+    counts_of(row, serde_json::from_value(Value::Object(fields))?)
 }
 
 /// `r` with the row's scores and outcome history.
@@ -161,11 +112,6 @@ fn placeholder(uid: &str) -> Record {
     let mut r = memd_engine::core::Core::new_record(proto::Collection::Working, String::new(), 0);
     r.id = format!("deleted_{uid}");
     r
-}
-
-/// The text form of an outcome, as the schema stores it.
-pub fn outcome_text(o: Outcome) -> &'static str {
-    o.as_str()
 }
 
 #[cfg(test)]

@@ -132,7 +132,7 @@ async fn send_batch(db: &mut Client, store_id: &str, outbox: &Outbox) -> Result<
         .map(|(id, e)| EventParams {
             id: id.clone(),
             uid: e.uid.clone(),
-            outcome: rows::outcome_text(e.outcome),
+            outcome: e.outcome.as_str(),
             at: e.at,
             score: e.score_delta,
             counted: e.counted,
@@ -211,7 +211,7 @@ impl MemoryRow {
             success: r.success_count,
             confidence: r.confidence,
             history: serde_json::to_value(&r.outcome_history)?,
-            last_outcome: r.last_outcome.map(rows::outcome_text),
+            last_outcome: r.last_outcome.map(|o| o.as_str()),
             last_used: r.last_used,
             vector,
         })

@@ -371,7 +371,8 @@ impl MemState {
                 result.skipped.push(id.clone());
                 continue;
             };
-            let before = rec.clone();
+            // What the outcome changes is sent to the shared store only when one is configured.
+            let before = self.sync.store_id.is_some().then(|| rec.clone());
             let collection = rec.collection;
             let applied = if collection == Collection::MemoryBank {
                 learn::scoring::track_use(rec, *outcome, b.at).is_ok()
@@ -384,7 +385,9 @@ impl MemState {
                 self.graph.routing.record(&b.concepts, collection, *outcome);
             }
             if applied {
-                self.note_outcome(key, &before, *outcome, b.at);
+                if let Some(before) = &before {
+                    self.note_outcome(key, before, *outcome, b.at);
+                }
                 result.scored.push(id.clone());
             } else {
                 result.skipped.push(id.clone());

@@ -51,6 +51,21 @@ fn row_from_elsewhere(uid: &str, text: &str) -> SharedRow {
     }
 }
 
+/// Marks every due memory sent, as after a send the database committed.
+fn send_all(s: &mut MemState) {
+    let memories = s
+        .outbox(100, 0)
+        .memories
+        .iter()
+        .map(|m| (m.key, m.revision))
+        .collect();
+    s.apply(&Op::Sync(SyncOp::Sent {
+        memories,
+        deleted: Vec::new(),
+        events: Vec::new(),
+    }));
+}
+
 fn receive(s: &mut MemState, rows: Vec<SharedRow>, cursor: i64) {
     s.apply(&Op::Sync(SyncOp::Received {
         rows,
@@ -248,16 +263,7 @@ fn only_facts_and_patterns_are_shared_and_sharing_is_a_change_to_send() {
         Collection::MemoryBank,
         "tabs, not spaces, in Makefiles",
     );
-    s.apply(&Op::Sync(SyncOp::Sent {
-        memories: s
-            .outbox(10, 10)
-            .memories
-            .iter()
-            .map(|m| (m.key, m.revision))
-            .collect(),
-        deleted: Vec::new(),
-        events: Vec::new(),
-    }));
+    send_all(&mut s);
     assert!(matches!(
         s.apply(&Op::Share {
             id: ex,
@@ -369,16 +375,7 @@ fn edits_and_deletions_from_the_roles_other_machines_reach_the_memory_here() {
     );
     s.apply(&Op::vector(key, &[0.1; 384]));
     // Both already in the store (nothing of ours on its way there).
-    s.apply(&Op::Sync(SyncOp::Sent {
-        memories: s
-            .outbox(10, 10)
-            .memories
-            .iter()
-            .map(|m| (m.key, m.revision))
-            .collect(),
-        deleted: Vec::new(),
-        events: Vec::new(),
-    }));
+    send_all(&mut s);
     let mut edited = s.by_key(key).unwrap().clone();
     edited.content = "build with make release".into();
     edited.tags = vec!["build".into()];
@@ -407,16 +404,7 @@ fn another_database_starts_over_without_the_old_ones_memories() {
         vec![row_from_elsewhere("there:1", "theirs, from db-1")],
         50,
     );
-    s.apply(&Op::Sync(SyncOp::Sent {
-        memories: s
-            .outbox(10, 10)
-            .memories
-            .iter()
-            .map(|m| (m.key, m.revision))
-            .collect(),
-        deleted: Vec::new(),
-        events: Vec::new(),
-    }));
+    send_all(&mut s);
     assert_eq!((s.len(), s.backlog()), (2, 0));
     s.apply(&Op::Sync(SyncOp::Enable {
         store_id: "here-2".into(),
