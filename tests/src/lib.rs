@@ -5,6 +5,7 @@
 //! start, the one whose data dir comes from config.toml, and (in [`project`]) repositories with
 //! hooks, the CLI and the MCP bridge run inside them.
 
+pub mod browser;
 pub mod project;
 pub mod shared_store;
 

@@ -11,12 +11,14 @@
 //!   and Cursor config files (merge, backups, dry-run diffs); `service`: systemd / launchd.
 //! - `status`, `doctor`, `query`, `transfer`: status, checks, search/ingest/books, export/import.
 //! - `bridge`, `launch`: `memd mcp`, the stdio MCP server that relays to the daemon's `/mcp`.
+//! - `dashboard`: `memd ui`, a one-time login link to the daemon's `/ui` pages.
 //!
 //! The offline evaluations are `memd-eval` in the `memd-lab` crate, not a `memd` subcommand:
 //! they never ship inside the user's binary.
 
 mod bridge;
 mod client;
+mod dashboard;
 mod diff;
 mod doctor;
 mod files;
@@ -198,6 +200,12 @@ pub enum Command {
         #[command(subcommand)]
         action: ServiceAction,
     },
+    /// Open the dashboard (served by the daemon at /ui) in your browser, logged in.
+    Ui {
+        /// Print the one-time login link instead of opening a browser (remote shells, scripts).
+        #[arg(long)]
+        print_url: bool,
+    },
     /// Share a memory-bank fact or pattern with the team through the shared store.
     Share {
         /// The memory's id.
@@ -371,6 +379,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             ServiceAction::Status { json } => service::run(service::Action::Status, false, json),
         },
+        Command::Ui { print_url } => dashboard::run_ui(print_url),
         Command::Share { id, private, json } => store::run_share(&id, private, json),
         Command::Store { action } => match action {
             StoreAction::Migrate { url } => store::run_migrate(url.as_deref()),

@@ -1,4 +1,5 @@
-//! The memory bank: facts the agent stores on purpose (add, update, archive).
+//! The memory bank: facts the agent stores on purpose (add, update, archive), and the user's
+//! own corrections of any memory (share, delete).
 //!
 //! Owns validation of memory-bank writes (limits, tags, ranges), redaction before storage, the
 //! near-duplicate check and archive-by-content. Must never outcome-score a fact (that is
@@ -123,6 +124,29 @@ impl Core {
             Output::NotFound { id } => Err(ApiError::not_found(format!("no memory {id}"))),
             Output::Rejected(why) => Err(ApiError::unprocessable("id", why)),
             other => Err(ApiError::internal(format!("share: {other:?}"))),
+        }
+    }
+
+    /// `POST /api/memory/delete` and the dashboard's delete: one memory, any collection, for
+    /// good. Mirrored memories follow the same rule as edits (only their owner deletes them).
+    pub async fn delete_memory(
+        &self,
+        req: &DeleteMemoryRequest,
+    ) -> Result<DeleteMemoryResponse, ApiError> {
+        let id = req.id.trim();
+        if id.is_empty() {
+            return Err(ApiError::bad("id", "id must not be empty"));
+        }
+        check_len("id", id, limits::ID_MAX_CHARS)?;
+        let op = Op::Delete {
+            id: id.to_string(),
+            reason: "user".into(),
+        };
+        match self.commit_one(op).await? {
+            Output::Deleted { id } => Ok(DeleteMemoryResponse { success: true, id }),
+            Output::NotFound { id } => Err(ApiError::not_found(format!("no memory {id}"))),
+            Output::Rejected(why) => Err(ApiError::unprocessable("id", why)),
+            other => Err(ApiError::internal(format!("delete: {other:?}"))),
         }
     }
 

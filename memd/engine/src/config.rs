@@ -21,6 +21,22 @@ pub struct Config {
     pub cursor: CursorConfig,
     pub search: SearchConfig,
     pub store: StoreConfig,
+    pub ui: UiConfig,
+}
+
+/// The dashboard (`memd ui`, served under `/ui`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UiConfig {
+    /// Seconds a login link from `memd ui` works (1-600). It works once either way; longer
+    /// suits a link copied from a remote shell into a local browser by hand.
+    pub link_ttl_secs: u64,
+}
+
+impl Default for UiConfig {
+    fn default() -> Self {
+        UiConfig { link_ttl_secs: 60 }
+    }
 }
 
 /// The shared store (issue 14): a PostgreSQL database with pgvector that several daemons (a
@@ -223,6 +239,7 @@ struct FileConfig {
     cursor: CursorConfig,
     search: SearchConfig,
     store: StoreConfig,
+    ui: UiConfig,
 }
 
 impl Config {
@@ -261,6 +278,7 @@ impl Config {
             cursor: file.cursor,
             search: file.search,
             store,
+            ui: file.ui,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -278,6 +296,7 @@ impl Config {
             cursor: CursorConfig::default(),
             search: SearchConfig::default(),
             store: StoreConfig::default(),
+            ui: UiConfig::default(),
         }
     }
 
@@ -335,6 +354,12 @@ impl Config {
             );
         }
         self.store.validate()?;
+        if !(1..=600).contains(&self.ui.link_ttl_secs) {
+            bail!(
+                "ui.link_ttl_secs must be 1-600 (got {})",
+                self.ui.link_ttl_secs
+            );
+        }
         let s = &self.sidecar;
         if s.per_model_ms == 0 || s.total_ms < s.per_model_ms || s.total_ms > 60_000 {
             bail!("sidecar budgets: need 0 < per_model_ms <= total_ms <= 60000");

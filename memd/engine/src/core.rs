@@ -366,6 +366,7 @@ impl Core {
             project: None,
             team: false,
             origin: None,
+            moves: Vec::new(),
         }
     }
 

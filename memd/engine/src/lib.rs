@@ -31,7 +31,9 @@
 //! - [`context`]: what a prompt gets (KNOWN CONTEXT, scoring prompt) and the turn cycle
 //!   (stop, record-outcome, sidecar decisions).
 //! - `bank`: memory-bank writes on `Core` (add with its near-duplicate check, update,
-//!   archive).
+//!   archive), sharing and deleting any memory.
+//! - [`inspect`]: the dashboard's read-only views (filtered lists, one memory's history and
+//!   injections, conversations turn by turn, health over time).
 //! - `books`, [`ingest`]: reference documents: extraction, chunking, storage.
 //! - [`export`]: lossless JSON Lines export and idempotent import, as bytes.
 //! - [`redact`]: secrets and `<private>` spans removed before anything is stored.
@@ -55,6 +57,7 @@ pub mod export;
 pub mod heap;
 mod index;
 pub mod ingest;
+pub mod inspect;
 pub mod late;
 mod late_file;
 pub mod learn;

@@ -61,6 +61,20 @@ pub struct Record {
     /// or deleted: its own daemon runs its lifecycle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// Promotions and demotions, oldest first (with `former_ids`, the memory's path). Memories
+    /// moved before this field existed have none: their last move is `metadata.promoted_at`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<MoveEntry>,
+}
+
+/// One promotion or demotion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MoveEntry {
+    pub from: Collection,
+    pub to: Collection,
+    /// Unix milliseconds.
+    pub at: i64,
 }
 
 /// Where a memory mirrored from the shared store lives there.

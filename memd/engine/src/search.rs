@@ -391,6 +391,7 @@ pub fn view(rec: &Record, now_ms: i64, hit: Option<&Hit>) -> MemoryView {
         outcome_history: rec.outcome_symbols(),
         tags: rec.tags.clone(),
         disputed: learn::scoring::disputed(rec),
+        archived: rec.archived,
         project: rec.project.clone(),
         importance: if bank {
             rec.importance.or(Some(0.7))

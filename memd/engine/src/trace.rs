@@ -315,7 +315,7 @@ impl Trace {
     }
 }
 
-fn open_append(path: &Path) -> io::Result<File> {
+pub(crate) fn open_append(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.create(true).append(true);
     #[cfg(unix)]

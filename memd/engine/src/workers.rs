@@ -99,6 +99,7 @@ pub async fn embed_some(core: &Arc<Core>) -> anyhow::Result<usize> {
 }
 
 async fn lifecycle_loop(core: Arc<Core>, shutdown: Shutdown) {
+    core.sample_counts();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(LIFECYCLE_EVERY) => {}
@@ -108,6 +109,7 @@ async fn lifecycle_loop(core: Arc<Core>, shutdown: Shutdown) {
         if let Err(e) = run_lifecycle(&core).await {
             tracing::warn!("lifecycle pass failed: {e}");
         }
+        core.sample_counts();
     }
 }
 

@@ -58,6 +58,9 @@ pub async fn serve(cfg: Config) -> Result<()> {
         core: core.clone(),
         token,
         mcp: Some(mcp),
+        ui: crate::ui::session::Sessions::new(std::time::Duration::from_secs(
+            core.cfg.ui.link_ttl_secs,
+        )),
     });
     // Signal handlers are installed before the daemon announces itself: a SIGTERM sent as
     // soon as daemon.json appears must shut down cleanly, not kill the process.

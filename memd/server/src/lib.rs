@@ -13,10 +13,13 @@
 //! - [`logging`]: `tracing` to stderr and `<data dir>/logs/daemon.log`, filtered by `MEMD_LOG`.
 //! - [`mcp`]: the agent's tools over streamable HTTP at `/mcp` (the stdio bridge is a client
 //!   and lives in the `memd` CLI crate).
+//! - [`ui`]: the dashboard under `/ui` (server-rendered HTML, a session cookie from a one-time
+//!   login link, CSRF-checked forms).
 //!
-//! `http` mounts `mcp`; `mcp` never imports `http`.
+//! `http` mounts `mcp` and `ui`; neither imports the other.
 
 pub mod daemon;
 pub mod http;
 pub mod logging;
 pub mod mcp;
+pub mod ui;

@@ -217,6 +217,11 @@ pub fn promote(
     moved.id = new_id;
     moved.collection = to;
     moved.updated_at = now_ms;
+    moved.moves.push(crate::record::MoveEntry {
+        from: rec.collection,
+        to,
+        at: now_ms,
+    });
     moved
         .metadata
         .insert(PROMOTED_AT_KEY.to_string(), Value::Number(now_ms as f64));

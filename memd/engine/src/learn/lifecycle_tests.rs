@@ -297,6 +297,15 @@ fn promotion_flow_end_to_end() {
         NOW,
     )
     .expect("up");
+    let path: Vec<_> = rec.moves.iter().map(|m| (m.from, m.to, m.at)).collect();
+    assert_eq!(
+        path,
+        [
+            (Collection::Working, Collection::History, NOW),
+            (Collection::History, Collection::Patterns, NOW)
+        ],
+        "every move is kept with its date, for the dashboard's timeline"
+    );
     assert_eq!(step(&mut rec, Outcome::Failed), None, "1.0 → 0.7");
     assert_eq!(
         step(&mut rec, Outcome::Failed),

@@ -23,7 +23,7 @@ mod lifecycle_tests;
 #[cfg(test)]
 mod scoring_tests;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 #[cfg(test)]
 mod text_tests;
 

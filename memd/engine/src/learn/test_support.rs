@@ -33,6 +33,7 @@ pub fn record_in(collection: Collection, created_at: i64) -> Record {
         metadata: Metadata::new(),
         team: false,
         origin: None,
+        moves: Vec::new(),
     }
 }
 

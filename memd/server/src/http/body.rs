@@ -54,7 +54,7 @@ impl<T: DeserializeOwned, S: Send + Sync, const LIMIT: usize> FromRequest<S> for
     }
 }
 
-async fn read_limited(req: Request, limit: usize) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_limited(req: Request, limit: usize) -> Result<Bytes, ApiError> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)

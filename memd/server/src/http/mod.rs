@@ -8,7 +8,7 @@
 //! `routes` is the table (also the source of the OpenAPI document), `body` the extractors and
 //! answers, `guard` who may call, `transfer` export/import, `openapi` the document.
 
-mod body;
+pub(crate) mod body;
 pub mod guard;
 mod openapi;
 mod routes;
@@ -26,6 +26,8 @@ pub struct Server {
     pub core: Arc<Core>,
     pub token: String,
     pub mcp: Option<crate::mcp::HttpService>,
+    /// The dashboard's logins.
+    pub ui: crate::ui::session::Sessions,
 }
 
 /// Serves until `shutdown` fires, then lets in-flight requests finish (axum's graceful

@@ -125,6 +125,22 @@ fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
             post(share),
         ),
         (
+            post_op::<DeleteMemoryRequest, DeleteMemoryResponse>(
+                "/api/memory/delete",
+                "deleteMemory",
+                "Delete one memory of any collection for good (a teammate's shared memory only its owner can).",
+            ),
+            post(delete_memory),
+        ),
+        (
+            post_op::<UiLoginLinkRequest, UiLoginLinkResponse>(
+                "/api/ui/login-link",
+                "uiLoginLink",
+                "A one-time link (valid 60 s) that logs a browser into the dashboard at /ui.",
+            ),
+            post(ui_login_link),
+        ),
+        (
             post_op::<SidecarReport, SuccessResponse>(
                 "/api/sidecar/report",
                 "sidecarReport",
@@ -224,6 +240,7 @@ pub fn router(server: Arc<Server>) -> Router {
         router = router.route(op.path, handler);
     }
     let router = router
+        .merge(crate::ui::router())
         .route("/mcp", any(mcp))
         .route("/mcp/{*rest}", any(mcp))
         .fallback(not_found)
@@ -315,7 +332,10 @@ fn refusal(server: &Server, req: &Request, path: &str) -> Option<ApiError> {
             field: None,
         });
     }
+    // The dashboard's pages check their session cookie (and posts their CSRF token) themselves.
+    let dashboard = path == "/ui" || path.starts_with("/ui/");
     if path != "/api/health"
+        && !dashboard
         && !super::guard::token_ok(header(header::AUTHORIZATION), &server.token)
     {
         return Some(ApiError {
@@ -402,6 +422,22 @@ async fn memory_bank_archive(
     ApiJson(b): ApiJson<MemoryBankArchive, BODY_MAX_BYTES>,
 ) -> Response {
     respond(s.core.memory_bank_archive(&b, None).await)
+}
+
+async fn delete_memory(
+    State(s): App,
+    ApiJson(b): ApiJson<DeleteMemoryRequest, BODY_MAX_BYTES>,
+) -> Response {
+    respond(s.core.delete_memory(&b).await)
+}
+
+async fn ui_login_link(
+    State(s): App,
+    headers: axum::http::HeaderMap,
+    ApiJson(_): ApiJson<UiLoginLinkRequest, BODY_MAX_BYTES>,
+) -> Response {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    json_response(200, &crate::ui::login_link(&s, host))
 }
 
 async fn sidecar_report(

@@ -189,6 +189,7 @@ mod tests {
             outcome_history: "[YY~N]".into(),
             tags: vec![],
             disputed: false,
+            archived: false,
             project: None,
             importance: None,
             confidence: None,

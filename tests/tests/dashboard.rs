@@ -1,0 +1,470 @@
+//! The dashboard in a real browser: headless Chromium over WebDriver against a real daemon.
+//!
+//! One journey logs in through `memd ui --print-url`, searches, opens a memory, edits and
+//! archives it (checked through the HTTP API), reads the conversation and health pages, uploads
+//! and removes a book, and checks keyboard reach and 200 % zoom; screenshots of every page go to
+//! `target/ui-screens/`. The refusals: a forged cross-site POST (from another local page, and
+//! by hand without the token or with a foreign Origin), a reused and an expired login link.
+//! Needs `install/fetch-chromium.sh` (the test command runs it).
+
+use proto::MemoryView;
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+use tests::browser::{Browser, key};
+use tests::{Daemon, Spec};
+
+const WAIT: Duration = Duration::from_secs(20);
+const FACT: &str = "The staging database listens on port 5433, not the default 5432";
+const EDITED: &str = "The staging database listens on port 6543 since the November migration";
+
+fn browser() -> Browser {
+    Browser::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn screens() -> PathBuf {
+    tests::bin_dir()
+        .parent()
+        .expect("target dir")
+        .join("ui-screens")
+}
+
+/// `memd ui --print-url`, run as the user would, against `d`.
+fn login_link(d: &Daemon) -> String {
+    let out = std::process::Command::new(tests::bin("memd"))
+        .args(["ui", "--print-url"])
+        .envs(d.env())
+        .output()
+        .expect("run memd ui");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        url.starts_with(&d.url("/ui/login?code=")),
+        "a one-time link on the daemon's port: {url}"
+    );
+    url
+}
+
+fn add_fact(d: &Daemon, content: &str, tags: &[&str]) -> String {
+    let r: Value = d.post(
+        "/api/memory-bank/add",
+        &json!({"content": content, "tags": tags}),
+    );
+    r["doc_id"].as_str().expect("doc_id").to_string()
+}
+
+/// Two turns of a conversation through the hook API: the fact is injected in the first and
+/// scored `worked` at the second prompt.
+fn converse(d: &Daemon, conversation: &str) {
+    let prompt = |q: &str| -> Value {
+        d.post(
+            "/api/hooks/get-context",
+            &json!({"query": q, "conversation_id": conversation}),
+        )
+    };
+    let stop = |user: &str| {
+        let _: Value = d.post(
+            "/api/hooks/stop",
+            &json!({"conversation_id": conversation, "user_message": user,
+                    "assistant_response": "Connected to staging on the configured port."}),
+        );
+    };
+    let first = prompt("which port does the staging database listen on?");
+    let injected: Vec<String> = first["relevant_memories"]
+        .as_array()
+        .expect("memories")
+        .iter()
+        .map(|m| m["id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(!injected.is_empty(), "the fact is injected: {first}");
+    stop("connect to the staging database");
+    let second = prompt("now run the migration against staging");
+    assert_eq!(second["scoring_required"], true, "{second}");
+    let scores: serde_json::Map<String, Value> = injected
+        .iter()
+        .map(|id| (id.clone(), json!("worked")))
+        .collect();
+    let _: Value = d.post(
+        "/api/record-outcome",
+        &json!({"conversation_id": conversation, "outcome": "worked", "memory_scores": scores}),
+    );
+    stop("run the migration");
+}
+
+fn memory(d: &Daemon, id: &str) -> MemoryView {
+    let r: proto::SearchResponse =
+        d.post("/api/search", &json!({"id": id, "include_archived": true}));
+    r.results.into_iter().next().expect("memory found by id")
+}
+
+fn text_of(b: &Browser, css: &str) -> String {
+    b.wait_for(css, WAIT)
+        .and_then(|e| e.text())
+        .unwrap_or_else(|e| {
+            let url = b.current_url().unwrap_or_default();
+            let page = b.find("body").and_then(|p| p.text()).unwrap_or_default();
+            panic!("{e}\nat {url}:\n{page:.2000}")
+        })
+}
+
+fn click(b: &Browser, css: &str) {
+    b.find(css)
+        .and_then(|e| e.click())
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Waits until the browser has navigated to an address containing `part` (after a form post
+/// the old page stays until the answer arrives).
+fn wait_for_url(b: &Browser, part: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let url = b.current_url().unwrap_or_default();
+        if url.contains(part) {
+            return;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "never reached {part}: still at {url}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every link and control of the page is reached by Tab alone.
+fn assert_keyboard_reaches_everything(b: &Browser, page: &str) {
+    let focusables = "a[href], button, input:not([type=hidden]), select, textarea";
+    let total = b
+        .execute(
+            &format!("return document.querySelectorAll('{focusables}').length"),
+            vec![],
+        )
+        .unwrap();
+    let total = total.as_u64().unwrap() as usize;
+    let mut seen = std::collections::BTreeSet::new();
+    b.execute(
+        "document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)",
+        vec![],
+    )
+    .unwrap();
+    b.find("body").unwrap().send_keys("").ok();
+    for _ in 0..total + 4 {
+        b.send_keys_to_active(key::TAB).unwrap();
+        let at = b
+            .execute(
+                &format!(
+                    "return Array.from(document.querySelectorAll('{focusables}')).indexOf(document.activeElement)"
+                ),
+                vec![],
+            )
+            .unwrap();
+        if let Some(i) = at.as_i64().filter(|i| *i >= 0) {
+            seen.insert(i);
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        total,
+        "{page}: Tab reaches {} of {total} controls",
+        seen.len()
+    );
+}
+
+/// At 200 % zoom (a 1280-wide window shows 640 CSS pixels) nothing needs sideways scrolling.
+fn assert_reflows_at_200_percent(b: &Browser, page: &str) {
+    b.set_window_size(640, 900).unwrap();
+    let fits = b
+        .execute(
+            "return document.documentElement.scrollWidth <= window.innerWidth",
+            vec![],
+        )
+        .unwrap();
+    b.set_window_size(1280, 900).unwrap();
+    assert_eq!(fits, json!(true), "{page} scrolls sideways at 200 %");
+}
+
+#[test]
+fn log_in_search_open_edit_archive_and_every_page() {
+    let d = Daemon::start(Spec {
+        wait_model: true,
+        ..Spec::new()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let fact = add_fact(&d, FACT, &["database", "staging"]);
+    add_fact(
+        &d,
+        "Release builds are signed with the key in the team vault",
+        &["release"],
+    );
+    add_fact(&d, "Run cargo fmt before every commit", &["style"]);
+    converse(&d, "conv-staging-1");
+    let b = browser();
+    let shots = screens();
+
+    // Log in: the link lands on the memories page and leaves no code in the address bar.
+    let link = login_link(&d);
+    b.goto(&link).unwrap();
+    b.wait_for("form.filters", WAIT).unwrap();
+    let here = b.current_url().unwrap();
+    assert_eq!(here, d.url("/ui/memories"), "redirected to a clean URL");
+    let cookies = b.cookies().unwrap();
+    let session = cookies
+        .iter()
+        .find(|c| c["name"] == "memd_ui")
+        .expect("session cookie");
+    assert_eq!(session["httpOnly"], true, "{session}");
+    assert_eq!(session["sameSite"], "Strict", "{session}");
+    b.screenshot(&shots.join("memories.png")).unwrap();
+
+    // The link worked once.
+    b.goto(&link).unwrap();
+    assert!(
+        text_of(&b, "p[role=alert]").contains("already used or has expired"),
+        "a reused link is refused"
+    );
+    b.goto(&d.url("/ui/memories")).unwrap();
+
+    // Search with the agent's ranking, submitted from the keyboard.
+    let q = b.wait_for("#q", WAIT).unwrap();
+    q.send_keys(&format!("what port is staging on{}", key::ENTER))
+        .unwrap();
+    b.wait_for("p.count", WAIT).unwrap();
+    let first = b.find("a.memory-link").unwrap();
+    assert!(
+        first.text().unwrap().contains("staging database"),
+        "best hit first"
+    );
+    first.click().unwrap();
+
+    // One memory: its history and the turn it was injected into.
+    b.wait_for("blockquote.content", WAIT).unwrap();
+    assert_eq!(text_of(&b, "blockquote.content"), FACT);
+    assert!(
+        b.find("svg.chart circle.dot.worked").is_ok(),
+        "the worked outcome is on the timeline"
+    );
+    let injected = text_of(&b, "main");
+    assert!(
+        injected.contains("conv-staging-1"),
+        "injected into the conversation"
+    );
+    b.screenshot(&shots.join("memory.png")).unwrap();
+    assert_keyboard_reaches_everything(&b, "memory");
+    assert_reflows_at_200_percent(&b, "memory");
+
+    // Edit through the form; the API sees the change.
+    let content = b.find("#content").unwrap();
+    content.clear().unwrap();
+    content.send_keys(EDITED).unwrap();
+    let tags = b.find("#tags").unwrap();
+    tags.clear().unwrap();
+    tags.send_keys("database, staging, migrated").unwrap();
+    click(&b, "form.edit button[type=submit]");
+    wait_for_url(&b, "done=edited");
+    assert_eq!(text_of(&b, "p.flash"), "Saved.");
+    let after = memory(&d, &fact);
+    assert_eq!(after.content, EDITED);
+    assert_eq!(after.tags, ["database", "staging", "migrated"]);
+
+    // Archive; the API reports it archived and the default list no longer shows it.
+    click(&b, "#archive");
+    wait_for_url(&b, "done=archived");
+    assert_eq!(text_of(&b, "p.flash"), "Archived.");
+    assert!(memory(&d, &fact).archived, "archived through the dashboard");
+    b.goto(&d.url("/ui/memories")).unwrap();
+    assert!(
+        !text_of(&b, "main").contains("6543"),
+        "archived memories are hidden by default"
+    );
+    b.goto(&d.url("/ui/memories?archived=only")).unwrap();
+    assert!(text_of(&b, "table.memories").contains("6543"));
+    assert_reflows_at_200_percent(&b, "memories");
+
+    // Conversations, turn by turn, with content from the store.
+    b.goto(&d.url("/ui/conversations")).unwrap();
+    b.screenshot(&shots.join("conversations.png")).unwrap();
+    click(&b, "a[href='/ui/conversations/conv-staging-1']");
+    let turns = text_of(&b, "ol.turns");
+    assert!(
+        turns.contains("Turn 1") && turns.contains("Turn 2"),
+        "{turns}"
+    );
+    assert!(
+        turns.contains("Outcome: worked"),
+        "turn 1 was scored worked: {turns}"
+    );
+    assert!(
+        turns.contains("6543"),
+        "the injected memory as the store has it now: {turns}"
+    );
+    b.screenshot(&shots.join("conversation.png")).unwrap();
+
+    // Health: the figures `memd status` prints.
+    b.goto(&d.url("/ui/health")).unwrap();
+    let status = text_of(&b, "#status");
+    assert!(
+        status.contains("memory_bank") && status.contains("3 memories"),
+        "{status}"
+    );
+    assert!(
+        text_of(&b, "#hit-rate").contains("100 %"),
+        "one scored turn, worked"
+    );
+    b.screenshot(&shots.join("health.png")).unwrap();
+    assert_reflows_at_200_percent(&b, "health");
+
+    // Books: upload with progress, then remove.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("deploy-runbook.md");
+    std::fs::write(
+        &file,
+        "# Deploy runbook\n\nStaging deploys run from the release branch.\n",
+    )
+    .unwrap();
+    b.goto(&d.url("/ui/books")).unwrap();
+    b.wait_for("#file", WAIT)
+        .unwrap()
+        .send_keys(file.to_str().unwrap())
+        .unwrap();
+    click(&b, "#upload button[type=submit]");
+    assert_eq!(text_of(&b, "#books td.book-title"), "deploy-runbook");
+    let books: Value = d.get("/api/books");
+    assert_eq!(books["books"][0]["title"], "deploy-runbook", "{books}");
+    b.screenshot(&shots.join("books.png")).unwrap();
+    b.execute("window.confirm = () => true", vec![]).unwrap();
+    click(&b, "#books form.danger button");
+    b.wait_for("#no-books", WAIT).unwrap();
+    let books: Value = d.get("/api/books");
+    assert_eq!(books["books"], json!([]), "removed through the dashboard");
+}
+
+/// A page on another local port: same site as memd (cookies go along), not the same origin.
+fn serve_forgery(target: String) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let page = format!(
+            "<!doctype html><form id=f method=post action=\"{target}\">\
+             <input type=hidden name=shared value=true></form>\
+             <script>document.getElementById('f').submit()</script>"
+        );
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn forged_posts_and_stale_links_are_refused() {
+    let d = Daemon::start(Spec {
+        config_toml: Some("[ui]\nlink_ttl_secs = 1\n".into()),
+        ..Spec::new()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let victim = add_fact(&d, "Deploys need two approvals", &[]);
+    let b = browser();
+
+    // An expired link: the code is dead one second after it was minted (the TTL above).
+    let stale = login_link(&d);
+    std::thread::sleep(Duration::from_millis(1_300));
+    b.goto(&stale).unwrap();
+    assert!(text_of(&b, "p[role=alert]").contains("expired"));
+    b.goto(&d.url("/ui/memories")).unwrap();
+    assert!(
+        text_of(&b, "p[role=alert]").contains("Not logged in"),
+        "no session"
+    );
+
+    b.goto(&login_link(&d)).unwrap();
+    b.wait_for("form.filters", WAIT).unwrap();
+
+    // A page on another loopback port posts a delete into the logged-in session.
+    let delete = d.url(&format!("/ui/memory/{victim}/delete"));
+    b.goto(&serve_forgery(delete.clone())).unwrap();
+    assert!(
+        text_of(&b, "p[role=alert]").starts_with("Refused"),
+        "forged post refused"
+    );
+    assert_eq!(memory(&d, &victim).content, "Deploys need two approvals");
+
+    // The same by hand: each missing proof alone is refused; all of them pass.
+    let cookie = b
+        .cookies()
+        .unwrap()
+        .into_iter()
+        .find(|c| c["name"] == "memd_ui")
+        .map(|c| format!("memd_ui={}", c["value"].as_str().unwrap()))
+        .expect("session cookie");
+    b.goto(&d.url("/ui/memories")).unwrap();
+    let csrf = b
+        .execute(
+            "return document.querySelector('meta[name=csrf]').content",
+            vec![],
+        )
+        .unwrap();
+    let csrf = csrf.as_str().unwrap().to_string();
+    let own_origin = d.url("");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let post = |cookie: Option<&str>, origin: Option<&str>, body: &str| -> u16 {
+        let mut req = agent
+            .post(&d.url(&format!("/ui/memory/{victim}/archive")))
+            .header("content-type", "application/x-www-form-urlencoded");
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        req.send(body.as_bytes())
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0)
+    };
+    let with_token = format!("csrf={csrf}");
+    assert_eq!(
+        post(Some(&cookie), Some(&own_origin), ""),
+        403,
+        "no CSRF token"
+    );
+    assert_eq!(
+        post(Some(&cookie), Some(&own_origin), "csrf=0000"),
+        403,
+        "wrong token"
+    );
+    assert_eq!(post(Some(&cookie), None, &with_token), 403, "no Origin");
+    assert_eq!(
+        post(Some(&cookie), Some("http://127.0.0.1:1"), &with_token),
+        403,
+        "other port"
+    );
+    assert_eq!(
+        post(None, Some(&own_origin), &with_token),
+        401,
+        "no session"
+    );
+    assert!(
+        !memory(&d, &victim).archived,
+        "nothing refused changed anything"
+    );
+    assert_eq!(
+        post(Some(&cookie), Some(&own_origin), &with_token),
+        303,
+        "all proofs"
+    );
+    assert!(memory(&d, &victim).archived);
+}
