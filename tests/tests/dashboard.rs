@@ -218,7 +218,6 @@ fn log_in_search_open_edit_archive_and_every_page() {
         .expect("session cookie");
     assert_eq!(session["httpOnly"], true, "{session}");
     assert_eq!(session["sameSite"], "Strict", "{session}");
-    b.screenshot(&shots.join("memories.png")).unwrap();
 
     // The link worked once.
     b.goto(&link).unwrap();
@@ -232,7 +231,8 @@ fn log_in_search_open_edit_archive_and_every_page() {
     let q = b.wait_for("#q", WAIT).unwrap();
     q.send_keys(&format!("what port is staging on{}", key::ENTER))
         .unwrap();
-    b.wait_for("p.count", WAIT).unwrap();
+    wait_for_url(&b, "q=what+port");
+    b.screenshot(&shots.join("memories.png")).unwrap();
     let first = b.find("a.memory-link").unwrap();
     assert!(
         first.text().unwrap().contains("staging database"),
@@ -252,7 +252,9 @@ fn log_in_search_open_edit_archive_and_every_page() {
         injected.contains("conv-staging-1"),
         "injected into the conversation"
     );
+    b.set_window_size(1280, 1500).unwrap();
     b.screenshot(&shots.join("memory.png")).unwrap();
+    b.set_window_size(1280, 900).unwrap();
     assert_keyboard_reaches_everything(&b, "memory");
     assert_reflows_at_200_percent(&b, "memory");
 

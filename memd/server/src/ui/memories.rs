@@ -264,9 +264,9 @@ fn actions(viewer: &Viewer, d: &MemoryDetail, can_share: bool) -> Markup {
                 div.field { label for="tags" { "Tags (comma-separated)" }
                     input #tags type="text" name="tags" value=(r.tags.join(", ")); }
                 div.field { label for="importance" { "Importance (0–1)" }
-                    input #importance type="number" name="importance" min="0" max="1" step="0.05" value=(d.view.importance.unwrap_or(0.7)); }
+                    input #importance type="number" name="importance" min="0" max="1" step="0.05" value=(format!("{:.2}", d.view.importance.unwrap_or(0.7))); }
                 div.field { label for="confidence" { "Confidence (0–1)" }
-                    input #confidence type="number" name="confidence" min="0" max="1" step="0.05" value=(d.view.confidence.unwrap_or(0.7)); }
+                    input #confidence type="number" name="confidence" min="0" max="1" step="0.05" value=(format!("{:.2}", d.view.confidence.unwrap_or(0.7))); }
                 button type="submit" { "Save" }
             }
             @if !r.archived {

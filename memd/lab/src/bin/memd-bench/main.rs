@@ -80,7 +80,8 @@ struct Args {
     /// compare against the default in one sitting.
     #[arg(long)]
     no_rerank: bool,
-    /// Only these phases (default: binaries, empty, ingest, sizes; `million` and `shared` only when named).
+    /// Only these phases (default: binaries, empty, ingest, sizes; `million`, `shared` and
+    /// `dashboard` only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     only: Vec<Phase>,
     /// Directory holding `memd` (default: the directory of this executable).
@@ -120,6 +121,8 @@ enum Phase {
     Million,
     /// get-context per size, local only and with the shared PostgreSQL store (only when named).
     Shared,
+    /// Render time of the dashboard's pages per size, full trace ledger (only when named).
+    Dashboard,
 }
 
 fn main() -> std::process::ExitCode {
@@ -194,6 +197,7 @@ fn run() -> Result<usize> {
             Phase::Sizes => bench.sizes(),
             Phase::Million => bench.million(),
             Phase::Shared => bench.shared(),
+            Phase::Dashboard => bench.dashboard(),
         };
         if let Err(e) = result {
             failed += 1;
@@ -256,6 +260,7 @@ fn phases(only: &[Phase]) -> Vec<Phase> {
             Phase::Sizes,
             Phase::Million,
             Phase::Shared,
+            Phase::Dashboard,
         ];
         order.into_iter().filter(|p| only.contains(p)).collect()
     }

@@ -14,6 +14,8 @@ use super::prebuild;
 use super::report::{Figure, Report, Samples, Stat, Target, size_label};
 use anyhow::{Result, bail};
 
+#[path = "dashboard.rs"]
+mod dashboard;
 #[path = "million.rs"]
 mod million;
 #[path = "shared.rs"]
