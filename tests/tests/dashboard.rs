@@ -50,6 +50,40 @@ fn login_link(d: &Daemon) -> String {
     url
 }
 
+/// `memd ui` with `$BROWSER` set to a script that records what it was asked to open.
+fn opened_by_memd_ui(d: &Daemon) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("opened");
+    let script = dir.path().join("browser.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", seen.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(tests::bin("memd"))
+        .arg("ui")
+        .envs(d.env())
+        .env("BROWSER", &script)
+        .output()
+        .expect("run memd ui");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !said.contains("code="),
+        "the link is handed over, not printed: {said}"
+    );
+    tests::eventually("the browser script ran", || seen.exists());
+    let url = std::fs::read_to_string(&seen).unwrap();
+    assert!(url.starts_with(&d.url("/ui/login?code=")), "{url}");
+    url
+}
+
 fn add_fact(d: &Daemon, content: &str, tags: &[&str]) -> String {
     let r: Value = d.post(
         "/api/memory-bank/add",
@@ -205,8 +239,9 @@ fn log_in_search_open_edit_archive_and_every_page() {
     let b = browser();
     let shots = screens();
 
-    // Log in: the link lands on the memories page and leaves no code in the address bar.
-    let link = login_link(&d);
+    // `memd ui` hands the browser a one-time link; it lands on the memories page and leaves no
+    // code in the address bar.
+    let link = opened_by_memd_ui(&d);
     b.goto(&link).unwrap();
     b.wait_for("form.filters", WAIT).unwrap();
     let here = b.current_url().unwrap();
@@ -284,6 +319,18 @@ fn log_in_search_open_edit_archive_and_every_page() {
     );
     b.goto(&d.url("/ui/memories?archived=only")).unwrap();
     assert!(text_of(&b, "table.memories").contains("6543"));
+    b.goto(&d.url("/ui/memories?tag=release")).unwrap();
+    let tagged = text_of(&b, "table.memories tbody");
+    assert!(
+        tagged.contains("signed with the key") && !tagged.contains("cargo fmt"),
+        "the tag filter: {tagged}"
+    );
+    b.goto(&d.url("/ui/memories?disputed=1")).unwrap();
+    assert_eq!(
+        text_of(&b, "p.count"),
+        "0 memories",
+        "nothing failed three times"
+    );
     assert_reflows_at_200_percent(&b, "memories");
 
     // Conversations, turn by turn, with content from the store.

@@ -108,6 +108,10 @@ fn print_health(cfg: &Config, h: &HealthResponse) {
     }
     let counts: Vec<String> = h.counts.iter().map(|(c, n)| format!("{c} {n}")).collect();
     println!("memories:  {}", counts.join(", "));
+    println!(
+        "dashboard: http://127.0.0.1:{}/ui (`memd ui` logs a browser in)",
+        h.port
+    );
 }
 
 fn print_hooks(s: &StatsResponse) {

@@ -115,6 +115,15 @@ impl Bench {
         let cookie = self.ui_login(&inst, &d)?;
         let browser = Browser::new(d.client.port, cookie);
 
+        let ledger_short = format!(
+            "ledger {} lines, {:.1} MiB: {} real (from {} hook turns through the API), {} \
+             synthetic",
+            ledger.real_lines + ledger.synthetic_lines,
+            (ledger.real_bytes + ledger.synthetic_bytes) as f64 / (1024.0 * 1024.0),
+            ledger.real_lines,
+            fill.turns,
+            ledger.synthetic_lines,
+        );
         let ledger_note = format!(
             "trace ledger {} lines / {} bytes in trace.jsonl + trace.jsonl.1: {} real lines \
              ({} bytes) from {} hook turns (get-context → stop → record-outcome) in {} \
@@ -146,10 +155,11 @@ impl Bench {
             }
         }
         let prompts: Vec<String> = (0..reqs + 1).map(|_| corpus.prompt()).collect();
+        // Each page's requests, repeated in order as needed: one untimed, then `reqs` timed.
         let pages: Vec<(&str, Vec<Get>, &str)> = vec![
             (
                 "memories",
-                cycle(&[Get::path("/ui/memories")], reqs),
+                vec![Get::path("/ui/memories")],
                 "GET /ui/memories: every active memory, newest first (200 shown)",
             ),
             (
@@ -163,37 +173,30 @@ impl Bench {
             ),
             (
                 "memory",
-                cycle(
-                    &memory_ids
-                        .iter()
-                        .map(|id| Get::path(&format!("/ui/memory/{id}")))
-                        .collect::<Vec<_>>(),
-                    reqs + 1,
-                ),
+                memory_ids
+                    .iter()
+                    .map(|id| Get::path(&format!("/ui/memory/{id}")))
+                    .collect(),
                 "GET /ui/memory/<id> of memories the real turns injected (history + every turn \
                  of the ledger that injected it)",
             ),
             (
                 "conversations",
-                cycle(&[Get::path("/ui/conversations")], reqs),
+                vec![Get::path("/ui/conversations")],
                 "GET /ui/conversations: the whole ledger grouped into conversations",
             ),
             (
                 "conversation",
-                cycle(
-                    &fill
-                        .conversations
-                        .iter()
-                        .map(|c| Get::path(&format!("/ui/conversations/{c}")))
-                        .collect::<Vec<_>>(),
-                    reqs + 1,
-                ),
+                fill.conversations
+                    .iter()
+                    .map(|c| Get::path(&format!("/ui/conversations/{c}")))
+                    .collect(),
                 "GET /ui/conversations/<id> of the real conversations (their turns, the \
                  injected memories' current content)",
             ),
             (
                 "health",
-                cycle(&[Get::path("/ui/health")], reqs),
+                vec![Get::path("/ui/health")],
                 "GET /ui/health: status figures and the daily series off the ledger",
             ),
         ];
@@ -201,22 +204,16 @@ impl Bench {
             if gets.is_empty() {
                 bail!("no {page} page to request (nothing was injected or no conversation)");
             }
-            // One untimed request first (for the pages requested once each, the first of the
-            // list): the daemon's first render of a page is not what a user sees on the next.
-            let (warm, timed) = if gets.len() > reqs {
-                gets.split_at(1)
-            } else {
-                (&gets[..1], &gets[..])
-            };
-            for g in warm {
-                browser.load(g)?;
-            }
+            let gets = cycle(&gets, reqs + 1);
+            // Untimed: the daemon's first render of a page is not what a user sees on the next.
+            let (warm, timed) = gets.split_at(1);
+            browser.load(&warm[0])?;
             let (s, bytes) = browser.time_each(timed)?;
             self.report.add(
                 Figure::latency(&format!("dashboard.{page}.{label}"), &s).with_note(format!(
                     "{at}; {what}; session cookie from a `memd ui --print-url` login, wall time \
                      to the last body byte, one untimed request first; pages {:.0} KiB on \
-                     average; {ledger_note}",
+                     average; {ledger_short} (see the notes)",
                     bytes as f64 / s.len().max(1) as f64 / 1024.0
                 )),
             );
