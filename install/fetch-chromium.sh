@@ -13,7 +13,8 @@
 # when the pinned (or an equal) version is installed does nothing: apt keeps the downloaded
 # packages in its own cache.
 #
-# Needs root (or sudo) to install; prints what to run otherwise. Debian and Ubuntu only.
+# Needs root (or sudo) to install; prints what to run otherwise. Debian only (Ubuntu ships
+# Chromium as a snap, not as these packages).
 set -euo pipefail
 
 readonly CHROMIUM_VERSION=${MEMD_CHROMIUM_VERSION:-156.0.8078.108-1~deb12u1}
@@ -32,6 +33,10 @@ installed_version() {
 # True when apt offers exactly this version of the package.
 offered() {
     { apt-cache madison "$1" 2>/dev/null || true; } | awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | grep -qxF "$2"
+}
+
+offered_all() {
+    offered chromium "$1" && offered chromium-common "$1" && offered chromium-driver "$1"
 }
 
 main() {
@@ -59,17 +64,23 @@ main() {
     say "updating apt's package lists"
     "${sudo[@]}" apt-get update -qq || die "apt-get update failed"
 
-    local version=$CHROMIUM_VERSION
-    if ! offered chromium "$version" || ! offered chromium-driver "$version"; then
-        version=$(apt-cache policy chromium | awk '/Candidate:/ { print $2 }')
+    # The three packages must agree: chromium depends on chromium-common of its own version.
+    local version=""
+    if [[ -n "$have_browser" ]] && dpkg --compare-versions "$have_browser" ge "$CHROMIUM_VERSION" &&
+        offered_all "$have_browser"; then
+        version=$have_browser # keep the installed browser; add its driver
+    elif offered_all "$CHROMIUM_VERSION"; then
+        version=$CHROMIUM_VERSION
+    else
+        version=$({ apt-cache policy chromium || true; } | awk '/Candidate:/ { print $2 }')
         [[ -n "$version" && "$version" != "(none)" ]] || die "apt offers no chromium package"
-        offered chromium-driver "$version" || die "apt offers chromium $version but no chromium-driver of that version"
+        offered_all "$version" || die "apt offers chromium $version but not chromium-common and chromium-driver of that version"
         say "warning: pinned $CHROMIUM_VERSION is no longer offered; installing $version"
     fi
-    say "installing chromium and chromium-driver $version"
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
-        "chromium=$version" "chromium-driver=$version" >/dev/null ||
-        die "apt-get install chromium=$version chromium-driver=$version failed"
+    say "installing chromium, chromium-common and chromium-driver $version"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        --allow-downgrades "chromium=$version" "chromium-common=$version" "chromium-driver=$version" >/dev/null ||
+        die "apt-get install chromium=$version chromium-common=$version chromium-driver=$version failed"
     /usr/bin/chromedriver --version >/dev/null || die "chromedriver does not run after installation"
     say "installed: $(/usr/bin/chromium --version 2>/dev/null | head -1); $(/usr/bin/chromedriver --version | head -1)"
 }

@@ -131,6 +131,37 @@ fn oversized_bodies_get_413_and_store_nothing() {
 }
 
 #[test]
+fn delete_removes_one_memory_for_good() {
+    let d = tests::start_daemon();
+    let add: serde_json::Value = d.post(
+        "/api/memory-bank/add",
+        &json!({"content": "The CI cache lives in the ci-cache bucket"}),
+    );
+    let id = add["doc_id"].as_str().unwrap().to_string();
+    let (s, body) = d.post_raw("/api/memory/delete", br#"{"id": "  "}"#, true);
+    assert_eq!(
+        (s, body.contains("\"field\":\"id\"")),
+        (400, true),
+        "{body}"
+    );
+    let (s, _) = d.post_raw(
+        "/api/memory/delete",
+        br#"{"id": "memory_bank_000000000000"}"#,
+        true,
+    );
+    assert_eq!(s, 404);
+    let r: serde_json::Value = d.post("/api/memory/delete", &json!({ "id": id }));
+    assert_eq!(r, json!({"success": true, "id": id}));
+    assert!(tests::lookup(&d, &id).is_none(), "gone for good");
+    let (s, _) = d.post_raw(
+        "/api/memory/delete",
+        format!(r#"{{"id": "{id}"}}"#).as_bytes(),
+        true,
+    );
+    assert_eq!(s, 404, "a second delete finds nothing");
+}
+
+#[test]
 fn memory_bank_lifecycle_and_lookups() {
     let d = tests::start_daemon();
     let add: MemoryBankResponse = d.post(

@@ -5,7 +5,9 @@
 //! and removes a book, and checks keyboard reach and 200 % zoom; screenshots of every page go to
 //! `target/ui-screens/`. The refusals: a forged cross-site POST (from another local page, and
 //! by hand without the token or with a foreign Origin), a reused and an expired login link.
-//! Needs `install/fetch-chromium.sh` (the test command runs it).
+//! Needs `install/fetch-chromium.sh` (the test command runs it). Must never pass when a page
+//! or a check is missing: each step asserts what the user would see, and changes are read back
+//! through the HTTP API, not the page.
 
 use proto::MemoryView;
 use serde_json::{Value, json};
@@ -57,7 +59,11 @@ fn opened_by_memd_ui(d: &Daemon) -> String {
     let script = dir.path().join("browser.sh");
     std::fs::write(
         &script,
-        format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", seen.display()),
+        // Written whole, then renamed: the test never reads a half-written file.
+        format!(
+            "#!/bin/sh\nprintf '%s' \"$1\" > '{0}.tmp' && mv '{0}.tmp' '{0}'\n",
+            seen.display()
+        ),
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -337,20 +343,45 @@ fn log_in_search_open_edit_archive_and_every_page() {
     b.goto(&d.url("/ui/conversations")).unwrap();
     b.screenshot(&shots.join("conversations.png")).unwrap();
     click(&b, "a[href='/ui/conversations/conv-staging-1']");
-    let turns = text_of(&b, "ol.turns");
+    let turns: Vec<String> = b
+        .find_all("li.turn")
+        .unwrap()
+        .iter()
+        .map(|t| t.text().unwrap())
+        .collect();
+    assert_eq!(turns.len(), 2, "{turns:?}");
     assert!(
-        turns.contains("Turn 1") && turns.contains("Turn 2"),
-        "{turns}"
+        turns[0].contains("Outcome: worked"),
+        "turn 1 scored: {}",
+        turns[0]
     );
     assert!(
-        turns.contains("Outcome: worked"),
-        "turn 1 was scored worked: {turns}"
+        turns[1].contains("Outcome: not scored"),
+        "turn 2 not: {}",
+        turns[1]
     );
     assert!(
-        turns.contains("6543"),
-        "the injected memory as the store has it now: {turns}"
+        turns[0].contains("6543"),
+        "the injected memory as the store has it now: {}",
+        turns[0]
     );
     b.screenshot(&shots.join("conversation.png")).unwrap();
+
+    // Delete from its page (after the confirmation the script asks for).
+    let doomed = add_fact(
+        &d,
+        "Prefer rebase over merge for feature branches",
+        &["git"],
+    );
+    b.goto(&d.url(&format!("/ui/memory/{doomed}"))).unwrap();
+    b.wait_for("#delete", WAIT).unwrap();
+    b.execute("window.confirm = () => true", vec![]).unwrap();
+    click(&b, "#delete");
+    wait_for_url(&b, "/ui/memories");
+    assert!(
+        tests::lookup(&d, &doomed).is_none(),
+        "deleted through the dashboard"
+    );
 
     // Health: the figures `memd status` prints.
     b.goto(&d.url("/ui/health")).unwrap();
@@ -416,26 +447,58 @@ fn serve_forgery(target: String) -> String {
 }
 
 #[test]
-fn forged_posts_and_stale_links_are_refused() {
+fn an_expired_login_link_is_refused() {
     let d = Daemon::start(Spec {
         config_toml: Some("[ui]\nlink_ttl_secs = 1\n".into()),
         ..Spec::new()
     })
     .unwrap_or_else(|e| panic!("{e}"));
-    let victim = add_fact(&d, "Deploys need two approvals", &[]);
-    let b = browser();
-
-    // An expired link: the code is dead one second after it was minted (the TTL above).
     let stale = login_link(&d);
+    // The code's lifetime is the thing under test: wait it out.
     std::thread::sleep(Duration::from_millis(1_300));
-    b.goto(&stale).unwrap();
-    assert!(text_of(&b, "p[role=alert]").contains("expired"));
-    b.goto(&d.url("/ui/memories")).unwrap();
-    assert!(
-        text_of(&b, "p[role=alert]").contains("Not logged in"),
-        "no session"
-    );
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let mut r = agent.get(&stale).call().expect("an answer");
+    assert_eq!(r.status().as_u16(), 403);
+    assert!(r.headers().get("set-cookie").is_none(), "no session");
+    let page = r.body_mut().read_to_string().unwrap();
+    assert!(page.contains("expired"), "{page}");
+}
 
+#[test]
+fn forged_posts_and_pages_without_a_session_are_refused() {
+    let d = tests::start_daemon();
+    let victim = add_fact(&d, "Deploys need two approvals", &[]);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let get = |path: &str| {
+        agent
+            .get(&d.url(path))
+            .call()
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0)
+    };
+    for page in [
+        "/ui/memories",
+        "/ui/health",
+        "/ui/conversations",
+        "/ui/books",
+    ] {
+        assert_eq!(get(page), 401, "{page} without a session");
+    }
+    assert_eq!(get(&format!("/ui/memory/{victim}")), 401);
+    for sneaky in ["/ui/../api/stats", "/ui/%2e%2e/api/stats", "/ui//api/stats"] {
+        let status = get(sneaky);
+        assert!(status == 401 || status == 404, "{sneaky} → {status}");
+    }
+
+    let b = browser();
     b.goto(&login_link(&d)).unwrap();
     b.wait_for("form.filters", WAIT).unwrap();
 
@@ -465,11 +528,6 @@ fn forged_posts_and_stale_links_are_refused() {
         .unwrap();
     let csrf = csrf.as_str().unwrap().to_string();
     let own_origin = d.url("");
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .build()
-        .into();
     let post = |cookie: Option<&str>, origin: Option<&str>, body: &str| -> u16 {
         let mut req = agent
             .post(&d.url(&format!("/ui/memory/{victim}/archive")))

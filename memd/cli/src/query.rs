@@ -19,8 +19,6 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Text per ingest request. Chunks dedupe by content, so re-sending the same split is safe.
-pub const INGEST_PART_BYTES: usize = 1024 * 1024;
 /// Content shown per search hit.
 const SHOW_CHARS: usize = 400;
 const INGEST_TIMEOUT: Duration = Duration::from_secs(600);
@@ -116,7 +114,7 @@ fn bar_style(template: &str) -> ProgressStyle {
 fn read_with_progress(path: &Path, size: u64) -> Result<Vec<u8>> {
     let mut f =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let bar = if size > INGEST_PART_BYTES as u64 {
+    let bar = if size > memd_engine::ingest::PART_BYTES as u64 {
         ProgressBar::new(size).with_style(bar_style("reading   [{bar:30}] {bytes}/{total_bytes}"))
     } else {
         ProgressBar::hidden()
@@ -135,37 +133,6 @@ fn read_with_progress(path: &Path, size: u64) -> Result<Vec<u8>> {
     }
     bar.finish_and_clear();
     Ok(out)
-}
-
-/// Splits text into parts of at most `max` bytes, at a paragraph, line or word break when
-/// one is in the second half of the window.
-pub fn split_parts(text: &str, max: usize) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let mut rest = text;
-    while rest.len() > max {
-        let mut end = max;
-        while !rest.is_char_boundary(end) {
-            end -= 1;
-        }
-        let window = &rest[..end];
-        let half = end / 2;
-        let cut = [
-            window.rfind("\n\n"),
-            window.rfind('\n'),
-            window.rfind(char::is_whitespace),
-        ]
-        .into_iter()
-        .flatten()
-        .find(|&p| p >= half)
-        .map_or(end, |p| p + 1);
-        let (head, tail) = rest.split_at(cut);
-        parts.push(head);
-        rest = tail;
-    }
-    if !rest.trim().is_empty() {
-        parts.push(rest);
-    }
-    parts
 }
 
 #[derive(Serialize)]
@@ -219,7 +186,7 @@ pub fn run_ingest(
         .unwrap_or_else(|_| file.to_path_buf())
         .display()
         .to_string();
-    let parts = split_parts(&text, INGEST_PART_BYTES);
+    let parts = memd_engine::ingest::split_parts(&text, memd_engine::ingest::PART_BYTES);
     let bar = if parts.len() > 1 {
         ProgressBar::new(text.len() as u64).with_style(bar_style(
             "storing   [{bar:30}] {bytes}/{total_bytes} {msg}",
@@ -380,22 +347,5 @@ mod tests {
         let out = one_line(&s, 10);
         assert_eq!(out.chars().count(), 11);
         assert!(out.ends_with('…'));
-    }
-
-    #[test]
-    fn parts_break_at_paragraphs_and_cover_everything() {
-        let para = "word ".repeat(50) + "\n\n";
-        let text = para.repeat(100);
-        let parts = split_parts(&text, 1000);
-        assert!(parts.len() > 1);
-        assert_eq!(parts.concat(), text);
-        for p in &parts[..parts.len() - 1] {
-            assert!(p.len() <= 1000);
-            assert!(p.ends_with('\n'), "{p:?}");
-        }
-        let multibyte = "ü".repeat(3000);
-        let parts = split_parts(&multibyte, 1001);
-        assert_eq!(parts.concat(), multibyte);
-        assert_eq!(split_parts("short", 1000), vec!["short"]);
     }
 }

@@ -537,6 +537,18 @@ mod tests {
     }
 
     #[test]
+    fn login_link_lifetime_is_bounded_and_named() {
+        let file: FileConfig = toml::from_str("[ui]\nlink_ttl_secs = 300\n").unwrap();
+        assert_eq!(file.ui.link_ttl_secs, 300);
+        let mut c = Config::for_dir(Path::new("/x"), 1);
+        for bad in [0, 601] {
+            c.ui.link_ttl_secs = bad;
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("ui.link_ttl_secs"), "{e}");
+        }
+    }
+
+    #[test]
     fn out_of_range_budget_names_the_key() {
         let mut c = Config::for_dir(Path::new("/x"), 1);
         c.context.token_budget = 10;

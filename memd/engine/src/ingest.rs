@@ -16,6 +16,10 @@ pub const MAX_BYTES: usize = 10 * 1024 * 1024;
 pub const DEFAULT_TARGET_CHARS: usize = 1000;
 /// Characters repeated from the end of one chunk at the start of the next.
 pub const DEFAULT_OVERLAP_CHARS: usize = 200;
+/// Text per ingest request (`memd ingest` and the dashboard's upload send a book in parts of
+/// this size, cut by [`split_parts`], so both store the same chunks). Chunks dedupe by content,
+/// so re-sending the same split is safe.
+pub const PART_BYTES: usize = 1024 * 1024;
 
 /// Why a file could not be ingested; `Display` is written for the person who uploaded it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -442,5 +446,58 @@ impl CharCounter {
         self.chars += text[self.byte..byte].chars().count();
         self.byte = byte;
         self.chars
+    }
+}
+
+/// Splits text into parts of at most `max` bytes, at a paragraph, line or word break when
+/// one is in the second half of the window.
+pub fn split_parts(text: &str, max: usize) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while rest.len() > max {
+        let mut end = max;
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let window = &rest[..end];
+        let half = end / 2;
+        let cut = [
+            window.rfind("\n\n"),
+            window.rfind('\n'),
+            window.rfind(char::is_whitespace),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|&p| p >= half)
+        .map_or(end, |p| p + 1);
+        let (head, tail) = rest.split_at(cut);
+        parts.push(head);
+        rest = tail;
+    }
+    if !rest.trim().is_empty() {
+        parts.push(rest);
+    }
+    parts
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::split_parts;
+
+    #[test]
+    fn parts_break_at_paragraphs_and_cover_everything() {
+        let para = "word ".repeat(50) + "\n\n";
+        let text = para.repeat(100);
+        let parts = split_parts(&text, 1000);
+        assert!(parts.len() > 1);
+        assert_eq!(parts.concat(), text);
+        for p in &parts[..parts.len() - 1] {
+            assert!(p.len() <= 1000);
+            assert!(p.ends_with('\n'), "{p:?}");
+        }
+        let multibyte = "ü".repeat(3000);
+        let parts = split_parts(&multibyte, 1001);
+        assert_eq!(parts.concat(), multibyte);
+        assert_eq!(split_parts("short", 1000), vec!["short"]);
     }
 }

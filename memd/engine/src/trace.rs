@@ -20,6 +20,8 @@ use std::sync::Mutex;
 
 /// File name of the live ledger inside the logs directory.
 pub const TRACE_FILE: &str = "trace.jsonl";
+/// The note of a get-context line written at a session start.
+pub const SESSION_START: &str = "session_start";
 /// Size at which the live ledger moves to `trace.jsonl.1` (the previous `.1` is dropped).
 pub const DEFAULT_CAP_BYTES: u64 = 4 * 1024 * 1024;
 /// Ids kept per list in one entry: a line stays small even if a caller passes many.
@@ -99,19 +101,28 @@ impl TraceEntry {
         }
     }
 
-    /// A prompt (already redacted) and the context injected for it.
+    /// A prompt (already redacted) and the context injected for it; at a session start (no
+    /// prompt: the client asked for context as a conversation opens) the note says
+    /// [`SESSION_START`].
     pub fn get_context(
         conversation_id: &str,
         redacted_prompt: &str,
         injected: &[String],
         context: &str,
+        session_start: bool,
     ) -> TraceEntry {
         TraceEntry {
             injected: ids(injected),
             prompt_sha256: Some(sha256_tag(redacted_prompt)),
             context_sha256: (!context.is_empty()).then(|| sha256_tag(context)),
+            note: session_start.then(|| SESSION_START.to_string()),
             ..TraceEntry::new(TraceEvent::GetContext, conversation_id)
         }
+    }
+
+    /// A get-context line of a session start, not of a prompt.
+    pub fn is_session_start(&self) -> bool {
+        self.event == TraceEvent::GetContext && self.note.as_deref() == Some(SESSION_START)
     }
 
     /// A stored exchange; `redacted_user` is the user side as memd stored it.
@@ -344,8 +355,10 @@ mod tests {
     fn entries_round_trip_in_order_and_filter_by_conversation() {
         let (_d, t) = ledger(DEFAULT_CAP_BYTES);
         let injected = strings(&["memory_bank_1", "patterns_2"]);
-        t.try_append(&TraceEntry::get_context("c1", "hello", &injected, "ctx"))
-            .unwrap();
+        t.try_append(&TraceEntry::get_context(
+            "c1", "hello", &injected, "ctx", false,
+        ))
+        .unwrap();
         t.try_append(&TraceEntry::stop("c2", "working_9", "hello", true))
             .unwrap();
         t.try_append(&TraceEntry::record_outcome(
@@ -403,7 +416,7 @@ mod tests {
         let (_d, t) = ledger(DEFAULT_CAP_BYTES);
         let prompt = "deploy with password hunter2-Zq9 and tell me the weather";
         let context = "KNOWN CONTEXT\n- [id:patterns_1] the staging db listens on 5433";
-        t.try_append(&TraceEntry::get_context("c", prompt, &[], context))
+        t.try_append(&TraceEntry::get_context("c", prompt, &[], context, false))
             .unwrap();
         t.try_append(&TraceEntry::record_outcome(
             "c",
@@ -515,8 +528,14 @@ mod tests {
                 scope.spawn(move || {
                     for i in 0..each {
                         let ids = vec![format!("working_{n}_{i}")];
-                        t.try_append(&TraceEntry::get_context(&format!("c{n}"), "p", &ids, "x"))
-                            .unwrap();
+                        t.try_append(&TraceEntry::get_context(
+                            &format!("c{n}"),
+                            "p",
+                            &ids,
+                            "x",
+                            false,
+                        ))
+                        .unwrap();
                     }
                 });
             }
@@ -537,7 +556,7 @@ mod tests {
 
     #[test]
     fn display_line_is_one_line_of_ids_and_short_digests() {
-        let e = TraceEntry::get_context("c9", "p", &strings(&["patterns_1"]), "ctx");
+        let e = TraceEntry::get_context("c9", "p", &strings(&["patterns_1"]), "ctx", false);
         let line = e.display_line();
         assert!(!line.contains('\n'));
         assert!(line.contains("get-context") && line.contains("c9"));

@@ -192,6 +192,7 @@ pub async fn get_context_for(
         &prompt,
         &injected,
         &formatted_injection,
+        req.session_start,
     ));
     if core.cfg.cursor.rules_file && req.client == Some(proto::Client::Cursor) && !req.session_start
     {

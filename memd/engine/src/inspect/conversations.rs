@@ -5,7 +5,7 @@
 //! for their current content. Must never read text from the ledger (it has none) and never
 //! change a session.
 
-use super::{TRACE_LINES, outcome_of_turn};
+use super::TRACE_LINES;
 use crate::clock;
 use crate::core::Core;
 use crate::trace::{TraceEntry, TraceEvent};
@@ -49,7 +49,8 @@ pub struct InjectedMemory {
     pub id: String,
     /// Its current id, collection and content; `None` once it was deleted.
     pub now: Option<(String, String, String)>,
-    /// Whether the turn's outcome moved its score.
+    /// Whether the turn's outcome line named it (its score moved with the turn; the ledger
+    /// keeps the turn's outcome word, not each memory's).
     pub scored: bool,
 }
 
@@ -57,15 +58,10 @@ impl Core {
     /// Conversations with ledger lines, newest first.
     pub fn conversations(&self) -> Vec<ConversationSummary> {
         let trace = self.trace.read(None, TRACE_LINES);
-        let mut by_id: BTreeMap<&str, Vec<&TraceEntry>> = BTreeMap::new();
-        for e in &trace {
-            by_id.entry(&e.conversation_id).or_default().push(e);
-        }
-        let mut out: Vec<ConversationSummary> = by_id
+        let mut out: Vec<ConversationSummary> = by_conversation(&trace)
             .into_iter()
             .map(|(id, lines)| {
-                let owned: Vec<TraceEntry> = lines.iter().map(|e| (*e).clone()).collect();
-                let turns = turns_of(&owned, id);
+                let turns = turns_of(&lines);
                 ConversationSummary {
                     id: id.to_string(),
                     last_at: lines
@@ -96,7 +92,7 @@ impl Core {
     /// One conversation's turns, oldest first, with the injected memories' current content.
     pub fn conversation_turns(&self, conversation: &str) -> Vec<Turn> {
         let trace = self.trace.read(Some(conversation), TRACE_LINES);
-        let mut turns = turns_of(&trace, conversation);
+        let mut turns = turns_of(&trace.iter().collect::<Vec<_>>());
         self.store.read(|s| {
             for m in turns.iter_mut().flat_map(|t| t.injected.iter_mut()) {
                 m.now = s.by_id(&m.id).map(|r| {
@@ -112,20 +108,36 @@ impl Core {
     }
 }
 
-/// Groups one conversation's ledger lines into turns.
-pub fn turns_of(trace: &[TraceEntry], conversation: &str) -> Vec<Turn> {
+/// Every conversation's ledger lines, in ledger order, by conversation id.
+pub fn by_conversation(trace: &[TraceEntry]) -> BTreeMap<&str, Vec<&TraceEntry>> {
+    let mut out: BTreeMap<&str, Vec<&TraceEntry>> = BTreeMap::new();
+    for e in trace {
+        out.entry(e.conversation_id.as_str()).or_default().push(e);
+    }
+    out
+}
+
+/// One conversation's lines (in ledger order) as turns. A turn is a prompt's get-context line
+/// (a session start's is not a prompt: it belongs to no turn), the stop that stored its
+/// exchange before the next prompt, and the outcome line that scored that exchange: the first
+/// one naming the exchange's id, which the agent records at the next prompt and the sidecar
+/// at a later stop.
+pub fn turns_of(lines: &[&TraceEntry]) -> Vec<Turn> {
     let mut turns = Vec::new();
-    for (i, e) in trace.iter().enumerate() {
-        if e.conversation_id != conversation || e.event != TraceEvent::GetContext {
+    for (i, e) in lines.iter().enumerate() {
+        if e.event != TraceEvent::GetContext || e.is_session_start() {
             continue;
         }
-        let rest = &trace[i + 1..];
+        let rest = &lines[i + 1..];
         let stored = rest
             .iter()
-            .filter(|x| x.conversation_id == conversation)
-            .find(|x| matches!(x.event, TraceEvent::Stop | TraceEvent::GetContext))
+            .find(|x| x.event == TraceEvent::Stop || is_prompt(x))
+            .filter(|x| x.event == TraceEvent::Stop)
             .and_then(|x| x.doc_id.clone());
-        let scoring = outcome_of_turn(rest, conversation);
+        let scoring = stored.as_deref().and_then(|doc| {
+            rest.iter()
+                .find(|x| x.event == TraceEvent::RecordOutcome && x.scored.iter().any(|s| s == doc))
+        });
         turns.push(Turn {
             at: clock::parse_rfc3339(&e.ts).unwrap_or(0),
             injected: e
@@ -143,4 +155,8 @@ pub fn turns_of(trace: &[TraceEntry], conversation: &str) -> Vec<Turn> {
         });
     }
     turns
+}
+
+fn is_prompt(e: &TraceEntry) -> bool {
+    e.event == TraceEvent::GetContext && !e.is_session_start()
 }

@@ -32,8 +32,9 @@ pub struct DayCounts {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DayActivity {
     pub day: String,
+    /// Prompts (session starts are not prompts).
     pub prompts: usize,
-    /// Memories injected (with repeats).
+    /// Memories injected (with repeats), session starts included.
     pub injected: usize,
 }
 
@@ -111,12 +112,13 @@ impl Core {
         for e in self.trace.read(None, TRACE_LINES) {
             match e.event {
                 TraceEvent::GetContext => {
+                    // A session start injects without a prompt: its memories count, it does not.
                     let day = e.ts.get(..10).unwrap_or("").to_string();
                     let a = activity.entry(day.clone()).or_insert_with(|| DayActivity {
                         day,
                         ..DayActivity::default()
                     });
-                    a.prompts += 1;
+                    a.prompts += usize::from(!e.is_session_start());
                     a.injected += e.injected.len();
                 }
                 TraceEvent::RecordOutcome if e.note.as_deref() != Some("already_scored") => {

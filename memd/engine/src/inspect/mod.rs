@@ -16,7 +16,7 @@ use crate::error::ApiError;
 use crate::learn;
 use crate::record::Record;
 use crate::search::{self, Query};
-use crate::trace::{TraceEntry, TraceEvent};
+use crate::trace::TraceEntry;
 use proto::{Collection, MemoryView, SearchRequest, SortBy};
 use std::sync::Arc;
 
@@ -67,8 +67,10 @@ pub struct Injection {
     pub conversation_id: String,
     /// Unix milliseconds.
     pub at: i64,
-    /// How the memory was scored for that turn, when it was.
+    /// The turn's outcome, when the turn was scored and its outcome line named the memory.
     pub outcome: Option<String>,
+    /// Injected as a session opened (no prompt, never scored).
+    pub session_start: bool,
 }
 
 impl Core {
@@ -160,39 +162,35 @@ fn keeps_record(f: &ListFilter, r: &Record) -> bool {
 }
 
 /// The turns (newest first) whose injected context named `record` under any of its ids, with
-/// the outcome the scoring of that turn gave it.
+/// the outcome word of the turn when it was scored and the outcome line named the memory.
 pub fn injections_of(record: &Record, trace: &[TraceEntry]) -> Vec<Injection> {
     let names = |id: &String| *id == record.id || record.former_ids.contains(id);
     let mut out = Vec::new();
-    for (i, e) in trace.iter().enumerate() {
-        if e.event != TraceEvent::GetContext || !e.injected.iter().any(names) {
-            continue;
+    for (conversation, lines) in conversations::by_conversation(trace) {
+        for t in conversations::turns_of(&lines) {
+            if let Some(mine) = t.injected.iter().find(|m| names(&m.id)) {
+                out.push(Injection {
+                    conversation_id: conversation.to_string(),
+                    at: t.at,
+                    outcome: t.outcome.clone().filter(|_| mine.scored),
+                    session_start: false,
+                });
+            }
         }
-        let outcome = outcome_of_turn(&trace[i + 1..], &e.conversation_id)
-            .filter(|scoring| scoring.scored.iter().any(names))
-            .and_then(|scoring| scoring.outcome.clone());
-        out.push(Injection {
-            conversation_id: e.conversation_id.clone(),
-            at: clock::parse_rfc3339(&e.ts).unwrap_or(0),
-            outcome,
-        });
+        // A session start's context is in front of the model too, though no turn scores it.
+        for e in lines.iter().filter(|e| e.is_session_start()) {
+            if e.injected.iter().any(names) {
+                out.push(Injection {
+                    conversation_id: conversation.to_string(),
+                    at: clock::parse_rfc3339(&e.ts).unwrap_or(0),
+                    outcome: None,
+                    session_start: true,
+                });
+            }
+        }
     }
-    out.reverse();
+    out.sort_by(|a, b| b.at.cmp(&a.at));
     out
-}
-
-/// The outcome entry that scored the turn whose prompt came just before `after`: a turn is
-/// scored after its stop (by the agent at the next prompt, or by the sidecar right away), by
-/// the first outcome its conversation records once the exchange is stored.
-pub fn outcome_of_turn<'a>(after: &'a [TraceEntry], conversation: &str) -> Option<&'a TraceEntry> {
-    let mut mine = after.iter().filter(|e| e.conversation_id == conversation);
-    // Its stop comes before the next prompt (an outcome on the way scores an earlier turn).
-    mine.by_ref()
-        .find(|e| matches!(e.event, TraceEvent::Stop | TraceEvent::GetContext))
-        .filter(|e| e.event == TraceEvent::Stop)?;
-    // Its outcome comes before the next stop (after which outcomes score the later turn).
-    mine.find(|e| matches!(e.event, TraceEvent::RecordOutcome | TraceEvent::Stop))
-        .filter(|e| e.event == TraceEvent::RecordOutcome)
 }
 
 #[cfg(test)]

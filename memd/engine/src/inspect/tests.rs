@@ -1,4 +1,4 @@
-//! Turns, injections and hit rates rebuilt from ledger lines.
+//! Turns, injections and hit rates rebuilt from ledger lines written in the hooks' real order.
 
 use super::conversations::turns_of;
 use super::health::HealthSeries;
@@ -45,11 +45,20 @@ fn outcome(conv: &str, ts: &str, word: &str, scored: &[&str]) -> TraceEntry {
     }
 }
 
-/// The agent scores turn 1 during turn 2 (after turn 2's prompt, before its stop); the sidecar
-/// scores turn 2 right after its stop; turn 3 is never scored; another conversation's lines
-/// interleave.
+fn session_start(conv: &str, ts: &str, injected: &[&str]) -> TraceEntry {
+    TraceEntry {
+        note: Some(crate::trace::SESSION_START.into()),
+        ..prompt(conv, ts, injected)
+    }
+}
+
+/// The order the hooks write: a session start injects the profile; the agent scores turn 1
+/// during turn 2 (after turn 2's prompt, before its stop); turn 2 is scored by the sidecar
+/// after turn 3's stop; turn 3 is never scored; another conversation's lines interleave. Each
+/// outcome line names the exchange it scored first.
 fn ledger() -> Vec<TraceEntry> {
     vec![
+        session_start("a", "2026-11-20T09:59:59Z", &["memory_bank_aaaaaaaaaaaa"]),
         prompt("a", "2026-11-20T10:00:00Z", &["memory_bank_aaaaaaaaaaaa"]),
         stop("a", "2026-11-20T10:00:05Z", "working_000000000001"),
         prompt("b", "2026-11-20T10:00:06Z", &["memory_bank_aaaaaaaaaaaa"]),
@@ -61,33 +70,55 @@ fn ledger() -> Vec<TraceEntry> {
             &["working_000000000001", "memory_bank_aaaaaaaaaaaa"],
         ),
         stop("a", "2026-11-20T10:01:05Z", "working_000000000002"),
-        outcome(
-            "a",
-            "2026-11-20T10:01:06Z",
-            "failed",
-            &["working_000000000002"],
-        ),
         prompt("a", "2026-11-21T09:00:00Z", &["memory_bank_aaaaaaaaaaaa"]),
         stop("a", "2026-11-21T09:00:05Z", "working_000000000003"),
+        TraceEntry {
+            note: Some("sidecar".into()),
+            ..outcome(
+                "a",
+                "2026-11-21T09:00:09Z",
+                "failed",
+                &["working_000000000002", "patterns_bbbbbbbbbbbb"],
+            )
+        },
     ]
 }
 
+fn turns(conv: &str) -> Vec<super::conversations::Turn> {
+    let all = ledger();
+    let lines: Vec<&TraceEntry> = all.iter().filter(|e| e.conversation_id == conv).collect();
+    turns_of(&lines)
+}
+
 #[test]
-fn each_outcome_lands_on_the_turn_it_scored() {
-    let turns = turns_of(&ledger(), "a");
-    assert_eq!(turns.len(), 3);
+fn each_outcome_lands_on_the_turn_whose_exchange_it_names() {
+    let turns = turns("a");
+    assert_eq!(turns.len(), 3, "a session start is not a turn");
     let words: Vec<_> = turns.iter().map(|t| t.outcome.as_deref()).collect();
     assert_eq!(words, [Some("worked"), Some("failed"), None]);
-    assert_eq!(turns[0].stored.as_deref(), Some("working_000000000001"));
+    let stored: Vec<_> = turns.iter().map(|t| t.stored.as_deref()).collect();
+    assert_eq!(
+        stored,
+        [
+            Some("working_000000000001"),
+            Some("working_000000000002"),
+            Some("working_000000000003")
+        ]
+    );
     assert!(
         turns[0].injected[0].scored,
         "the fact was scored with turn 1"
     );
     assert!(
-        !turns[1].injected[0].scored,
-        "the pattern was injected but the sidecar's outcome did not name it"
+        turns[1].injected[0].scored,
+        "the pattern with turn 2, by the sidecar"
     );
-    assert_eq!(turns[0].scored_by.as_deref(), Some("agent"));
+    assert!(
+        !turns[2].injected[0].scored,
+        "turn 3 was never scored, though the fact had been scored before"
+    );
+    let by: Vec<_> = turns.iter().map(|t| t.scored_by.as_deref()).collect();
+    assert_eq!(by, [Some("agent"), Some("sidecar"), None]);
 }
 
 #[test]
@@ -98,11 +129,22 @@ fn a_memory_lists_every_turn_it_was_injected_into_under_any_of_its_ids() {
     let seen = injections_of(&fact, &ledger());
     let summary: Vec<_> = seen
         .iter()
-        .map(|i| (i.conversation_id.as_str(), i.outcome.as_deref()))
+        .map(|i| {
+            (
+                i.conversation_id.as_str(),
+                i.outcome.as_deref(),
+                i.session_start,
+            )
+        })
         .collect();
     assert_eq!(
         summary,
-        [("a", None), ("b", None), ("a", Some("worked"))],
+        [
+            ("a", None, false),
+            ("b", None, false),
+            ("a", Some("worked"), false),
+            ("a", None, true)
+        ],
         "newest first; conversation b never scored its turn"
     );
     fact.former_ids.clear();

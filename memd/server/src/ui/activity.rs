@@ -6,14 +6,17 @@
 //! trace ledger (it has none: a deleted memory shows as its id).
 
 use super::layout::{self, segment, snippet, when};
-use super::{App, Viewer, chart};
+use super::{App, Viewer, chart, off_thread};
 use axum::extract::{Path, State};
 use axum::response::Response;
 use maud::{Markup, html};
 use proto::{HealthResponse, StatsResponse};
 
 pub async fn conversations(State(s): App, viewer: Viewer) -> Response {
-    let list = s.core.conversations();
+    let list = match off_thread(&s, |core| core.conversations()).await {
+        Ok(list) => list,
+        Err(page) => return page,
+    };
     let body = html! {
         p { "From the trace ledger: which memories each prompt got and how each turn was scored." }
         @if list.is_empty() {
@@ -38,7 +41,11 @@ pub async fn conversations(State(s): App, viewer: Viewer) -> Response {
 }
 
 pub async fn conversation(State(s): App, viewer: Viewer, Path(id): Path<String>) -> Response {
-    let turns = s.core.conversation_turns(&id);
+    let which = id.clone();
+    let turns = match off_thread(&s, move |core| core.conversation_turns(&which)).await {
+        Ok(turns) => turns,
+        Err(page) => return page,
+    };
     let body = html! {
         p { a href="/ui/conversations" { "← All conversations" } }
         @if turns.is_empty() {
@@ -82,9 +89,17 @@ pub async fn conversation(State(s): App, viewer: Viewer, Path(id): Path<String>)
 }
 
 pub async fn health(State(s): App, viewer: Viewer) -> Response {
-    let h = s.core.health();
-    let stats = memd_engine::status::stats(&s.core);
-    let series = s.core.health_series();
+    let read = off_thread(&s, |core| {
+        (
+            core.health(),
+            memd_engine::status::stats(core),
+            core.health_series(),
+        )
+    });
+    let (h, stats, series) = match read.await {
+        Ok(all) => all,
+        Err(page) => return page,
+    };
     let days: Vec<String> = series.counts.iter().map(|d| d.day.clone()).collect();
     let lines: Vec<(String, Vec<usize>)> = proto::Collection::ALL
         .iter()

@@ -1,8 +1,8 @@
 //! The Books page: the list, upload (≤ 10 MB, with progress) and removal.
 //!
-//! Owns the upload endpoint: the file's text is extracted by `memd_engine::ingest` (as `memd
-//! ingest` does) and stored through `Core::ingest`, the API's own call; removal goes through
-//! `Core::remove_book`. Must never accept more than the ingest limit nor parse a file on an
+//! Owns the upload endpoint: the file's text is extracted and cut into parts by
+//! `memd_engine::ingest` (as `memd ingest` does) and stored through `Core::ingest`, the API's
+//! own call; removal goes through `Core::remove_book`. Must never accept more than the ingest limit nor parse a file on an
 //! async thread (PDF extraction is CPU work).
 
 use super::layout::{self, csrf_field};
@@ -86,17 +86,30 @@ pub async fn upload(
             .unwrap_or_else(|| p.name.clone()),
         t => t.to_string(),
     };
-    let req = proto::IngestRequest {
-        title,
-        content: text,
-        source: Some(format!("dashboard upload: {}", p.name)),
-        scope: None,
-        cwd: None,
+    // In the parts `memd ingest` sends, so a file stored both ways is stored once.
+    let mut total = proto::IngestResponse {
+        success: true,
+        title: title.clone(),
+        ..Default::default()
     };
-    match s.core.ingest(&req).await {
-        Ok(r) => crate::http::json_response(200, &r),
-        Err(e) => crate::http::error_response(&e),
+    for part in memd_engine::ingest::split_parts(&text, memd_engine::ingest::PART_BYTES) {
+        let req = proto::IngestRequest {
+            title: title.clone(),
+            content: part.to_string(),
+            source: Some(format!("dashboard upload: {}", p.name)),
+            scope: None,
+            cwd: None,
+        };
+        match s.core.ingest(&req).await {
+            Ok(r) => {
+                total.title = r.title;
+                total.chunks += r.chunks;
+                total.already_present += r.already_present;
+            }
+            Err(e) => return crate::http::error_response(&e),
+        }
     }
+    crate::http::json_response(200, &total)
 }
 
 #[derive(Deserialize)]

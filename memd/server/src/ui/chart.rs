@@ -15,8 +15,9 @@ const PAD: f64 = 24.0;
 /// demotions as labelled vertical lines, between `from` and `to` (Unix milliseconds).
 pub fn timeline(outcomes: &[OutcomeEntry], moves: &[MoveEntry], from: i64, to: i64) -> Markup {
     const LEFT: f64 = 4.0 * PAD;
-    let span = (to - from).max(1) as f64;
-    let x = |at: i64| LEFT + (at - from).clamp(0, to - from) as f64 / span * (W - LEFT - PAD);
+    // `from` can be after `to` (a memory from a machine whose clock runs ahead).
+    let end = (to - from).max(1);
+    let x = |at: i64| LEFT + (at - from).clamp(0, end) as f64 / end as f64 * (W - LEFT - PAD);
     let label = format!(
         "Outcome timeline: {} outcomes, {} moves",
         outcomes.len(),
@@ -142,6 +143,16 @@ mod tests {
         assert_eq!(svg.matches("<circle").count(), 2);
         assert!(svg.contains("dot worked") && svg.contains("dot failed"));
         assert!(svg.contains("→ history"));
+    }
+
+    #[test]
+    fn a_memory_created_after_now_still_draws() {
+        let outcomes = [OutcomeEntry {
+            outcome: Outcome::Worked,
+            at: 5_000,
+        }];
+        let svg = timeline(&outcomes, &[], 9_000, 3_000).into_string();
+        assert_eq!(svg.matches("<circle").count(), 1);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! `share`). Must never change a memory any other way.
 
 use super::layout::{self, csrf_field, segment, snippet, when};
-use super::{App, Checked, Viewer, answer, chart, see_other};
+use super::{App, Checked, Viewer, answer, chart, off_thread, see_other};
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
@@ -161,8 +161,11 @@ pub async fn one(
     Path(id): Path<String>,
     Query(done): Query<Done>,
 ) -> Response {
-    let Some(d) = s.core.memory_detail(&id) else {
-        return layout::error_page(&ApiError::not_found(format!("no memory {id}")));
+    let which = id.clone();
+    let d = match off_thread(&s, move |core| core.memory_detail(&which)).await {
+        Ok(Some(d)) => d,
+        Ok(None) => return layout::error_page(&ApiError::not_found(format!("no memory {id}"))),
+        Err(page) => return page,
     };
     let can_share = s.core.cfg.store.url.is_some()
         && matches!(
@@ -189,9 +192,9 @@ pub async fn one(
         @if d.injected.is_empty() {
             p { "No turn in the trace ledger carried this memory." }
         } @else {
-            table { thead { tr { th scope="col" { "When" } th scope="col" { "Conversation" } th scope="col" { "Scored" } } }
+            table { thead { tr { th scope="col" { "When" } th scope="col" { "Conversation" } th scope="col" { "Turn's outcome" } } }
                 tbody { @for i in &d.injected { tr {
-                    td { (when(i.at)) }
+                    td { (when(i.at)) @if i.session_start { " (session start)" } }
                     td { a href=(format!("/ui/conversations/{}", segment(&i.conversation_id))) { (i.conversation_id) } }
                     td { (i.outcome.as_deref().unwrap_or("—")) }
                 } } }
@@ -238,7 +241,9 @@ fn history(d: &MemoryDetail) -> Markup {
     html! {
         @if r.moves.is_empty() && !r.former_ids.is_empty() {
             p { "Moved before moves were dated; the last move: "
-                (r.metadata.get(memd_engine::learn::lifecycle::PROMOTED_AT_KEY).map(metadata_text).unwrap_or_default()) }
+                (r.metadata.get(memd_engine::learn::lifecycle::PROMOTED_AT_KEY)
+                    .and_then(|v| match v { proto::Value::Number(ms) => Some(when(*ms as i64)), _ => None })
+                    .unwrap_or_else(|| "unknown".into())) }
         }
         ul.history {
             @for m in &r.moves {
@@ -259,14 +264,18 @@ fn actions(viewer: &Viewer, d: &MemoryDetail, can_share: bool) -> Markup {
         @if bank {
             form.edit method="post" action=(format!("{base}/edit")) {
                 (csrf_field(viewer))
+                // What the form showed: a field left as shown is not sent as a change.
+                input type="hidden" name="shown_tags" value=(tags_text(&r.tags));
+                input type="hidden" name="shown_importance" value=(number_text(d.view.importance));
+                input type="hidden" name="shown_confidence" value=(number_text(d.view.confidence));
                 div.field.wide { label for="content" { "Content" }
                     textarea #content name="content" rows="5" required { (r.content) } }
                 div.field { label for="tags" { "Tags (comma-separated)" }
-                    input #tags type="text" name="tags" value=(r.tags.join(", ")); }
+                    input #tags type="text" name="tags" value=(tags_text(&r.tags)); }
                 div.field { label for="importance" { "Importance (0–1)" }
-                    input #importance type="number" name="importance" min="0" max="1" step="0.05" value=(format!("{:.2}", d.view.importance.unwrap_or(0.7))); }
+                    input #importance type="number" name="importance" min="0" max="1" step="any" value=(number_text(d.view.importance)); }
                 div.field { label for="confidence" { "Confidence (0–1)" }
-                    input #confidence type="number" name="confidence" min="0" max="1" step="0.05" value=(format!("{:.2}", d.view.confidence.unwrap_or(0.7))); }
+                    input #confidence type="number" name="confidence" min="0" max="1" step="any" value=(number_text(d.view.confidence)); }
                 button type="submit" { "Save" }
             }
             @if !r.archived {
@@ -288,6 +297,21 @@ fn actions(viewer: &Viewer, d: &MemoryDetail, can_share: bool) -> Markup {
     }
 }
 
+/// A memory's tags as the edit form shows them.
+fn tags_text(tags: &[String]) -> String {
+    tags.join(", ")
+}
+
+/// A score as the edit form shows it: exact, so an unchanged field reads back the same.
+fn number_text(x: Option<f64>) -> String {
+    x.map(|x| x.to_string()).unwrap_or_default()
+}
+
+/// `now` when it differs from what the form showed.
+fn changed<'a>(now: &'a str, shown: &str) -> Option<&'a str> {
+    (now.trim() != shown.trim()).then_some(now)
+}
+
 #[derive(Deserialize)]
 pub struct EditForm {
     content: String,
@@ -297,6 +321,12 @@ pub struct EditForm {
     importance: String,
     #[serde(default)]
     confidence: String,
+    #[serde(default)]
+    shown_tags: String,
+    #[serde(default)]
+    shown_importance: String,
+    #[serde(default)]
+    shown_confidence: String,
 }
 
 pub async fn edit(
@@ -313,20 +343,27 @@ pub async fn edit(
             .map(Some)
             .map_err(|_| ApiError::bad(field, format!("{field} must be a number from 0 to 1")))
     };
+    // Only what the user changed is sent: a tag with a comma in it, or a score the form
+    // would round, survives an edit of the content.
     let req = (|| {
         Ok(proto::MemoryBankUpdate {
             id: id.clone(),
             content: Some(f.content.replace("\r\n", "\n")),
-            tags: Some(
-                f.tags
-                    .split(',')
+            tags: changed(&f.tags, &f.shown_tags).map(|t| {
+                t.split(',')
                     .map(str::trim)
                     .filter(|t| !t.is_empty())
                     .map(str::to_string)
-                    .collect(),
-            ),
-            importance: number("importance", &f.importance)?,
-            confidence: number("confidence", &f.confidence)?,
+                    .collect()
+            }),
+            importance: match changed(&f.importance, &f.shown_importance) {
+                Some(t) => number("importance", t)?,
+                None => None,
+            },
+            confidence: match changed(&f.confidence, &f.shown_confidence) {
+                Some(t) => number("confidence", t)?,
+                None => None,
+            },
         })
     })();
     let req: proto::MemoryBankUpdate = match req {

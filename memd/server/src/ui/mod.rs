@@ -228,6 +228,19 @@ pub fn login_link(s: &Server, host: Option<&str>) -> proto::UiLoginLinkResponse 
     }
 }
 
+/// Runs `read` on a blocking thread: the pages that read the trace ledger parse up to 8 MiB
+/// (30-40 ms at the cap, `memd-bench --only dashboard`), which must not hold up hook calls on
+/// the async threads.
+pub async fn off_thread<T: Send + 'static>(
+    s: &Arc<Server>,
+    read: impl FnOnce(&memd_engine::core::Core) -> T + Send + 'static,
+) -> Result<T, Response> {
+    let core = s.core.clone();
+    tokio::task::spawn_blocking(move || read(&core))
+        .await
+        .map_err(|_| layout::error_page(&ApiError::internal("the page's read failed")))
+}
+
 /// A failed engine call as a page (the same status and message the API would give).
 pub fn answer<T>(result: Result<T, ApiError>, ok: impl FnOnce(T) -> Response) -> Response {
     match result {

@@ -495,7 +495,7 @@ fn synthetic_conversation(rng: &mut StdRng, k: i64, begins: i64, fill: &Fill) ->
         let mut scored = vec![stored.clone()];
         scored.extend(injected.iter().cloned());
         let entries = [
-            TraceEntry::get_context(&conv, &prompt, &injected, &context),
+            TraceEntry::get_context(&conv, &prompt, &injected, &context, false),
             TraceEntry::stop(&conv, stored, &prompt, false),
             TraceEntry::record_outcome(&conv, outcome, &scored, Some("agent"), false),
         ];
