@@ -52,8 +52,10 @@ fn login_link(d: &Daemon) -> String {
     url
 }
 
-/// `memd ui` with `$BROWSER` set to a script that records what it was asked to open.
-fn opened_by_memd_ui(d: &Daemon) -> String {
+/// `memd ui` with `$BROWSER` set to a script that records what it was asked to open: the
+/// address of a private file that moves on to the login link (never the link itself: a
+/// command line is readable by other users). Returns that address and the link in the file.
+fn opened_by_memd_ui(d: &Daemon) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
     let seen = dir.path().join("opened");
     let script = dir.path().join("browser.sh");
@@ -85,9 +87,21 @@ fn opened_by_memd_ui(d: &Daemon) -> String {
         "the link is handed over, not printed: {said}"
     );
     tests::eventually("the browser script ran", || seen.exists());
-    let url = std::fs::read_to_string(&seen).unwrap();
-    assert!(url.starts_with(&d.url("/ui/login?code=")), "{url}");
-    url
+    let opened = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        !opened.contains("code="),
+        "no code on a command line: {opened}"
+    );
+    let file = opened.strip_prefix("file://").expect("a file address");
+    assert!(file.starts_with(d.data_dir().to_str().unwrap()), "{file}");
+    let mode = std::fs::metadata(file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "only the user reads the file holding the code");
+    let page = std::fs::read_to_string(file).unwrap();
+    let start = page
+        .find(&d.url("/ui/login?code="))
+        .expect("the link in the page");
+    let link: String = page[start..].chars().take_while(|c| *c != '"').collect();
+    (opened, link)
 }
 
 fn add_fact(d: &Daemon, content: &str, tags: &[&str]) -> String {
@@ -247,16 +261,16 @@ fn log_in_search_open_edit_archive_and_every_page() {
 
     // `memd ui` hands the browser a one-time link; it lands on the memories page and leaves no
     // code in the address bar.
-    let link = opened_by_memd_ui(&d);
-    b.goto(&link).unwrap();
+    let (opened, link) = opened_by_memd_ui(&d);
+    b.goto(&opened).unwrap();
     b.wait_for("form.filters", WAIT).unwrap();
     let here = b.current_url().unwrap();
     assert_eq!(here, d.url("/ui/memories"), "redirected to a clean URL");
     let cookies = b.cookies().unwrap();
     let session = cookies
         .iter()
-        .find(|c| c["name"] == "memd_ui")
-        .expect("session cookie");
+        .find(|c| c["name"] == format!("memd_ui_{}", d.port))
+        .expect("session cookie, named for the daemon's port");
     assert_eq!(session["httpOnly"], true, "{session}");
     assert_eq!(session["sameSite"], "Strict", "{session}");
 
@@ -516,8 +530,14 @@ fn forged_posts_and_pages_without_a_session_are_refused() {
         .cookies()
         .unwrap()
         .into_iter()
-        .find(|c| c["name"] == "memd_ui")
-        .map(|c| format!("memd_ui={}", c["value"].as_str().unwrap()))
+        .find(|c| c["name"] == format!("memd_ui_{}", d.port))
+        .map(|c| {
+            format!(
+                "{}={}",
+                c["name"].as_str().unwrap(),
+                c["value"].as_str().unwrap()
+            )
+        })
         .expect("session cookie");
     b.goto(&d.url("/ui/memories")).unwrap();
     let csrf = b

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 
 /// How many outcomes `outcome_history` keeps.
 pub const HISTORY_LEN: usize = 10;
+/// How many promotions and demotions `moves` keeps (the newest; a memory going back and forth
+/// between history and patterns would otherwise grow without bound).
+pub const MOVES_KEPT: usize = 20;
 
 /// One scored outcome in a memory's history.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -189,7 +189,7 @@ pub fn injections_of(record: &Record, trace: &[TraceEntry]) -> Vec<Injection> {
             }
         }
     }
-    out.sort_by(|a, b| b.at.cmp(&a.at));
+    out.sort_by_key(|i| std::cmp::Reverse(i.at));
     out
 }
 

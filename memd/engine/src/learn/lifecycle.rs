@@ -222,6 +222,8 @@ pub fn promote(
         to,
         at: now_ms,
     });
+    let excess = moved.moves.len().saturating_sub(crate::record::MOVES_KEPT);
+    moved.moves.drain(..excess);
     moved
         .metadata
         .insert(PROMOTED_AT_KEY.to_string(), Value::Number(now_ms as f64));

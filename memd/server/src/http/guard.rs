@@ -45,11 +45,13 @@ pub fn token_ok(header: Option<&str>, token: &str) -> bool {
     }) else {
         return false;
     };
-    let (a, b) = (presented.trim().as_bytes(), token.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    same_secret(presented.trim(), token)
+}
+
+/// Constant-time equality of two secrets (their length is not secret).
+pub fn same_secret(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// `Host` must name the loopback interface (DNS-rebinding defence). A missing Host (HTTP/1.0

@@ -136,7 +136,7 @@ fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
             post_op::<UiLoginLinkRequest, UiLoginLinkResponse>(
                 "/api/ui/login-link",
                 "uiLoginLink",
-                "A one-time link (valid 60 s) that logs a browser into the dashboard at /ui.",
+                "A one-time link (valid `ui.link_ttl_secs`, 60 s by default) that logs a browser into the dashboard at /ui.",
             ),
             post(ui_login_link),
         ),
@@ -251,7 +251,10 @@ pub fn router(server: Arc<Server>) -> Router {
     // ingest with 8 clients measured 11 % below the previous build (memd-bench --only ingest,
     // 5 alternating runs each), without it 5 % (3 runs; within the run-to-run spread).
     let router = if LevelFilter::current() >= LevelFilter::DEBUG {
-        router.layer(TraceLayer::new_for_http())
+        // The path only: a query string can hold a dashboard login code.
+        router.layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())
+        }))
     } else {
         router
     };

@@ -91,6 +91,23 @@ pub fn refusal(status: StatusCode, message: &str) -> Response {
     respond(status, doc)
 }
 
+/// A page that sends the browser on to `to` (a fixed path of ours) at once.
+pub fn moving_on(to: &'static str) -> Response {
+    let doc = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content=(format!("0; url={to}"));
+                title { "memd" }
+                link rel="stylesheet" href="/ui/assets/ui.css";
+            }
+            body { main #main.message { p { "Logged in. " a href=(to) { "Continue" } } } }
+        }
+    };
+    respond(StatusCode::OK, doc)
+}
+
 /// An engine error as a page with the API's status and message (the field named, as there).
 pub fn error_page(e: &ApiError) -> Response {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);

@@ -71,24 +71,20 @@ async fn login(State(s): App, Query(q): Query<LoginQuery>) -> Response {
             "This login link was already used or has expired. Run `memd ui` for a new one.",
         );
     };
-    let cookie = format!(
-        "{}={session}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
-        session::COOKIE,
-        session::ABSOLUTE_TTL.as_secs()
-    );
-    let mut resp = Redirect::to("/ui/memories").into_response();
+    let cookie = session::cookie(s.core.cfg.port, &session, session::ABSOLUTE_TTL);
+    // A page that moves on by itself rather than a redirect: when the link was opened from a
+    // local file (`memd ui`), a redirect would still count as that file's navigation, a
+    // cross-site one, and the browser would not send the SameSite=Strict cookie with it.
+    let mut resp = layout::moving_on("/ui/memories");
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
-    layout::harden(resp)
+    resp
 }
 
 async fn logout(State(s): App, Checked(viewer, _): Checked<NoFields>) -> Response {
     s.ui.end(&viewer.session);
-    let gone = format!(
-        "{}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0",
-        session::COOKIE
-    );
+    let gone = session::cookie(s.core.cfg.port, "", std::time::Duration::ZERO);
     let mut resp = layout::refusal(StatusCode::OK, "Logged out. Run `memd ui` to log in again.");
     if let Ok(v) = HeaderValue::from_str(&gone) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
@@ -107,7 +103,7 @@ impl FromRequestParts<Arc<Server>> for Viewer {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, s: &Arc<Server>) -> Result<Viewer, Response> {
-        let session = session_cookie(&parts.headers).unwrap_or_default();
+        let session = session_cookie(&parts.headers, s.core.cfg.port).unwrap_or_default();
         match s.ui.touch(&session) {
             Some(csrf) => Ok(Viewer { session, csrf }),
             None => Err(layout::refusal(
@@ -118,14 +114,15 @@ impl FromRequestParts<Arc<Server>> for Viewer {
     }
 }
 
-fn session_cookie(headers: &HeaderMap) -> Option<String> {
+fn session_cookie(headers: &HeaderMap, port: u16) -> Option<String> {
+    let name = session::cookie_name(port);
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == session::COOKIE)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value.to_string())
 }
 

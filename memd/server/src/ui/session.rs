@@ -19,8 +19,21 @@ pub const IDLE_TTL: Duration = Duration::from_secs(8 * 3600);
 pub const ABSOLUTE_TTL: Duration = Duration::from_secs(24 * 3600);
 /// Codes and sessions held at most; the oldest goes first (bounds a caller that mints in a loop).
 const MAX_LIVE: usize = 64;
-/// The session cookie's name.
-pub const COOKIE: &str = "memd_ui";
+/// The session cookie's name on `port`. Browsers keep cookies per host, not per port: with
+/// the port in the name, two daemons (a dev and a normal one, or a forwarded one) do not log
+/// each other out.
+pub fn cookie_name(port: u16) -> String {
+    format!("memd_ui_{port}")
+}
+
+/// The `Set-Cookie` value that holds `session` (empty with `max_age` 0: the logout).
+pub fn cookie(port: u16, session: &str, max_age: Duration) -> String {
+    format!(
+        "{}={session}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
+        cookie_name(port),
+        max_age.as_secs()
+    )
+}
 
 /// A logged-in browser.
 #[derive(Debug, Clone)]
@@ -151,11 +164,7 @@ fn random_hex() -> String {
     hex::encode(rand::random::<[u8; 32]>())
 }
 
-/// Constant-time equality of two secrets (length is not secret: every one is 64 hex digits).
-pub fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+pub use crate::http::guard::same_secret as same;
 
 #[cfg(test)]
 mod tests {

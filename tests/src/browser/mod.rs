@@ -18,6 +18,9 @@
 //! - [`Element`]: a found element: click, type, read text, attributes and properties.
 //! - [`key`]: the WebDriver codes of special keys, for [`Element::send_keys`].
 
+mod element;
+
+pub use element::Element;
 use serde_json::{Value, json};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -27,7 +30,7 @@ use std::time::{Duration, Instant};
 
 /// The key under which WebDriver returns (and accepts) an element's id: the W3C spec's "web
 /// element identifier", which chromedriver uses.
-const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
+pub(super) const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// How long to wait for chromedriver to answer `ready: true` on `/status`.
 const DRIVER_START: Duration = Duration::from_secs(20);
@@ -78,13 +81,6 @@ pub struct Browser {
     _dir: tempfile::TempDir,
 }
 
-/// An element of the current page, found by `selector` (kept for error messages).
-pub struct Element<'a> {
-    browser: &'a Browser,
-    id: String,
-    selector: String,
-}
-
 impl Browser {
     /// Starts chromedriver and a headless Chromium session; the error says what went wrong, with
     /// the tail of chromedriver's log, or what to install.
@@ -105,14 +101,29 @@ impl Browser {
         let port = free_port()?;
         let driver = {
             use std::os::unix::process::CommandExt;
-            Command::new(&driver_bin)
+            let mut command = Command::new(&driver_bin);
+            command
                 .arg(format!("--port={port}"))
                 // Chromium's own stderr into the log: why it failed to start, crashes.
                 .arg("--enable-chrome-logs")
                 .stdin(Stdio::null())
                 .stdout(out)
                 .stderr(err)
-                .process_group(0)
+                .process_group(0);
+            // If the test dies without dropping the browser (killed, timed out), the kernel
+            // kills chromedriver when the spawning thread ends; Chromium quits with it. (The
+            // signal follows the thread, so a Browser must stay on the thread that made it.)
+            // SAFETY: the closure only calls prctl, which is async-signal-safe, between fork
+            // and exec.
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            command
                 .spawn()
                 .map_err(|e| format!("start {}: {e} ({INSTALL_HINT})", driver_bin.display()))?
         };
@@ -216,11 +227,16 @@ impl Browser {
     }
 
     /// A call on this session: `path` is relative to `/session/<id>`.
-    fn cmd(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, String> {
+    pub(super) fn cmd(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, String> {
         self.request(method, &format!("{}{path}", self.session_url), body)
     }
 
-    fn element(&self, value: &Value, selector: String) -> Result<Element<'_>, String> {
+    pub(super) fn element(&self, value: &Value, selector: String) -> Result<Element<'_>, String> {
         let id = value[ELEMENT_KEY]
             .as_str()
             .ok_or_else(|| format!("{selector}: not an element reference: {value}"))?;
@@ -231,7 +247,11 @@ impl Browser {
         })
     }
 
-    fn elements(&self, value: &Value, selector: &str) -> Result<Vec<Element<'_>>, String> {
+    pub(super) fn elements(
+        &self,
+        value: &Value,
+        selector: &str,
+    ) -> Result<Vec<Element<'_>>, String> {
         value
             .as_array()
             .ok_or_else(|| format!("{selector}: not a list of elements: {value}"))?
@@ -374,108 +394,11 @@ impl Drop for Browser {
     }
 }
 
-impl<'a> Element<'a> {
-    fn cmd(
-        &self,
-        method: &str,
-        what: &str,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<Value, String> {
-        self.browser
-            .cmd(method, &format!("/element/{}{path}", self.id), body)
-            .map_err(|e| format!("{what} {:?}: {e}", self.selector))
-    }
-
-    /// The selector this element was found by.
-    pub fn selector(&self) -> &str {
-        &self.selector
-    }
-
-    /// The element as a script argument for [`Browser::execute`].
-    pub fn to_json(&self) -> Value {
-        json!({ ELEMENT_KEY: self.id })
-    }
-
-    pub fn click(&self) -> Result<(), String> {
-        self.cmd("POST", "click", "/click", None).map(drop)
-    }
-
-    /// Types `text` into the element (focusing it first); [`key`] codes press special keys.
-    pub fn send_keys(&self, text: &str) -> Result<(), String> {
-        self.cmd("POST", "type into", "/value", Some(json!({"text": text})))
-            .map(drop)
-    }
-
-    /// Empties an input or textarea.
-    pub fn clear(&self) -> Result<(), String> {
-        self.cmd("POST", "clear", "/clear", None).map(drop)
-    }
-
-    /// The rendered text (what is visible, as `innerText`).
-    pub fn text(&self) -> Result<String, String> {
-        string(self.cmd("GET", "text of", "/text", None)?, "text")
-    }
-
-    /// The HTML attribute `name` (None: absent).
-    pub fn attr(&self, name: &str) -> Result<Option<String>, String> {
-        match self.cmd(
-            "GET",
-            &format!("attribute {name} of"),
-            &format!("/attribute/{name}"),
-            None,
-        )? {
-            Value::Null => Ok(None),
-            Value::String(s) => Ok(Some(s)),
-            other => Ok(Some(other.to_string())),
-        }
-    }
-
-    /// The DOM property `name` (e.g. an input's live `value`, `checked`); null when unset.
-    pub fn property(&self, name: &str) -> Result<Value, String> {
-        self.cmd(
-            "GET",
-            &format!("property {name} of"),
-            &format!("/property/{name}"),
-            None,
-        )
-    }
-
-    pub fn is_displayed(&self) -> Result<bool, String> {
-        let v = self.cmd("GET", "is displayed", "/displayed", None)?;
-        v.as_bool()
-            .ok_or_else(|| format!("is {:?} displayed: not a bool: {v}", self.selector))
-    }
-
-    /// The first descendant matching `css`; an error if there is none.
-    pub fn find(&self, css: &str) -> Result<Element<'a>, String> {
-        let v = self.cmd(
-            "POST",
-            &format!("find {css:?} in"),
-            "/element",
-            Some(by_css(css)),
-        )?;
-        self.browser.element(&v, format!("{} {css}", self.selector))
-    }
-
-    /// Every descendant matching `css`.
-    pub fn find_all(&self, css: &str) -> Result<Vec<Element<'a>>, String> {
-        let v = self.cmd(
-            "POST",
-            &format!("find all {css:?} in"),
-            "/elements",
-            Some(by_css(css)),
-        )?;
-        self.browser
-            .elements(&v, &format!("{} {css}", self.selector))
-    }
-}
-
-fn by_css(css: &str) -> Value {
+pub(super) fn by_css(css: &str) -> Value {
     json!({"using": "css selector", "value": css})
 }
 
-fn string(v: Value, what: &str) -> Result<String, String> {
+pub(super) fn string(v: Value, what: &str) -> Result<String, String> {
     match v {
         Value::String(s) => Ok(s),
         other => Err(format!("{what}: not a string: {other:.200}")),
