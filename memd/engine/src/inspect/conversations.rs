@@ -109,7 +109,9 @@ impl Core {
 }
 
 /// Every conversation's ledger lines, in ledger order, by conversation id.
-pub fn by_conversation(trace: &[TraceEntry]) -> BTreeMap<&str, Vec<&TraceEntry>> {
+pub fn by_conversation<'a>(
+    trace: impl IntoIterator<Item = &'a TraceEntry>,
+) -> BTreeMap<&'a str, Vec<&'a TraceEntry>> {
     let mut out: BTreeMap<&str, Vec<&TraceEntry>> = BTreeMap::new();
     for e in trace {
         out.entry(e.conversation_id.as_str()).or_default().push(e);

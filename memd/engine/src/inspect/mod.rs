@@ -165,8 +165,18 @@ fn keeps_record(f: &ListFilter, r: &Record) -> bool {
 /// the outcome word of the turn when it was scored and the outcome line named the memory.
 pub fn injections_of(record: &Record, trace: &[TraceEntry]) -> Vec<Injection> {
     let names = |id: &String| *id == record.id || record.former_ids.contains(id);
+    // Only the conversations that injected it are grouped into turns (most are not).
+    let involved: std::collections::BTreeSet<&str> = trace
+        .iter()
+        .filter(|e| e.injected.iter().any(names))
+        .map(|e| e.conversation_id.as_str())
+        .collect();
+    let relevant: Vec<&TraceEntry> = trace
+        .iter()
+        .filter(|e| involved.contains(e.conversation_id.as_str()))
+        .collect();
     let mut out = Vec::new();
-    for (conversation, lines) in conversations::by_conversation(trace) {
+    for (conversation, lines) in conversations::by_conversation(relevant) {
         for t in conversations::turns_of(&lines) {
             if let Some(mine) = t.injected.iter().find(|m| names(&m.id)) {
                 out.push(Injection {
