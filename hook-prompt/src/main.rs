@@ -1,9 +1,13 @@
-//! `hook-prompt`: the prompt-time hook for Claude Code (`UserPromptSubmit`, `SessionStart`) and
-//! Cursor (`--cursor`: `sessionStart`, `beforeSubmitPrompt`).
+//! `hook-prompt`: the hook that runs before something happens, for Claude Code
+//! (`UserPromptSubmit`, `SessionStart`, `PreToolUse`) and Cursor (`--cursor`: `sessionStart`,
+//! `beforeSubmitPrompt`, `beforeShellExecution`, `beforeMCPExecution`, `beforeReadFile`).
 //!
-//! It asks memd for context (`POST /api/hooks/get-context`) and prints it in the client's format.
+//! Before a prompt it asks memd for context (`POST /api/hooks/get-context`) and prints it in the
+//! client's format; before a tool it asks the guard (`guard`).
 //! It must never block or fail the user's turn: every failure path exits 0, prints nothing (Claude)
 //! or the neutral answer (Cursor), and leaves one line in the hook log.
+
+mod guard;
 
 use hookrt::daemon::Daemon;
 use hookrt::event::Event;
@@ -81,9 +85,17 @@ fn answer(event: Event, deadline: &Deadline) {
             let _ = fetch_context(&request, deadline);
             output::emit(CURSOR_CONTINUE);
         }
+        Event::ToolBefore {
+            event,
+            client,
+            conversation_id,
+            tool,
+            project_dir,
+        } => guard::answer(event, client, conversation_id, tool, project_dir, deadline),
         Event::ClaudeStop { .. }
         | Event::CursorResponse { .. }
         | Event::CursorStop
+        | Event::ToolAfter { .. }
         | Event::Ignored { .. } => {}
     }
 }

@@ -453,9 +453,10 @@ fn no_daemon_is_logged_and_silent() {
 fn other_claude_events_are_ignored() {
     let memd = memd_with("ctx");
     let sandbox = Sandbox::new(Some(&memd.url()));
-    sandbox
-        .run(hook(), &[], &event_fixture("claude_pre_tool_use.json"))
-        .assert_silent();
+    let notification = event_fixture_with("claude_pre_tool_use.json", |v: &mut Value| {
+        v["hook_event_name"] = json!("Notification");
+    });
+    sandbox.run(hook(), &[], &notification).assert_silent();
     assert!(memd.requests().is_empty());
     assert!(sandbox.log_lines().is_empty());
 }

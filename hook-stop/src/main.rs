@@ -1,8 +1,11 @@
-//! `hook-stop`: the end-of-turn hook for Claude Code (`Stop`) and Cursor (`--cursor`:
-//! `afterAgentResponse`, `stop`).
+//! `hook-stop`: the hook that runs after something happened, for Claude Code (`Stop`,
+//! `PostToolUse`) and Cursor (`--cursor`: `afterAgentResponse`, `stop`, `afterShellExecution`,
+//! `afterFileEdit`).
 //!
 //! It sends the finished exchange to memd (`POST /api/hooks/stop`) and, when memd asks for it
-//! (`needs_sidecar`), scores the previous exchange with the sidecar chain. It must never block or
+//! (`needs_sidecar`), scores the previous exchange with the sidecar chain. After a tool it sends
+//! the evidence (`POST /api/hooks/post-tool`: which tool, command or file, failed or not; never
+//! the tool's output). It must never block or
 //! steer the agent: no `decision`, no `followup_message`; Claude gets no output, Cursor gets `{}`;
 //! every failure path exits 0 and leaves one line in the hook log.
 //!
@@ -21,12 +24,13 @@ use hookrt::daemon::Daemon;
 use hookrt::event::Event;
 use hookrt::watchdog::Deadline;
 use hookrt::{log, output};
-use proto::{Client, StopRequest, StopResponse};
+use proto::{Client, PostToolRequest, PostToolResponse, StopRequest, StopResponse};
 use std::path::Path;
 
 /// Cursor's neutral answer (never a `followup_message`).
 const CURSOR_EMPTY: &str = "{}";
 const STOP_PATH: &str = "/api/hooks/stop";
+const POST_TOOL_PATH: &str = "/api/hooks/post-tool";
 
 fn main() {
     let Some(run) = hookrt::session::start("hook-stop", CURSOR_EMPTY) else {
@@ -72,9 +76,44 @@ fn answer(event: Event, deadline: &Deadline) {
                 score_call_seen: None,
             }
         }
+        Event::ToolAfter {
+            client,
+            conversation_id,
+            tool,
+            failed,
+            exit_code,
+            project_dir,
+        } => {
+            if client == Client::Cursor {
+                output::emit(CURSOR_EMPTY);
+            }
+            let request = PostToolRequest {
+                conversation_id,
+                client,
+                tool,
+                exit_code,
+                failed,
+                project_dir,
+            };
+            send_evidence(&request, deadline);
+            return;
+        }
         _ => return,
     };
     send_stop(&request, deadline);
+}
+
+/// Posts what a tool did; failures are logged, never shown.
+fn send_evidence(request: &PostToolRequest, deadline: &Deadline) {
+    let daemon = match Daemon::locate() {
+        Ok(daemon) => daemon,
+        Err(e) => return log::failure(e.kind(), &e.summary()),
+    };
+    if let Err(e) =
+        daemon.post::<_, PostToolResponse>(POST_TOOL_PATH, request, deadline.call_budget())
+    {
+        daemon.note_failure(&e);
+    }
 }
 
 /// The stop request for Claude Code: the assistant text from the hook input, the user text (and

@@ -4,8 +4,12 @@
 //! `conversation_id`, `cursor_version` and camelCase names. This module owns that mapping and
 //! must never act on an event: it only names it and extracts the fields the hooks use.
 
+pub mod tools;
+
 use crate::input::Mode;
+use proto::{Client, ToolCall, ToolKind};
 use serde::Deserialize;
+pub use tools::BeforeEvent;
 
 /// The fields of both clients' hook input that memd uses; everything else is ignored.
 #[derive(Debug, Default, Deserialize)]
@@ -32,6 +36,18 @@ struct RawInput {
     last_assistant_message: Option<String>,
     #[serde(default)]
     text: Option<String>,
+    #[serde(default)]
+    tool_name: Option<String>,
+    #[serde(default)]
+    tool_input: Option<serde_json::Value>,
+    #[serde(default)]
+    tool_response: Option<serde_json::Value>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    file_path: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
 }
 
 /// One parsed hook invocation.
@@ -79,6 +95,25 @@ pub enum Event {
     },
     /// Cursor `stop`: only the end of the turn, nothing to send.
     CursorStop,
+    /// A tool about to run (Claude Code `PreToolUse`; Cursor `beforeShellExecution`,
+    /// `beforeMCPExecution`, `beforeReadFile`): the guard's moment.
+    ToolBefore {
+        event: BeforeEvent,
+        client: Client,
+        conversation_id: String,
+        tool: ToolCall,
+        project_dir: Option<String>,
+    },
+    /// A tool that ran (Claude Code `PostToolUse`; Cursor `afterShellExecution`,
+    /// `afterFileEdit`): evidence.
+    ToolAfter {
+        client: Client,
+        conversation_id: String,
+        tool: ToolCall,
+        failed: bool,
+        exit_code: Option<i32>,
+        project_dir: Option<String>,
+    },
     /// An event this hook does not handle, or input from the other client than the mode says.
     Ignored { reason: String },
 }
@@ -172,6 +207,30 @@ fn claude_event(
             last_assistant_message: input.last_assistant_message,
             project_dir,
         }),
+        "PreToolUse" => Ok(Event::ToolBefore {
+            event: BeforeEvent::ClaudePreToolUse,
+            client: Client::ClaudeCode,
+            conversation_id: session_id()?,
+            tool: tools::claude_tool(
+                input.tool_name.as_deref().unwrap_or(""),
+                input.tool_input.as_ref(),
+            ),
+            project_dir,
+        }),
+        "PostToolUse" => {
+            let (failed, exit_code) = tools::claude_failure(input.tool_response.as_ref());
+            Ok(Event::ToolAfter {
+                client: Client::ClaudeCode,
+                conversation_id: session_id()?,
+                tool: tools::claude_tool(
+                    input.tool_name.as_deref().unwrap_or(""),
+                    input.tool_input.as_ref(),
+                ),
+                failed,
+                exit_code,
+                project_dir,
+            })
+        }
         other => Ok(Event::Ignored {
             reason: format!("Claude Code event `{other}` is not handled"),
         }),
@@ -207,6 +266,52 @@ fn cursor_event(name: &str, input: RawInput) -> Result<Event, EventError> {
             project_dir: project_dir(),
         }),
         "stop" => Ok(Event::CursorStop),
+        "beforeShellExecution" | "beforeMCPExecution" | "beforeReadFile" => {
+            let (event, tool) = match name {
+                "beforeShellExecution" => (
+                    BeforeEvent::CursorPermission,
+                    tools::cursor_shell(&required(input.command.clone(), "command")?),
+                ),
+                "beforeMCPExecution" => (
+                    BeforeEvent::CursorPermission,
+                    tools::cursor_mcp(
+                        input.tool_name.as_deref().unwrap_or(""),
+                        input.url.as_deref(),
+                        input.command.as_deref(),
+                    ),
+                ),
+                _ => (
+                    BeforeEvent::CursorReadFile,
+                    tools::cursor_file(
+                        ToolKind::Read,
+                        &required(input.file_path.clone(), "file_path")?,
+                    ),
+                ),
+            };
+            Ok(Event::ToolBefore {
+                event,
+                client: Client::Cursor,
+                conversation_id: conversation_id()?,
+                tool,
+                project_dir: project_dir(),
+            })
+        }
+        "afterShellExecution" | "afterFileEdit" => Ok(Event::ToolAfter {
+            client: Client::Cursor,
+            conversation_id: conversation_id()?,
+            tool: if name == "afterFileEdit" {
+                tools::cursor_file(
+                    ToolKind::Edit,
+                    &required(input.file_path.clone(), "file_path")?,
+                )
+            } else {
+                tools::cursor_shell(&required(input.command.clone(), "command")?)
+            },
+            // Cursor reports neither an exit code nor a failure for these events.
+            failed: false,
+            exit_code: None,
+            project_dir: project_dir(),
+        }),
         other => Ok(Event::Ignored {
             reason: format!("Cursor event `{other}` is not handled"),
         }),

@@ -33,6 +33,8 @@ pub mod limits {
     pub const BODY_MAX_BYTES: usize = 1024 * 1024;
     /// A working directory sent for project resolution (`cwd`, `project_dir`).
     pub const DIR_MAX_CHARS: usize = 4096;
+    /// A shell command line a tool event carries (longer ones are cut by the hooks).
+    pub const COMMAND_MAX_CHARS: usize = 16_384;
     /// A project id or selector (`project`).
     pub const PROJECT_MAX_CHARS: usize = 512;
 }

@@ -27,9 +27,11 @@ pub mod hooks;
 pub mod memory;
 pub mod paths;
 pub mod settings;
+pub mod tools;
 pub mod value;
 
 pub use api::*;
 pub use hooks::*;
 pub use memory::*;
+pub use tools::*;
 pub use value::{Metadata, Value};

@@ -94,9 +94,22 @@ fn claude_stop_active_flag() {
 }
 
 #[test]
-fn claude_other_events_are_ignored() {
+fn claude_pre_tool_use_fixture_is_a_tool_event() {
     let event = parse_event(&fixture("claude_pre_tool_use.json"), Mode::Claude).unwrap();
-    assert!(matches!(event, Event::Ignored { ref reason } if reason.contains("PreToolUse")));
+    assert!(matches!(
+        event,
+        Event::ToolBefore {
+            event: BeforeEvent::ClaudePreToolUse,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn claude_other_events_are_ignored() {
+    let raw = br#"{"session_id": "s", "hook_event_name": "Notification", "message": "hi"}"#;
+    let event = parse_event(raw, Mode::Claude).unwrap();
+    assert!(matches!(event, Event::Ignored { ref reason } if reason.contains("Notification")));
 }
 
 #[test]
@@ -184,4 +197,140 @@ fn event_name_is_read_before_full_parsing() {
         Some("stop")
     );
     assert_eq!(event_name(b"not json"), None);
+}
+
+fn tool_event(raw: serde_json::Value, mode: Mode) -> Event {
+    parse_event(raw.to_string().as_bytes(), mode).unwrap()
+}
+
+#[test]
+fn claude_pre_tool_use_names_the_tool() {
+    let base = |name: &str, input: serde_json::Value| {
+        serde_json::json!({
+            "session_id": "s1", "transcript_path": "/t.jsonl", "cwd": "/repo",
+            "hook_event_name": "PreToolUse", "tool_name": name, "tool_input": input,
+            "tool_use_id": "toolu_1"
+        })
+    };
+    let Event::ToolBefore {
+        event,
+        tool,
+        conversation_id,
+        ..
+    } = tool_event(
+        base("Bash", serde_json::json!({"command": "ls -la"})),
+        Mode::Claude,
+    )
+    else {
+        panic!("not a tool event");
+    };
+    assert_eq!(event, BeforeEvent::ClaudePreToolUse);
+    assert_eq!(conversation_id, "s1");
+    assert_eq!(
+        (tool.kind, tool.command.as_deref()),
+        (ToolKind::Shell, Some("ls -la"))
+    );
+    let Event::ToolBefore { tool, .. } = tool_event(
+        base("mcp__my_server__do_thing", serde_json::json!({})),
+        Mode::Claude,
+    ) else {
+        panic!("not a tool event");
+    };
+    assert_eq!(
+        (tool.kind, tool.server.as_deref()),
+        (ToolKind::Mcp, Some("my_server"))
+    );
+    let Event::ToolBefore { tool, .. } = tool_event(
+        base("Read", serde_json::json!({"file_path": "/repo/.env"})),
+        Mode::Claude,
+    ) else {
+        panic!("not a tool event");
+    };
+    assert_eq!(
+        (tool.kind, tool.path.as_deref()),
+        (ToolKind::Read, Some("/repo/.env"))
+    );
+}
+
+#[test]
+fn claude_post_tool_use_reports_failure_not_output() {
+    let raw = serde_json::json!({
+        "session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "cargo test"},
+        "tool_response": {"stdout": "secret output", "stderr": "", "exit_code": 101}
+    });
+    let Event::ToolAfter {
+        failed,
+        exit_code,
+        tool,
+        ..
+    } = tool_event(raw, Mode::Claude)
+    else {
+        panic!("not a tool event");
+    };
+    assert_eq!((failed, exit_code), (true, Some(101)));
+    assert_eq!(tool.command.as_deref(), Some("cargo test"));
+}
+
+#[test]
+fn cursor_before_events_and_their_required_fields() {
+    let base = |event: &str, extra: serde_json::Value| {
+        let mut v = serde_json::json!({
+            "conversation_id": "c1", "generation_id": "g", "hook_event_name": event,
+            "cursor_version": "1.7.2", "workspace_roots": ["/repo"]
+        });
+        for (k, val) in extra.as_object().unwrap() {
+            v[k] = val.clone();
+        }
+        v
+    };
+    let Event::ToolBefore {
+        event,
+        tool,
+        project_dir,
+        ..
+    } = tool_event(
+        base(
+            "beforeShellExecution",
+            serde_json::json!({"command": "make", "cwd": "/repo"}),
+        ),
+        Mode::Cursor,
+    )
+    else {
+        panic!("not a tool event");
+    };
+    assert_eq!(event, BeforeEvent::CursorPermission);
+    assert_eq!(tool.command.as_deref(), Some("make"));
+    assert_eq!(project_dir.as_deref(), Some("/repo"));
+    let Event::ToolBefore { event, .. } = tool_event(
+        base(
+            "beforeReadFile",
+            serde_json::json!({"file_path": "/repo/a.rs", "content": ""}),
+        ),
+        Mode::Cursor,
+    ) else {
+        panic!("not a tool event");
+    };
+    assert_eq!(event, BeforeEvent::CursorReadFile);
+    let Event::ToolBefore { tool, .. } = tool_event(
+        base(
+            "beforeMCPExecution",
+            serde_json::json!({"tool_name": "search_memory", "tool_input": "{}", "url": "http://127.0.0.1:47111/mcp"}),
+        ),
+        Mode::Cursor,
+    ) else {
+        panic!("not a tool event");
+    };
+    assert_eq!(
+        tool.server.as_deref(),
+        Some("memd"),
+        "memd's own server by its URL"
+    );
+    let missing = parse_event(
+        base("beforeShellExecution", serde_json::json!({}))
+            .to_string()
+            .as_bytes(),
+        Mode::Cursor,
+    );
+    assert_eq!(missing, Err(EventError::Missing("command")));
 }

@@ -29,18 +29,26 @@ pub const CLAUDE_TOOL_PERMISSIONS: [&str; 8] = [
     "mcp__memd__record_response",
 ];
 
-/// Claude Code events → (binary, timeout seconds).
-const CLAUDE_HOOKS: [(&str, &str, i64); 2] = [
+/// Claude Code events → (binary, timeout seconds). The tool events carry no matcher: every
+/// tool goes through (the guard answers nothing for tools it does not guard).
+const CLAUDE_HOOKS: [(&str, &str, i64); 4] = [
     ("UserPromptSubmit", HOOK_PROMPT, 10),
     ("Stop", HOOK_STOP, 30),
+    ("PreToolUse", HOOK_PROMPT, 10),
+    ("PostToolUse", HOOK_STOP, 10),
 ];
 
 /// Cursor events → (binary, timeout seconds); every command gets `--cursor`.
-const CURSOR_HOOKS: [(&str, &str, i64); 4] = [
+const CURSOR_HOOKS: [(&str, &str, i64); 9] = [
     ("sessionStart", HOOK_PROMPT, 10),
     ("beforeSubmitPrompt", HOOK_PROMPT, 10),
     ("afterAgentResponse", HOOK_STOP, 30),
     ("stop", HOOK_STOP, 30),
+    ("beforeShellExecution", HOOK_PROMPT, 10),
+    ("beforeMCPExecution", HOOK_PROMPT, 10),
+    ("beforeReadFile", HOOK_PROMPT, 10),
+    ("afterShellExecution", HOOK_STOP, 10),
+    ("afterFileEdit", HOOK_STOP, 10),
 ];
 
 /// The existing document has a different shape where memd needs to write.

@@ -22,6 +22,7 @@ pub struct Config {
     pub search: SearchConfig,
     pub store: StoreConfig,
     pub ui: UiConfig,
+    pub guards: crate::guards_config::GuardsConfig,
 }
 
 /// The dashboard (`memd ui`, served under `/ui`).
@@ -240,6 +241,7 @@ struct FileConfig {
     search: SearchConfig,
     store: StoreConfig,
     ui: UiConfig,
+    guards: crate::guards_config::GuardsConfig,
 }
 
 impl Config {
@@ -279,6 +281,7 @@ impl Config {
             search: file.search,
             store,
             ui: file.ui,
+            guards: file.guards,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -297,6 +300,7 @@ impl Config {
             search: SearchConfig::default(),
             store: StoreConfig::default(),
             ui: UiConfig::default(),
+            guards: Default::default(),
         }
     }
 

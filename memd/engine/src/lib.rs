@@ -40,6 +40,9 @@
 //! - [`workers`]: background embedding, lifecycle, snapshots.
 //! - [`status`]: the statistics report (core counts + sidecar state).
 //! - [`trace`]: the append-only hook ledger (ids and digests, never content).
+//! - [`tools`]: tool events: the guard before a tool runs (static rules at the `[guards]`
+//!   levels, learned guardrails from memories), the evidence after; [`guards_config`] reads
+//!   `[guards]`.
 //! - [`config`], [`clock`], [`error`], [`shutdown`], [`heap`]: small shared pieces.
 //!
 //! Dependencies point one way: `core` uses the pieces below it; `context`, `books` and
@@ -54,6 +57,7 @@ pub mod core;
 pub mod embed;
 pub mod error;
 pub mod export;
+pub mod guards_config;
 pub mod heap;
 mod index;
 pub mod ingest;
@@ -73,5 +77,6 @@ pub mod shutdown;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod tools;
 pub mod trace;
 pub mod workers;

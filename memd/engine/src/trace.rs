@@ -41,6 +41,10 @@ pub enum TraceEvent {
     RecordOutcome,
     /// `POST /api/sidecar/report`: what a sidecar run did.
     Sidecar,
+    /// `POST /api/hooks/pre-tool`: the guard's decision on a tool call.
+    PreTool,
+    /// `POST /api/hooks/post-tool`: what a tool did (ok, failed, exit code).
+    PostTool,
 }
 
 impl TraceEvent {
@@ -50,6 +54,8 @@ impl TraceEvent {
             TraceEvent::Stop => "stop",
             TraceEvent::RecordOutcome => "record-outcome",
             TraceEvent::Sidecar => "sidecar",
+            TraceEvent::PreTool => "pre-tool",
+            TraceEvent::PostTool => "post-tool",
         }
     }
 }
@@ -159,6 +165,47 @@ impl TraceEntry {
             outcome: Some(outcome_word(outcome)),
             note,
             ..TraceEntry::new(TraceEvent::RecordOutcome, conversation_id)
+        }
+    }
+
+    /// A guard decision: `prompt_sha256` is the digest of the redacted command (or path, or
+    /// MCP tool), `note` is `<decision>` or `<decision>:<rule>`, `injected` the memory a learned
+    /// guardrail cited.
+    pub fn pre_tool(
+        conversation_id: &str,
+        redacted_subject: &str,
+        decision: &str,
+        rule: Option<&str>,
+        memory: Option<&str>,
+    ) -> TraceEntry {
+        TraceEntry {
+            prompt_sha256: Some(sha256_tag(redacted_subject)),
+            note: Some(match rule {
+                Some(r) => clip(&format!("{decision}:{r}")),
+                None => clip(decision),
+            }),
+            injected: memory.map(|m| vec![clip(m)]).unwrap_or_default(),
+            ..TraceEntry::new(TraceEvent::PreTool, conversation_id)
+        }
+    }
+
+    /// A tool that ran: `note` is `<kind>:ok`, `<kind>:failed` or `<kind>:exit:<code>`.
+    pub fn post_tool(
+        conversation_id: &str,
+        redacted_subject: &str,
+        kind: &str,
+        failed: bool,
+        exit_code: Option<i32>,
+    ) -> TraceEntry {
+        let result = match (exit_code, failed) {
+            (Some(code), _) if code != 0 => format!("exit:{code}"),
+            (_, true) => "failed".to_string(),
+            _ => "ok".to_string(),
+        };
+        TraceEntry {
+            prompt_sha256: Some(sha256_tag(redacted_subject)),
+            note: Some(clip(&format!("{kind}:{result}"))),
+            ..TraceEntry::new(TraceEvent::PostTool, conversation_id)
         }
     }
 

@@ -1,8 +1,10 @@
-//! The 25-scenario end-to-end harness (seed 003, plus per-project memory): five families of
-//! five, one module each, every scenario starting a real daemon in a temp dir and driving the
+//! The 32-scenario end-to-end harness (seed 003, plus per-project memory): five families of
+//! five and the guards (seed 003's Safety family of five plus two learned guardrails), one
+//! module each, every scenario starting a real daemon in a temp dir and driving the
 //! real hook binaries and HTTP API in sequence. Each test is named after what it proves.
 //! Run: `cargo test -p tests --test scenarios`.
 
+mod guards;
 mod learning;
 mod lifecycle;
 mod projects;

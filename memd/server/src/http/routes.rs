@@ -77,6 +77,22 @@ fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
             post(stop),
         ),
         (
+            post_op::<PreToolRequest, PreToolResponse>(
+                "/api/hooks/pre-tool",
+                "preTool",
+                "The guard before a tool runs: allow, ask or deny, with the rule and reason (learned guardrails cite a memory).",
+            ),
+            post(pre_tool),
+        ),
+        (
+            post_op::<PostToolRequest, PostToolResponse>(
+                "/api/hooks/post-tool",
+                "postTool",
+                "What a tool did (kind, ok / failed / exit code), recorded as a digest in the trace ledger.",
+            ),
+            post(post_tool),
+        ),
+        (
             post_op::<RecordOutcomeRequest, RecordOutcomeResponse>(
                 "/api/record-outcome",
                 "recordOutcome",
@@ -386,6 +402,17 @@ async fn get_context(
 
 async fn stop(State(s): App, ApiJson(b): ApiJson<StopRequest, BODY_MAX_BYTES>) -> Response {
     respond(context::stop(&s.core, &b).await)
+}
+
+async fn pre_tool(State(s): App, ApiJson(b): ApiJson<PreToolRequest, BODY_MAX_BYTES>) -> Response {
+    respond(s.core.pre_tool(&b).await)
+}
+
+async fn post_tool(
+    State(s): App,
+    ApiJson(b): ApiJson<PostToolRequest, BODY_MAX_BYTES>,
+) -> Response {
+    respond(s.core.post_tool(&b).await)
 }
 
 async fn record_outcome(

@@ -1,0 +1,186 @@
+//! The guard's answer before a tool runs, in each client's shape.
+//!
+//! Owns asking memd (`POST /api/hooks/pre-tool`: the user's policy and the learned guardrails)
+//! and, when memd cannot answer in time, applying the static rules with their default levels on
+//! its own (`memd-guard`), so a catastrophic command is refused even while memd is down. Must
+//! never approve a tool on memd's behalf: "allow" prints nothing for Claude Code (its own
+//! permission rules then apply) and the neutral `permission: allow` for Cursor, which expects
+//! an answer.
+
+use hookrt::daemon::Daemon;
+use hookrt::event::BeforeEvent;
+use hookrt::watchdog::Deadline;
+use hookrt::{log, output};
+use memd_guard::{Action, Level, Policy};
+use proto::{Client, PreToolRequest, PreToolResponse, ToolCall, ToolKind};
+
+const PRE_TOOL_PATH: &str = "/api/hooks/pre-tool";
+/// Cursor's answer when memd does not object.
+pub const CURSOR_ALLOW: &str = r#"{"permission":"allow"}"#;
+
+pub fn answer(
+    event: BeforeEvent,
+    client: Client,
+    conversation_id: String,
+    tool: ToolCall,
+    project_dir: Option<String>,
+    deadline: &Deadline,
+) {
+    if client == Client::Cursor {
+        output::set_fallback(Some(CURSOR_ALLOW));
+    }
+    let request = PreToolRequest {
+        conversation_id,
+        client,
+        tool,
+        project_dir,
+    };
+    let verdict = ask_memd(&request, deadline).unwrap_or_else(|| offline(&request.tool));
+    if let Some(text) = render(event, &verdict) {
+        output::emit(&text);
+    }
+}
+
+/// memd's answer, or `None` when it could not give one (logged).
+fn ask_memd(request: &PreToolRequest, deadline: &Deadline) -> Option<PreToolResponse> {
+    let daemon = match Daemon::locate() {
+        Ok(daemon) => daemon,
+        Err(e) => {
+            log::failure(e.kind(), &e.summary());
+            return None;
+        }
+    };
+    match daemon.post::<_, PreToolResponse>(PRE_TOOL_PATH, request, deadline.call_budget()) {
+        Ok(answer) => Some(answer),
+        Err(e) => {
+            daemon.note_failure(&e);
+            None
+        }
+    }
+}
+
+/// The static rules at their default levels: what the hook decides alone.
+fn offline(tool: &ToolCall) -> PreToolResponse {
+    let action = match (tool.kind, &tool.command, &tool.path, &tool.server) {
+        (ToolKind::Shell, Some(command), _, _) => Action::Shell { command },
+        (ToolKind::Read, _, Some(path), _) => Action::ReadFile { path },
+        (ToolKind::Mcp, _, _, Some(server)) => Action::Mcp {
+            server,
+            tool: &tool.name,
+        },
+        _ => return allow(),
+    };
+    let verdict = memd_guard::assess(&action, &Policy::default());
+    if verdict.level == Level::Allow {
+        return allow();
+    }
+    PreToolResponse {
+        decision: verdict.level.as_str().to_string(),
+        rule: verdict.rule.map(str::to_string),
+        reason: Some(format!(
+            "{} (decided by the hook: memd did not answer)",
+            verdict.reason
+        )),
+        memory_id: None,
+    }
+}
+
+fn allow() -> PreToolResponse {
+    PreToolResponse {
+        decision: "allow".into(),
+        ..PreToolResponse::default()
+    }
+}
+
+/// The client's answer for `verdict`; `None` prints nothing.
+pub fn render(event: BeforeEvent, verdict: &PreToolResponse) -> Option<String> {
+    let decision = match verdict.decision.as_str() {
+        "deny" => "deny",
+        "ask" => "ask",
+        _ => "allow",
+    };
+    let reason = format!(
+        "memd guard: {}",
+        verdict.reason.as_deref().unwrap_or("no reason given")
+    );
+    match event {
+        BeforeEvent::ClaudePreToolUse if decision == "allow" => None,
+        BeforeEvent::ClaudePreToolUse => Some(
+            serde_json::json!({
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": decision,
+                    "permissionDecisionReason": reason,
+                }
+            })
+            .to_string(),
+        ),
+        _ if decision == "allow" => Some(CURSOR_ALLOW.to_string()),
+        BeforeEvent::CursorPermission | BeforeEvent::CursorReadFile => {
+            // beforeReadFile has no "ask": a read the user's policy questions is refused, with
+            // the reason saying how to allow it.
+            let decision = match (event, decision) {
+                (BeforeEvent::CursorReadFile, "ask") => "deny",
+                (_, d) => d,
+            };
+            // Cursor's documentation and its type definitions spell the messages differently
+            // (snake_case and camelCase); both are sent so every build shows them.
+            Some(
+                serde_json::json!({
+                    "permission": decision,
+                    "user_message": reason,
+                    "agent_message": reason,
+                    "userMessage": reason,
+                    "agentMessage": reason,
+                })
+                .to_string(),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(decision: &str) -> PreToolResponse {
+        PreToolResponse {
+            decision: decision.into(),
+            rule: Some("rm_root".into()),
+            reason: Some("recursive delete of /".into()),
+            memory_id: None,
+        }
+    }
+
+    #[test]
+    fn claude_gets_a_permission_decision_and_nothing_on_allow() {
+        assert_eq!(
+            render(BeforeEvent::ClaudePreToolUse, &verdict("allow")),
+            None
+        );
+        let text = render(BeforeEvent::ClaudePreToolUse, &verdict("deny")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["hookSpecificOutput"]["hookEventName"], "PreToolUse");
+        assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+        assert!(
+            v["hookSpecificOutput"]["permissionDecisionReason"]
+                .as_str()
+                .unwrap()
+                .contains("recursive delete")
+        );
+    }
+
+    #[test]
+    fn cursor_reads_cannot_ask_so_they_are_refused() {
+        let text = render(BeforeEvent::CursorReadFile, &verdict("ask")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["permission"], "deny");
+        let text = render(BeforeEvent::CursorPermission, &verdict("ask")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["permission"], "ask");
+        assert_eq!(
+            render(BeforeEvent::CursorPermission, &verdict("allow")).as_deref(),
+            Some(CURSOR_ALLOW)
+        );
+    }
+}

@@ -1,0 +1,137 @@
+//! Tool events: the calls the agent is about to make, and the ones it made.
+//!
+//! Owns turning each client's tool payload (Claude Code `tool_name` + `tool_input`; Cursor's
+//! per-event `command`, `file_path`, `url`) into one [`ToolCall`]. Must never keep a tool's
+//! output: only whether it failed and its exit code reach memd.
+
+use proto::{ToolCall, ToolKind};
+use serde_json::Value;
+
+/// Which before-event a guard answer goes to (each client event has its own answer shape).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeforeEvent {
+    /// Claude Code `PreToolUse`: `permissionDecision` allow | ask | deny.
+    ClaudePreToolUse,
+    /// Cursor `beforeShellExecution` / `beforeMCPExecution`: `permission` allow | ask | deny.
+    CursorPermission,
+    /// Cursor `beforeReadFile`: `permission` allow | deny only.
+    CursorReadFile,
+}
+
+/// Longest command sent to memd (a longer one is cut; the guard reads its start).
+const COMMAND_MAX_CHARS: usize = proto::limits::COMMAND_MAX_CHARS;
+
+/// A Claude Code tool call from `tool_name` and `tool_input`.
+pub fn claude_tool(name: &str, input: Option<&Value>) -> ToolCall {
+    let field = |key: &str| input.and_then(|i| i.get(key)).and_then(Value::as_str);
+    let mut call = ToolCall {
+        name: clip(name, proto::limits::ID_MAX_CHARS),
+        ..ToolCall::default()
+    };
+    match name {
+        "Bash" => {
+            call.kind = ToolKind::Shell;
+            call.command = field("command").map(|c| clip(c, COMMAND_MAX_CHARS));
+        }
+        "Read" => {
+            call.kind = ToolKind::Read;
+            call.path = field("file_path").map(str::to_string);
+        }
+        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => {
+            call.kind = ToolKind::Edit;
+            call.path = field("file_path")
+                .or_else(|| field("notebook_path"))
+                .map(str::to_string);
+        }
+        // `mcp__<server>__<tool>`; a server name may itself hold underscores.
+        _ => {
+            if let Some((server, _tool)) = name
+                .strip_prefix("mcp__")
+                .and_then(|rest| rest.rsplit_once("__"))
+            {
+                call.kind = ToolKind::Mcp;
+                call.server = Some(server.to_string());
+            }
+        }
+    }
+    call
+}
+
+/// A Cursor shell command.
+pub fn cursor_shell(command: &str) -> ToolCall {
+    ToolCall {
+        kind: ToolKind::Shell,
+        name: "shell".into(),
+        command: Some(clip(command, COMMAND_MAX_CHARS)),
+        ..ToolCall::default()
+    }
+}
+
+/// A Cursor file event (`read` or `edit`).
+pub fn cursor_file(kind: ToolKind, path: &str) -> ToolCall {
+    ToolCall {
+        kind,
+        name: if kind == ToolKind::Read {
+            "read_file"
+        } else {
+            "edit_file"
+        }
+        .into(),
+        path: Some(path.to_string()),
+        ..ToolCall::default()
+    }
+}
+
+/// A Cursor MCP call. Cursor names the server by its `url` or `command`, not by the name in
+/// `mcp.json`; memd's own server (`http://127.0.0.1:<port>/mcp`, or `memd mcp`) is `memd`.
+pub fn cursor_mcp(tool: &str, url: Option<&str>, command: Option<&str>) -> ToolCall {
+    let server = match (url, command) {
+        (Some(u), _) if is_memd_url(u) => "memd".to_string(),
+        (_, Some(c)) if is_memd_command(c) => "memd".to_string(),
+        (Some(u), _) => u.to_string(),
+        (_, Some(c)) => c.to_string(),
+        (None, None) => String::new(),
+    };
+    ToolCall {
+        kind: ToolKind::Mcp,
+        name: clip(tool, proto::limits::ID_MAX_CHARS),
+        server: Some(clip(&server, proto::limits::ID_MAX_CHARS)),
+        ..ToolCall::default()
+    }
+}
+
+fn is_memd_url(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("http://")
+        .unwrap_or(url)
+        .trim_end_matches('/');
+    (rest.starts_with("127.0.0.1:") || rest.starts_with("localhost:")) && rest.ends_with("/mcp")
+}
+
+fn is_memd_command(command: &str) -> bool {
+    let mut words = command.split_whitespace();
+    let program = words.next().unwrap_or("");
+    program.rsplit('/').next() == Some("memd") && words.next() == Some("mcp")
+}
+
+/// Whether a Claude Code `tool_response` says the tool failed, and its exit code if any.
+pub fn claude_failure(response: Option<&Value>) -> (bool, Option<i32>) {
+    let Some(r) = response else {
+        return (false, None);
+    };
+    let code = ["exit_code", "exitCode", "returncode"]
+        .iter()
+        .find_map(|k| r.get(*k).and_then(Value::as_i64))
+        .and_then(|c| i32::try_from(c).ok());
+    let flagged = ["is_error", "isError", "interrupted"]
+        .iter()
+        .any(|k| r.get(*k).and_then(Value::as_bool) == Some(true));
+    (flagged || code.is_some_and(|c| c != 0), code)
+}
+
+fn clip(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((cut, _)) => s[..cut].to_string(),
+        None => s.to_string(),
+    }
+}
