@@ -276,4 +276,18 @@ fn doctor_sees_configured_commands() {
         ["'/opt/memd bin/hook-stop'"]
     );
     assert!(claude_hook_commands(&parse(USER_SETTINGS).unwrap(), "UserPromptSubmit").is_empty());
+    // The tool events: the guard before every tool, the evidence after.
+    assert_eq!(
+        claude_hook_commands(&doc, "PreToolUse"),
+        ["'/opt/memd bin/hook-prompt'"]
+    );
+    assert_eq!(
+        claude_hook_commands(&doc, "PostToolUse"),
+        ["'/opt/memd bin/hook-stop'"]
+    );
+    let mut removed = doc.clone();
+    assert!(claude_settings_remove(&mut removed).unwrap());
+    for event in claude_events() {
+        assert!(claude_hook_commands(&removed, event).is_empty(), "{event}");
+    }
 }
