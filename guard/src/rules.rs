@@ -283,6 +283,8 @@ pub(crate) struct LineState {
 }
 
 const MAX_VARS: usize = 64;
+/// Longest variable value kept (a path or a command word is far shorter).
+const MAX_VALUE: usize = 4096;
 const MAX_EXPANSIONS: usize = 16;
 
 impl LineState {
@@ -371,6 +373,11 @@ impl LineState {
 
     fn set(&mut self, name: String, values: Vec<String>) {
         self.vars.retain(|(n, _)| *n != name);
+        // A value built by doubling (`a=$a$a` over and over) would grow exponentially: past
+        // MAX_VALUE the variable is treated as unknown, as a value only known at run time is.
+        if values.iter().any(|v| v.len() > MAX_VALUE) {
+            return;
+        }
         if self.vars.len() >= MAX_VARS {
             self.vars.remove(0);
         }
@@ -410,6 +417,10 @@ fn substitute(word: &str, name: &str, value: &str) -> Option<String> {
             .filter(|a| !a.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
         match braced.or(bare) {
             Some(tail) => {
+                // Never build a word past what the guard reads at all.
+                if out.len() + value.len() > shell::MAX_INPUT {
+                    return None;
+                }
                 out.push_str(value);
                 rest = tail;
                 hit = true;

@@ -225,6 +225,25 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// `a=$a$a` doubles a value per step: 24 steps would be 134 MB of text. The guard keeps short
+/// values only, so the line is cheap, and the `rm -rf /` before it is still seen.
+#[test]
+fn doubling_a_variable_does_not_blow_up() {
+    let mut line = String::from("rm -rf / ; a=xxxxxxxx; ");
+    for _ in 0..24 {
+        line.push_str("a=$a$a$a$a; ");
+    }
+    line.push_str("echo $a");
+    let started = Instant::now();
+    let v = assess(&Action::Shell { command: &line }, &Policy::default());
+    assert_eq!(v.level, Level::Deny, "{v:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn only_the_first_64_kib_are_assessed() {
     let p = Policy::default();

@@ -29,28 +29,41 @@ pub fn answer(
     if client == Client::Cursor {
         output::set_fallback(Some(CURSOR_ALLOW));
     }
+    let daemon = Daemon::locate();
+    let mut tool = tool;
+    if let (Ok(d), Some(server)) = (&daemon, tool.server.as_deref())
+        && hookrt::event::tools::is_memd_url(server, d.port())
+    {
+        tool.server = Some("memd".into());
+    }
     let request = PreToolRequest {
         conversation_id,
         client,
         tool,
         project_dir,
     };
-    let verdict = ask_memd(&request, deadline).unwrap_or_else(|| offline(&request.tool));
+    let verdict = ask_memd(daemon, &request, deadline).unwrap_or_else(|| offline(&request.tool));
     if let Some(text) = render(event, &verdict) {
         output::emit(&text);
     }
 }
 
-/// memd's answer, or `None` when it could not give one (logged).
-fn ask_memd(request: &PreToolRequest, deadline: &Deadline) -> Option<PreToolResponse> {
-    let daemon = match Daemon::locate() {
+/// memd's answer, or `None` when it could not give one (logged). The call gets a quarter of
+/// the hook's budget (500 ms by default): a hung memd must not hold every tool call for the
+/// whole deadline, and the hook's own verdict needs the rest.
+fn ask_memd(
+    daemon: Result<Daemon, hookrt::daemon::CallError>,
+    request: &PreToolRequest,
+    deadline: &Deadline,
+) -> Option<PreToolResponse> {
+    let daemon = match daemon {
         Ok(daemon) => daemon,
         Err(e) => {
             log::failure(e.kind(), &e.summary());
             return None;
         }
     };
-    match daemon.post::<_, PreToolResponse>(PRE_TOOL_PATH, request, deadline.call_budget()) {
+    match daemon.post::<_, PreToolResponse>(PRE_TOOL_PATH, request, deadline.call_budget() / 4) {
         Ok(answer) => Some(answer),
         Err(e) => {
             daemon.note_failure(&e);

@@ -19,12 +19,15 @@ use proto::{Client, GetContextRequest, GetContextResponse};
 const MAX_CONTEXT_CHARS: usize = 10_000;
 /// Cursor `beforeSubmitPrompt`: let the prompt through, whatever happened.
 const CURSOR_CONTINUE: &str = r#"{"continue":true}"#;
+/// What Cursor gets when the input could not be read: neutral for every event this hook runs
+/// on (`continue` for prompts, `permission` for the before-tool events).
+const CURSOR_NEUTRAL: &str = r#"{"continue":true,"permission":"allow"}"#;
 /// Cursor `sessionStart` with nothing to add.
 const CURSOR_EMPTY: &str = "{}";
 const GET_CONTEXT_PATH: &str = "/api/hooks/get-context";
 
 fn main() {
-    let Some(run) = hookrt::session::start("hook-prompt", CURSOR_CONTINUE) else {
+    let Some(run) = hookrt::session::start("hook-prompt", CURSOR_NEUTRAL) else {
         return;
     };
     if let Some(event) = run.read_event() {

@@ -26,6 +26,11 @@ impl Daemon {
         Ok(Daemon { client })
     }
 
+    /// The port the daemon listens on (announced, else configured).
+    pub fn port(&self) -> u16 {
+        self.client.location.port()
+    }
+
     /// POSTs `body` as JSON to `path` and decodes the JSON answer, within `timeout`.
     pub fn post<Req: Serialize, Resp: DeserializeOwned>(
         &self,

@@ -48,6 +48,8 @@ struct RawInput {
     file_path: Option<String>,
     #[serde(default)]
     url: Option<String>,
+    #[serde(default)]
+    mcp_server_name: Option<String>,
 }
 
 /// One parsed hook invocation.
@@ -217,8 +219,13 @@ fn claude_event(
             ),
             project_dir,
         }),
-        "PostToolUse" => {
-            let (failed, exit_code) = tools::claude_failure(input.tool_response.as_ref());
+        // Claude Code sends `PostToolUse` after a tool succeeded and `PostToolUseFailure` after
+        // it failed (its `error` text is not kept).
+        "PostToolUse" | "PostToolUseFailure" => {
+            let (failed, exit_code) = match name {
+                "PostToolUseFailure" => (true, None),
+                _ => tools::claude_failure(input.tool_response.as_ref()),
+            };
             Ok(Event::ToolAfter {
                 client: Client::ClaudeCode,
                 conversation_id: session_id()?,
@@ -276,6 +283,7 @@ fn cursor_event(name: &str, input: RawInput) -> Result<Event, EventError> {
                     BeforeEvent::CursorPermission,
                     tools::cursor_mcp(
                         input.tool_name.as_deref().unwrap_or(""),
+                        input.mcp_server_name.as_deref(),
                         input.url.as_deref(),
                         input.command.as_deref(),
                     ),

@@ -33,8 +33,9 @@ pub mod limits {
     pub const BODY_MAX_BYTES: usize = 1024 * 1024;
     /// A working directory sent for project resolution (`cwd`, `project_dir`).
     pub const DIR_MAX_CHARS: usize = 4096;
-    /// A shell command line a tool event carries (longer ones are cut by the hooks).
-    pub const COMMAND_MAX_CHARS: usize = 16_384;
+    /// A shell command line a tool event carries (longer ones are cut by the hooks). Above the
+    /// 64 KiB the guard reads, so a cut command is still seen to be too long.
+    pub const COMMAND_MAX_CHARS: usize = 65_600;
     /// A project id or selector (`project`).
     pub const PROJECT_MAX_CHARS: usize = 512;
 }

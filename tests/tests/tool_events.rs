@@ -32,8 +32,16 @@ fn cursor(event: &str, extra: Value) -> Vec<u8> {
 }
 
 /// Claude Code's decision: `None` when the hook printed nothing (memd does not object).
+/// The daemon's environment with a long hook deadline: on a loaded test machine a slow answer
+/// would otherwise be replaced by the hook's own verdict and the test would read that instead.
+fn patient(d: &Daemon) -> Vec<(String, String)> {
+    let mut env = d.env();
+    env.push(("MEMD_HOOK_DEADLINE_MS".into(), "60000".into()));
+    env
+}
+
 fn claude_decision(d: &Daemon, tool_name: &str, input: Value) -> Option<(String, String)> {
-    claude_decision_in(&d.env(), tool_name, input)
+    claude_decision_in(&patient(d), tool_name, input)
 }
 
 fn claude_decision_in(
@@ -60,7 +68,7 @@ fn cursor_permission(d: &Daemon, event: &str, extra: Value) -> (String, Value) {
         "hook-prompt",
         &["--cursor"],
         &cursor(event, extra),
-        &d.env(),
+        &patient(d),
     );
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{out}: {e}"));
@@ -129,7 +137,11 @@ fn claude_code_gets_deny_ask_or_nothing_and_the_ledger_keeps_digests() {
         .into_iter()
         .filter(|l| l["event"] == "pre-tool")
         .collect();
-    assert_eq!(decisions.len(), 8, "every decision is in the ledger");
+    assert_eq!(
+        decisions.len(),
+        7,
+        "every decision on a guarded tool is in the ledger (Grep is not guarded)"
+    );
     let notes: Vec<&str> = decisions
         .iter()
         .map(|l| l["note"].as_str().unwrap())
@@ -198,33 +210,50 @@ fn cursor_gets_a_permission_for_every_before_event_and_evidence_is_recorded() {
             json!({"file_path": "/home/dev/app/src/main.rs", "edits": [{"old_string": "a", "new_string": "b"}]}),
         ),
     ] {
-        let (code, out, _, _) =
-            run_hook("hook-stop", &["--cursor"], &cursor(event, extra), &d.env());
+        let (code, out, _, _) = run_hook(
+            "hook-stop",
+            &["--cursor"],
+            &cursor(event, extra),
+            &patient(&d),
+        );
         assert_eq!((code, out.trim()), (0, "{}"), "{event}");
     }
-    let claude_post = json!({
-        "session_id": SESSION, "transcript_path": "/tmp/none.jsonl", "cwd": "/home/dev/app",
-        "hook_event_name": "PostToolUse", "tool_name": "Bash",
-        "tool_input": {"command": "cargo test"}, "tool_response": {"stdout": "", "stderr": "boom", "exit_code": 101},
-        "tool_use_id": "toolu_02"
-    });
-    let (code, out, _, _) = run_hook(
-        "hook-stop",
-        &[],
-        claude_post.to_string().as_bytes(),
-        &d.env(),
+    // Claude Code's real shapes: PostToolUse after a success (no exit code in the response),
+    // PostToolUseFailure after a failure (an `error` text, which memd does not keep).
+    let claude_after = |event: &str, extra: Value| {
+        let mut v = json!({
+            "session_id": SESSION, "transcript_path": "/tmp/none.jsonl", "cwd": "/home/dev/app",
+            "hook_event_name": event, "tool_name": "Bash",
+            "tool_input": {"command": "cargo test"}, "tool_use_id": "toolu_02"
+        });
+        for (k, val) in extra.as_object().unwrap() {
+            v[k] = val.clone();
+        }
+        run_hook("hook-stop", &[], v.to_string().as_bytes(), &patient(&d))
+    };
+    let (code, out, _, _) = claude_after(
+        "PostToolUse",
+        json!({"tool_response": {"stdout": "ok", "stderr": "", "interrupted": false, "isImage": false}}),
     );
     assert_eq!(
         (code, out.as_str()),
         (0, ""),
         "Claude gets nothing after a tool"
     );
+    let (code, out, _, _) = claude_after(
+        "PostToolUseFailure",
+        json!({"error": "Exit code 101: test failed"}),
+    );
+    assert_eq!((code, out.as_str()), (0, ""));
     let evidence: Vec<String> = trace_lines(&d)
         .into_iter()
         .filter(|l| l["event"] == "post-tool")
         .map(|l| l["note"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(evidence, ["shell:ok", "edit:ok", "shell:exit:101"]);
+    assert_eq!(
+        evidence,
+        ["shell:ok", "edit:ok", "shell:ok", "shell:failed"]
+    );
 }
 
 #[test]
@@ -252,33 +281,35 @@ fn a_learned_guardrail_asks_citing_its_memory_until_the_memory_is_scored_wrong()
         "other commands pass"
     );
 
-    // The memory is injected and then scored wrong: the guard goes with it.
+    // Scored wrong three times (disputed): the guard goes with it. One failed turn is not
+    // enough: every memory shown in a turn shares the turn's outcome.
     let conv = "learned-conv";
-    let ctx: Value = d.post(
-        "/api/hooks/get-context",
-        &json!({"query": "is cargo clean safe to run here?", "conversation_id": conv}),
-    );
-    let shown: Vec<&str> = ctx["relevant_memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["id"].as_str())
-        .collect();
-    assert!(shown.contains(&id.as_str()), "{ctx}");
-    let _: Value = d.post(
-        "/api/hooks/stop",
-        &json!({"conversation_id": conv, "user_message": "is cargo clean safe?", "assistant_response": "It wipes the runtime."}),
-    );
-    let _: Value = d.post(
-        "/api/hooks/get-context",
-        &json!({"query": "ok then run cargo clean", "conversation_id": conv}),
-    );
-    let _: Value = d.post(
-        "/api/record-outcome",
-        &json!({"conversation_id": conv, "outcome": "failed", "memory_scores": {id.clone(): "failed"}}),
-    );
-    tests::eventually("the failed score is applied", || {
-        tests::lookup(&d, &id).is_some_and(|m| m.last_outcome == "failed")
+    for round in 0..4 {
+        let _: Value = d.post(
+            "/api/hooks/get-context",
+            &json!({"query": format!("is cargo clean safe to run here? ({round})"), "conversation_id": conv}),
+        );
+        if round > 0 {
+            let _: Value = d.post(
+                "/api/record-outcome",
+                &json!({"conversation_id": conv, "outcome": "failed", "memory_scores": {id.clone(): "failed"}}),
+            );
+        }
+        let _: Value = d.post(
+            "/api/hooks/stop",
+            &json!({"conversation_id": conv, "user_message": "is cargo clean safe?", "assistant_response": "It wipes the runtime."}),
+        );
+        if round == 1 {
+            let (decision, _) =
+                claude_decision(&d, "Bash", bash("cargo clean -p memd")).expect("still asks");
+            assert_eq!(
+                decision, "ask",
+                "one failed score does not disarm the guard"
+            );
+        }
+    }
+    tests::eventually("the memory is disputed", || {
+        tests::lookup(&d, &id).is_some_and(|m| m.disputed)
     });
     assert_eq!(
         claude_decision(&d, "Bash", bash("cargo clean -p memd")),

@@ -323,8 +323,24 @@ fn cursor_before_events_and_their_required_fields() {
     };
     assert_eq!(
         tool.server.as_deref(),
-        Some("memd"),
-        "memd's own server by its URL"
+        Some("http://127.0.0.1:47111/mcp"),
+        "the URL, for the hook to match against memd's port"
+    );
+    assert!(tools::is_memd_url("http://127.0.0.1:47111/mcp", 47111));
+    assert!(!tools::is_memd_url("http://localhost:8931/mcp", 47111));
+    let Event::ToolBefore { tool, .. } = tool_event(
+        base(
+            "beforeMCPExecution",
+            serde_json::json!({"tool_name": "create_issue", "tool_input": "{}", "mcp_server_name": "github", "url": "https://x/mcp"}),
+        ),
+        Mode::Cursor,
+    ) else {
+        panic!("not a tool event");
+    };
+    assert_eq!(
+        tool.server.as_deref(),
+        Some("github"),
+        "the name from mcp.json first"
     );
     let missing = parse_event(
         base("beforeShellExecution", serde_json::json!({}))

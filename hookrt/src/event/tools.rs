@@ -82,15 +82,20 @@ pub fn cursor_file(kind: ToolKind, path: &str) -> ToolCall {
     }
 }
 
-/// A Cursor MCP call. Cursor names the server by its `url` or `command`, not by the name in
-/// `mcp.json`; memd's own server (`http://127.0.0.1:<port>/mcp`, or `memd mcp`) is `memd`.
-pub fn cursor_mcp(tool: &str, url: Option<&str>, command: Option<&str>) -> ToolCall {
-    let server = match (url, command) {
-        (Some(u), _) if is_memd_url(u) => "memd".to_string(),
-        (_, Some(c)) if is_memd_command(c) => "memd".to_string(),
-        (Some(u), _) => u.to_string(),
-        (_, Some(c)) => c.to_string(),
-        (None, None) => String::new(),
+/// A Cursor MCP call: the server by the name in `mcp.json` (`mcp_server_name`) when Cursor
+/// sends it, else by its `url` or `command` (the hook then recognises memd's own by its port).
+pub fn cursor_mcp(
+    tool: &str,
+    server_name: Option<&str>,
+    url: Option<&str>,
+    command: Option<&str>,
+) -> ToolCall {
+    let server = match (server_name.filter(|n| !n.trim().is_empty()), url, command) {
+        (Some(name), _, _) => name.to_string(),
+        (None, _, Some(c)) if is_memd_command(c) => "memd".to_string(),
+        (None, Some(u), _) => u.to_string(),
+        (None, None, Some(c)) => c.to_string(),
+        (None, None, None) => String::new(),
     };
     ToolCall {
         kind: ToolKind::Mcp,
@@ -100,12 +105,17 @@ pub fn cursor_mcp(tool: &str, url: Option<&str>, command: Option<&str>) -> ToolC
     }
 }
 
-fn is_memd_url(url: &str) -> bool {
+/// Whether `url` is memd's own MCP endpoint on `port` (`http://127.0.0.1:<port>/mcp`).
+pub fn is_memd_url(url: &str, port: u16) -> bool {
     let rest = url
         .strip_prefix("http://")
         .unwrap_or(url)
         .trim_end_matches('/');
-    (rest.starts_with("127.0.0.1:") || rest.starts_with("localhost:")) && rest.ends_with("/mcp")
+    [
+        format!("127.0.0.1:{port}/mcp"),
+        format!("localhost:{port}/mcp"),
+    ]
+    .contains(&rest.to_string())
 }
 
 fn is_memd_command(command: &str) -> bool {

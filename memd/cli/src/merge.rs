@@ -29,14 +29,19 @@ pub const CLAUDE_TOOL_PERMISSIONS: [&str; 8] = [
     "mcp__memd__record_response",
 ];
 
-/// Claude Code events → (binary, timeout seconds). The tool events carry no matcher: every
-/// tool goes through (the guard answers nothing for tools it does not guard).
-const CLAUDE_HOOKS: [(&str, &str, i64); 4] = [
-    ("UserPromptSubmit", HOOK_PROMPT, 10),
-    ("Stop", HOOK_STOP, 30),
-    ("PreToolUse", HOOK_PROMPT, 10),
-    ("PostToolUse", HOOK_STOP, 10),
+/// Claude Code events → (binary, timeout seconds, matcher). The tool events match only the
+/// tools memd guards or learns from, so a search or a web fetch does not start a hook.
+const CLAUDE_HOOKS: [(&str, &str, i64, Option<&str>); 5] = [
+    ("UserPromptSubmit", HOOK_PROMPT, 10, None),
+    ("Stop", HOOK_STOP, 30, None),
+    ("PreToolUse", HOOK_PROMPT, 10, Some(GUARDED_TOOLS)),
+    ("PostToolUse", HOOK_STOP, 10, Some(EVIDENCE_TOOLS)),
+    ("PostToolUseFailure", HOOK_STOP, 10, Some(EVIDENCE_TOOLS)),
 ];
+/// Tools the guard answers for: shell commands, file reads, MCP tools.
+const GUARDED_TOOLS: &str = "Bash|Read|mcp__.*";
+/// Tools whose results are evidence: shell commands and file edits.
+const EVIDENCE_TOOLS: &str = "Bash|Edit|Write|MultiEdit|NotebookEdit";
 
 /// Cursor events → (binary, timeout seconds); every command gets `--cursor`.
 const CURSOR_HOOKS: [(&str, &str, i64); 9] = [
@@ -181,7 +186,7 @@ pub fn claude_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError>
     let root = root_mut(doc)?;
     {
         let hooks = object_member(root, "hooks", "hooks")?;
-        for (event, exe, timeout) in CLAUDE_HOOKS {
+        for (event, exe, timeout, matcher) in CLAUDE_HOOKS {
             let at = format!("hooks.{event}");
             let groups = array_member(hooks, event, &at)?;
             let handler = Json::object([
@@ -189,7 +194,7 @@ pub fn claude_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError>
                 ("command", Json::str(hook_command(bin, exe, ""))),
                 ("timeout", Json::int(timeout)),
             ]);
-            upsert_claude_handler(groups, handler, &at)?;
+            upsert_claude_handler(groups, handler, matcher, &at)?;
         }
     }
     let permissions = object_member(root, "permissions", "permissions")?;
@@ -207,6 +212,7 @@ pub fn claude_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError>
 fn upsert_claude_handler(
     groups: &mut Vec<Json>,
     handler: Json,
+    matcher: Option<&str>,
     at: &str,
 ) -> Result<(), ShapeError> {
     let mut placed = false;
@@ -234,7 +240,14 @@ fn upsert_claude_handler(
     }
     groups.retain(|g| !is_emptied_group(g));
     if !placed {
-        groups.push(Json::object([("hooks", Json::Array(vec![handler]))]));
+        let group = match matcher {
+            Some(m) => Json::object([
+                ("matcher", Json::str(m)),
+                ("hooks", Json::Array(vec![handler])),
+            ]),
+            None => Json::object([("hooks", Json::Array(vec![handler]))]),
+        };
+        groups.push(group);
     }
     Ok(())
 }
@@ -446,7 +459,7 @@ pub fn cursor_hook_commands(doc: &Json, event: &str) -> Vec<String> {
 
 /// Events memd hooks into, per client (for doctor).
 pub fn claude_events() -> impl Iterator<Item = &'static str> {
-    CLAUDE_HOOKS.iter().map(|(e, _, _)| *e)
+    CLAUDE_HOOKS.iter().map(|(e, _, _, _)| *e)
 }
 
 pub fn cursor_events() -> impl Iterator<Item = &'static str> {

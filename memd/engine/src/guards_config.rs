@@ -50,6 +50,13 @@ impl GuardsConfig {
                 .as_str()
                 .and_then(Level::parse)
                 .ok_or_else(|| format!("guards.{key} must be \"off\", \"ask\" or \"deny\""))?;
+            // Memories can be written by the agent (and by whatever it reads): a learned
+            // guardrail may make the user look, never refuse on its own.
+            if key == LEARNED && level == Level::Deny {
+                return Err(format!(
+                    "guards.{LEARNED} can be \"off\" or \"ask\", not \"deny\""
+                ));
+            }
             out.levels.insert(key, level);
         }
         Ok(out)
@@ -104,6 +111,8 @@ mod tests {
         assert_eq!(g.mcp_approved, ["github"]);
         let e = parse("[guards]\nrm_rot = \"deny\"\n").unwrap_err();
         assert!(e.contains("guards.rm_rot is not a guard rule"), "{e}");
+        let e = parse("[guards]\nlearned = \"deny\"\n").unwrap_err();
+        assert!(e.contains("not \"deny\""), "{e}");
         let e = parse("[guards]\nrm_root = \"block\"\n").unwrap_err();
         assert!(e.contains("guards.rm_root must be"), "{e}");
     }

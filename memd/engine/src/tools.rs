@@ -15,33 +15,48 @@ use crate::trace::TraceEntry;
 use crate::{learn, redact, scope};
 use memd_guard::{Action, Level};
 use proto::{
-    Collection, Outcome, PostToolRequest, PostToolResponse, PreToolRequest, PreToolResponse,
-    ToolCall, ToolKind, limits,
+    Collection, PostToolRequest, PostToolResponse, PreToolRequest, PreToolResponse, ToolCall,
+    ToolKind, limits,
 };
 use std::sync::Arc;
 
 /// Memories a learned-guardrail lookup looks at (the lexical index's best).
 const LEARNED_CANDIDATES: usize = 20;
-/// Words that mark a sentence as a report of something going wrong. A memory guards a command
-/// only when one sentence names the command and one of these.
-const FAILURE_CUES: [&str; 16] = [
-    "fail",
-    "broke",
-    "break",
-    "crash",
-    "corrupt",
-    "wipe",
-    "lost",
-    "destroy",
-    "deleted",
+/// What makes a sentence a warning about a command: it forbids running it, or says running it
+/// destroyed something. Plain "failed" or "error" is not enough ("cargo test failed on CI" is
+/// a fact about a test, not a reason to ask before every test run).
+const PROHIBITIONS: [&str; 7] = [
+    "never run",
     "don't run",
     "do not run",
-    "never run",
-    "must not",
-    "outage",
-    "hang",
-    "revert",
+    "must not run",
+    "avoid running",
+    "never use",
+    "do not use",
 ];
+const DESTROYED: [&str; 12] = [
+    "wiped",
+    "deleted",
+    "destroyed",
+    "corrupted",
+    "lost",
+    "dropped",
+    "erased",
+    "overwrote",
+    "overwritten",
+    "broke",
+    "bricked",
+    "took down",
+];
+/// Words that turn a sentence around ("never breaks anything", "is safe").
+const REASSURANCES: [&str; 5] = ["is safe", "are safe", "never breaks", "harmless", "no harm"];
+/// Programs too common to be guarded by name alone: a memory must name a subcommand too.
+const UBIQUITOUS: [&str; 24] = [
+    "cd", "ls", "cat", "echo", "git", "cargo", "npm", "pnpm", "yarn", "python", "python3", "node",
+    "make", "go", "docker", "kubectl", "grep", "find", "rm", "cp", "mv", "sed", "bash", "sh",
+];
+/// Commands longer than the guard reads (`memd_guard::MAX_INPUT`) are asked about whole.
+const TOO_LONG: &str = "too_long";
 
 impl Core {
     /// `POST /api/hooks/pre-tool`.
@@ -50,6 +65,10 @@ impl Core {
         req: &PreToolRequest,
     ) -> Result<PreToolResponse, ApiError> {
         check_tool_request(&req.conversation_id, &req.tool)?;
+        if let Some(answer) = too_long(&req.tool) {
+            self.record_decision(req, &answer);
+            return Ok(answer);
+        }
         let static_verdict = match action_of(&req.tool) {
             Some(action) => memd_guard::assess(&action, &self.cfg.guards.policy()),
             None => memd_guard::Verdict {
@@ -72,7 +91,15 @@ impl Core {
                 .as_deref()
                 .filter(|_| req.tool.kind == ToolKind::Shell)
         {
-            let project = self.current_project("project_dir", req.project_dir.as_deref(), None)?;
+            // A directory memd cannot place must not cost the user's policy: global memories
+            // still guard.
+            let project = self
+                .current_project(
+                    "project_dir",
+                    req.project_dir.as_deref(),
+                    Some(&req.conversation_id),
+                )
+                .unwrap_or(None);
             if let Some((id, why)) = self.learned_guardrail(command, project.as_deref()) {
                 answer = PreToolResponse {
                     decision: learned_level.as_str().to_string(),
@@ -82,6 +109,15 @@ impl Core {
                 };
             }
         }
+        self.record_decision(req, &answer);
+        Ok(answer)
+    }
+
+    /// The ledger line of a decision on a guarded tool (other tools are not decided on).
+    fn record_decision(&self, req: &PreToolRequest, answer: &PreToolResponse) {
+        if action_of(&req.tool).is_none() {
+            return;
+        }
         self.trace.append(&TraceEntry::pre_tool(
             req.conversation_id.trim(),
             &redact::scrub(&subject(&req.tool)).text,
@@ -89,12 +125,16 @@ impl Core {
             answer.rule.as_deref(),
             answer.memory_id.as_deref(),
         ));
-        Ok(answer)
     }
 
     /// `POST /api/hooks/post-tool`: recorded in the ledger (as a digest), nothing else yet.
     pub async fn post_tool(&self, req: &PostToolRequest) -> Result<PostToolResponse, ApiError> {
         check_tool_request(&req.conversation_id, &req.tool)?;
+        // Only what can be evidence: commands and edits (reads and searches would flood the
+        // ledger and push the hook lines out).
+        if !matches!(req.tool.kind, ToolKind::Shell | ToolKind::Edit) {
+            return Ok(PostToolResponse { recorded: false });
+        }
         self.trace.append(&TraceEntry::post_tool(
             req.conversation_id.trim(),
             &redact::scrub(&subject(&req.tool)).text,
@@ -112,13 +152,9 @@ impl Core {
         if signatures.is_empty() {
             return None;
         }
+        // Curated memories only: raw exchanges hold debugging chatter, not warnings.
         let q = Query {
-            collections: Some(vec![
-                Collection::MemoryBank,
-                Collection::Patterns,
-                Collection::History,
-                Collection::Working,
-            ]),
+            collections: Some(vec![Collection::MemoryBank, Collection::Patterns]),
             visibility: scope::Visibility::of_current(project),
             limit: LEARNED_CANDIDATES,
             ..Query::default()
@@ -135,8 +171,7 @@ impl Core {
                     Some((
                         r.id.clone(),
                         format!(
-                            "a memory says `{sig}` went wrong here before: \u{201c}{}\u{201d} ({}). \
-                             If it no longer holds, score it wrong and this guard goes with it.",
+                            "a memory warns about `{sig}`: \u{201c}{}\u{201d} ({})",
                             one_line(&r.content),
                             r.id
                         ),
@@ -146,21 +181,65 @@ impl Core {
     }
 }
 
-/// A memory the agent can still rely on: not archived, not disputed, and not scored wrong the
-/// last time it was used (a guard whose memory was refuted must not keep asking).
+/// A memory that still holds: not archived and not disputed (scored wrong three times since it
+/// last worked). One failed turn does not disarm a guard: every memory shown in a turn shares
+/// the turn's outcome, so a single `failed` says little about the warning itself.
 fn still_trusted(r: &Record) -> bool {
-    !r.archived && !learn::scoring::disputed(r) && r.last_outcome != Some(Outcome::Failed)
+    !r.archived && !learn::scoring::disputed(r)
 }
 
-/// Whether one sentence of `content` names `signature` and reports something going wrong.
+/// Whether one sentence of `content` names `signature` (as whole words) and forbids it or says
+/// it destroyed something, without reassuring in the same breath. A one-word signature counts
+/// only for a program that is not everywhere (`cd` or `git` alone guard nothing).
 pub fn warns_about(content: &str, signature: &str) -> bool {
-    let signature = signature.to_lowercase();
+    let sig: Vec<String> = tokens(signature);
+    if sig.is_empty() || (sig.len() == 1 && UBIQUITOUS.contains(&sig[0].as_str())) {
+        return false;
+    }
     content
         .split(['.', '!', '?', '\n', ';'])
         .map(str::to_lowercase)
         .any(|sentence| {
-            sentence.contains(&signature) && FAILURE_CUES.iter().any(|cue| sentence.contains(cue))
+            let words = tokens(&sentence);
+            let named = words.windows(sig.len()).any(|w| w == sig.as_slice());
+            let warns = PROHIBITIONS.iter().any(|p| sentence.contains(p))
+                || DESTROYED.iter().any(|d| {
+                    if d.contains(' ') {
+                        sentence.contains(d)
+                    } else {
+                        words.iter().any(|w| w == d)
+                    }
+                });
+            named && warns && !REASSURANCES.iter().any(|r| sentence.contains(r))
         })
+}
+
+/// Lower-cased words, split on anything but letters, digits and `-_:` (command names keep
+/// their `db:reset`, a sentence's trailing comma goes).
+fn tokens(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !(c.is_alphanumeric() || "-_:".contains(c)))
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A command longer than the guard reads cannot be vouched for: ask.
+fn too_long(tool: &ToolCall) -> Option<PreToolResponse> {
+    let command = tool
+        .command
+        .as_deref()
+        .filter(|_| tool.kind == ToolKind::Shell)?;
+    (command.len() > memd_guard::MAX_INPUT).then(|| PreToolResponse {
+        decision: "ask".into(),
+        rule: Some(TOO_LONG.into()),
+        reason: Some(format!(
+            "the command is {} KiB, longer than the {} KiB the guard reads",
+            command.len() / 1024,
+            memd_guard::MAX_INPUT / 1024
+        )),
+        memory_id: None,
+    })
 }
 
 /// The commands a shell line runs, as `program subcommand` (`cargo clean`, `git push`) or the
@@ -293,13 +372,36 @@ mod tests {
     }
 
     #[test]
-    fn a_warning_needs_the_command_and_a_failure_in_one_sentence() {
+    fn a_warning_names_the_command_and_forbids_it_or_reports_damage() {
         let memory = "Running cargo clean wiped the prebuilt ONNX runtime; rebuild took 40 min.";
         assert!(warns_about(memory, "cargo clean"));
+        assert!(warns_about(
+            "Never run npm run db:reset outside docker",
+            "npm run db:reset"
+        ));
         assert!(!warns_about(
-            "We use cargo clean sometimes. The CI failed.",
+            "We use cargo clean sometimes. It wiped nothing.",
+            "cargo cleanup"
+        ));
+        assert!(!warns_about(
+            "We use cargo clean sometimes. The cache was wiped.",
             "cargo clean"
         ));
-        assert!(!warns_about("cargo clean is fine", "cargo clean"));
+        // What the first version got wrong: plain failures, substrings, common programs.
+        assert!(!warns_about(
+            "cargo test failed on CI because of flaky network",
+            "cargo test"
+        ));
+        assert!(!warns_about(
+            "The CI/CD pipeline failed and broke the deploy",
+            "cd"
+        ));
+        assert!(!warns_about("git push changes the remote", "git push"));
+        assert!(!warns_about(
+            "git status is safe, it never breaks anything",
+            "git status"
+        ));
+        assert!(!warns_about("the good path deleted nothing", "go"));
+        assert!(!warns_about("the goal: it deleted the branch", "go"));
     }
 }

@@ -26,7 +26,10 @@ fn decide(d: &Daemon, tool_name: &str, input: Value) -> (String, String) {
         "hook_event_name": "PreToolUse", "tool_name": tool_name, "tool_input": input,
         "tool_use_id": "toolu_1"
     });
-    let (code, out, _, _) = run_hook("hook-prompt", &[], stdin.to_string().as_bytes(), &d.env());
+    // A long deadline: a slow answer on a loaded machine must not turn into the hook's own.
+    let mut env = d.env();
+    env.push(("MEMD_HOOK_DEADLINE_MS".into(), "60000".into()));
+    let (code, out, _, _) = run_hook("hook-prompt", &[], stdin.to_string().as_bytes(), &env);
     assert_eq!(code, 0);
     if out.trim().is_empty() {
         return ("none".into(), String::new());
@@ -139,7 +142,7 @@ fn guards_learned_a_refuted_memory_stops_guarding() {
     let d = cautious();
     let id = super::bank(
         &d,
-        "make deploy failed every time because of the VPN; do not run it",
+        "Do not run make deploy from a laptop: it failed every time because of the VPN",
     );
     assert_eq!(shell(&d, "make deploy").0, "ask");
     let _: Value = d.post("/api/memory-bank/archive", &json!({ "id": id }));
