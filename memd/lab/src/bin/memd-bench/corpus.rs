@@ -70,7 +70,8 @@ const FIXES: &[&str] = &[
     "use the staging credentials from the vault",
     "add an index on the foreign key",
 ];
-const TOOLS: &[&str] = &[
+/// Commands the takeaways name (the `tools` phase probes what the guard makes of them).
+pub(crate) const TOOLS: &[&str] = &[
     "make migrate",
     "cargo nextest run",
     "npm run build",

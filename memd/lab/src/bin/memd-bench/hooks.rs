@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// A repository inside the bench's temp dir: the hooks run "in" it, so every prompt pays for
 /// project resolution as a user's would (the daemon caches it per directory).
-fn project_dir(inst: &Instance) -> Result<String> {
+pub(crate) fn project_dir(inst: &Instance) -> Result<String> {
     let root = inst.root.join("project");
     std::fs::create_dir_all(root.join(".git"))?;
     std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n")?;
@@ -38,7 +38,11 @@ pub struct HookRuns {
 }
 
 /// Runs `hook` with `stdin`; returns (wall time, stdout). Non-zero exit is an error.
-fn run_hook(hook: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<(f64, String)> {
+pub(crate) fn run_hook(
+    hook: &Path,
+    stdin: &[u8],
+    env: &[(String, String)],
+) -> Result<(f64, String)> {
     let mut cmd = Command::new(hook);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -65,7 +69,7 @@ fn run_hook(hook: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<(f64,
     Ok((ms, String::from_utf8_lossy(&out.stdout).into_owned()))
 }
 
-fn hook_log(inst: &Instance) -> PathBuf {
+pub(crate) fn hook_log(inst: &Instance) -> PathBuf {
     inst.data_dir().join("logs").join("hooks.log")
 }
 
@@ -73,7 +77,7 @@ fn hook_log(inst: &Instance) -> PathBuf {
 /// follows seconds of generation; by then the daemon's embedding threads have gone back to
 /// sleep. Without the pause, each run would share the CPU with the tail of the previous
 /// request's work, which no user sees. The mixed-load phase measures back-to-back traffic.
-const THINK_TIME: Duration = Duration::from_millis(50);
+pub(crate) const THINK_TIME: Duration = Duration::from_millis(50);
 
 /// `runs` turns, each a new Claude Code conversation: hook-prompt, then hook-stop. A new
 /// conversation never has an unscored previous exchange, so the stop never waits for a score

@@ -80,8 +80,8 @@ struct Args {
     /// compare against the default in one sitting.
     #[arg(long)]
     no_rerank: bool,
-    /// Only these phases (default: binaries, empty, ingest, sizes; `million`, `shared` and
-    /// `dashboard` only when named).
+    /// Only these phases (default: binaries, empty, ingest, sizes; `million`, `shared`,
+    /// `dashboard` and `tools` only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     only: Vec<Phase>,
     /// Directory holding `memd` (default: the directory of this executable).
@@ -123,6 +123,9 @@ enum Phase {
     Shared,
     /// Render time of the dashboard's pages per size, full trace ledger (only when named).
     Dashboard,
+    /// Tool-event hooks per size: PreToolUse (guard) and PostToolUse (evidence) through the
+    /// static hooks, answers checked (only when named).
+    Tools,
 }
 
 fn main() -> std::process::ExitCode {
@@ -198,6 +201,7 @@ fn run() -> Result<usize> {
             Phase::Million => bench.million(),
             Phase::Shared => bench.shared(),
             Phase::Dashboard => bench.dashboard(),
+            Phase::Tools => bench.tools(),
         };
         if let Err(e) = result {
             failed += 1;
@@ -261,6 +265,7 @@ fn phases(only: &[Phase]) -> Vec<Phase> {
             Phase::Million,
             Phase::Shared,
             Phase::Dashboard,
+            Phase::Tools,
         ];
         order.into_iter().filter(|p| only.contains(p)).collect()
     }

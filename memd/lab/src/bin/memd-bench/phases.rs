@@ -1,5 +1,5 @@
-//! The benchmark phases: binaries, empty start, ingest and the size ladder (`million` is in
-//! `million.rs`).
+//! The benchmark phases: binaries, empty start, ingest and the size ladder (`million`, `shared`,
+//! `dashboard` and `tools` are in their own files).
 //!
 //! Owns the order of measurements and which figure each one becomes (names, units, targets).
 //! Each phase starts its own daemon(s) in its own directory and stops them before returning.
@@ -20,6 +20,8 @@ mod dashboard;
 mod million;
 #[path = "shared.rs"]
 mod shared;
+#[path = "tools.rs"]
+mod tools;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
