@@ -100,7 +100,11 @@ fn init_merges_into_existing_configs_and_keeps_every_user_entry() {
     ] {
         assert_eq!(s[key], orig[key], "{key}");
     }
-    assert_eq!(s["hooks"]["PostToolUse"], orig["hooks"]["PostToolUse"]);
+    // The user's PostToolUse group first and unchanged; memd's evidence hook after it.
+    let post = s["hooks"]["PostToolUse"].as_array().unwrap();
+    assert_eq!(post[0], orig["hooks"]["PostToolUse"][0]);
+    assert_eq!(post.len(), 2, "{post:?}");
+    assert_eq!(post[1]["matcher"], "Bash|Edit|Write|MultiEdit|NotebookEdit");
     let ups = s["hooks"]["UserPromptSubmit"].as_array().unwrap();
     assert_eq!(ups[0], orig["hooks"]["UserPromptSubmit"][0]);
     let prompt = bin.join("hook-prompt").display().to_string();
@@ -161,11 +165,17 @@ fn init_merges_into_existing_configs_and_keeps_every_user_entry() {
     let h = read_json(&f.cursor_hooks);
     let horig = fixture("cursor-hooks.json");
     assert_eq!(h["version"], 1);
-    assert_eq!(
-        h["hooks"]["beforeShellExecution"],
-        horig["hooks"]["beforeShellExecution"]
-    );
-    assert_eq!(h["hooks"]["afterFileEdit"], horig["hooks"]["afterFileEdit"]);
+    // The user's tool hooks first and unchanged; memd's guard and evidence hooks after them.
+    for (event, ours) in [
+        ("beforeShellExecution", "hook-prompt"),
+        ("afterFileEdit", "hook-stop"),
+    ] {
+        let list = h["hooks"][event].as_array().unwrap();
+        assert_eq!(list[0], horig["hooks"][event][0], "{event}");
+        assert_eq!(list.len(), 2, "{event}: {list:?}");
+        let command = list[1]["command"].as_str().unwrap();
+        assert!(command.ends_with(&format!("{ours} --cursor")), "{command}");
+    }
     assert_eq!(h["hooks"]["stop"][0], horig["hooks"]["stop"][0]);
     assert_eq!(h["hooks"]["stop"][1]["command"], format!("{stop} --cursor"));
     for event in ["sessionStart", "beforeSubmitPrompt"] {

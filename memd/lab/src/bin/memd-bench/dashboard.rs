@@ -8,7 +8,7 @@
 //! browser's cookie, never write the ledger while a daemon runs, and must say in the notes how
 //! many ledger lines were real and how many synthetic.
 
-use super::{Bench, prebuild};
+use super::Bench;
 use crate::corpus::Corpus;
 use crate::daemon::{Daemon, Instance};
 use crate::report::{Figure, Samples, size_label};
@@ -80,25 +80,14 @@ impl Bench {
     fn dashboard_size(&mut self, size: usize) -> Result<()> {
         let started = Instant::now();
         let mut corpus = Corpus::new(self.seed + 9000 + size as u64);
-        let root_label = size_label(size);
-        println!("--- dashboard, {root_label} ---");
-        let inst = self.instance(&format!("dashboard-{root_label}"))?;
-        let b = prebuild::append(
-            &inst.data_dir(),
-            &self.runtime_dir,
+        println!("--- dashboard, {} ---", size_label(size));
+        let (inst, d, label, b) = self.offline_store(
+            "dashboard",
             size,
-            self.opts.real_pool,
             &mut corpus,
             self.seed + 9001,
+            SETTLE_LIMIT,
         )?;
-        // Sizes holding synthetic vectors are named apart from fully real ones.
-        let label = if b.synthetic > 0 {
-            format!("{root_label}-syn")
-        } else {
-            root_label
-        };
-        let d = inst.start(true)?;
-        d.wait_embedded(SETTLE_LIMIT)?;
         let fill = real_turns(&d, &mut corpus, &label)?;
         println!(
             "  {} real turns in {} conversations through the API in {:.1} s",

@@ -12,7 +12,7 @@
 //! runs answered wrong without failing the phase, and never call the guard's endpoints for a
 //! timed figure (the probe of the corpus' commands goes through the API, untimed).
 
-use super::{Bench, prebuild};
+use super::Bench;
 use crate::corpus::{self, Corpus};
 use crate::daemon::{Daemon, Instance};
 use crate::hooks::{self, THINK_TIME};
@@ -173,25 +173,9 @@ impl Bench {
     fn tools_size(&mut self, size: usize) -> Result<()> {
         let started = Instant::now();
         let mut corpus = Corpus::new(self.seed + 11_000 + size as u64);
-        let root_label = size_label(size);
-        println!("--- tools, {root_label} ---");
-        let inst = self.instance(&format!("tools-{root_label}"))?;
-        let b = prebuild::append(
-            &inst.data_dir(),
-            &self.runtime_dir,
-            size,
-            self.opts.real_pool,
-            &mut corpus,
-            self.seed + 11_001,
-        )?;
-        // Sizes holding synthetic vectors are named apart from fully real ones.
-        let label = if b.synthetic > 0 {
-            format!("{root_label}-syn")
-        } else {
-            root_label
-        };
-        let d = inst.start(true)?;
-        d.wait_embedded(SETTLE_LIMIT)?;
+        println!("--- tools, {} ---", size_label(size));
+        let (inst, d, label, b) =
+            self.offline_store("tools", size, &mut corpus, self.seed + 11_001, SETTLE_LIMIT)?;
         let cwd = hooks::project_dir(&inst)?;
         let fact_ids = add_facts(&d, &cwd)?;
         d.wait_embedded(SETTLE_LIMIT)?;
