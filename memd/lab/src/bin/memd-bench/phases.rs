@@ -75,7 +75,7 @@ pub struct Opts {
 }
 
 impl Bench {
-    fn instance(&self, name: &str) -> Result<Instance> {
+    pub(crate) fn instance(&self, name: &str) -> Result<Instance> {
         let root = self.work.join(name);
         if root.exists() {
             std::fs::remove_dir_all(&root)?;
@@ -89,37 +89,6 @@ impl Bench {
 
     fn save(&self) -> Result<()> {
         self.report.write(&self.out)
-    }
-
-    /// A fresh instance `<phase>-<size>` holding `size` memories built offline from `corpus`,
-    /// started and fully embedded, with the label its figures carry (`10k-syn` when synthetic
-    /// vectors are in it: such sizes are named apart from fully real ones) and what was built.
-    pub(crate) fn offline_store(
-        &self,
-        phase: &str,
-        size: usize,
-        corpus: &mut crate::corpus::Corpus,
-        seed: u64,
-        settle: std::time::Duration,
-    ) -> Result<(Instance, Daemon, String, prebuild::Bulk)> {
-        let size_name = size_label(size);
-        let inst = self.instance(&format!("{phase}-{size_name}"))?;
-        let bulk = prebuild::append(
-            &inst.data_dir(),
-            &self.runtime_dir,
-            size,
-            self.opts.real_pool,
-            corpus,
-            seed,
-        )?;
-        let label = if bulk.synthetic > 0 {
-            format!("{size_name}-syn")
-        } else {
-            size_name
-        };
-        let d = inst.start(true)?;
-        d.wait_embedded(settle)?;
-        Ok((inst, d, label, bulk))
     }
 
     /// Sizes of the shipped binaries.

@@ -9,8 +9,11 @@
 //! variant of one pool text whose vector is that text's real embedding plus Gaussian noise
 //! (cosine ≈ 0.86 to it), renormalised. Must never run while a daemon holds the directory (the
 //! store lock refuses) and never add an API or hidden path to the product.
+//! `Bench::offline_store` is the one way a phase gets such a store, started and embedded.
 
 use super::corpus::Corpus;
+use super::daemon::{Daemon, Instance};
+use super::report::size_label;
 use anyhow::{Context, Result, anyhow, bail};
 use memd_engine::core::Core;
 use memd_engine::embed::{DIMS, Embed, OnnxEmbedder, RuntimePaths};
@@ -174,6 +177,39 @@ fn gaussian(rng: &mut StdRng) -> f32 {
     let u1: f32 = rng.random_range(f32::MIN_POSITIVE..1.0);
     let u2: f32 = rng.random();
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f32::consts::PI * u2).cos()
+}
+
+impl super::Bench {
+    /// A fresh instance `<phase>-<size>` holding `size` memories built offline from `corpus`,
+    /// started and fully embedded, with the label its figures carry (`10k-syn` when synthetic
+    /// vectors are in it: such sizes are named apart from fully real ones) and what was built.
+    pub(crate) fn offline_store(
+        &self,
+        phase: &str,
+        size: usize,
+        corpus: &mut Corpus,
+        seed: u64,
+        settle: std::time::Duration,
+    ) -> Result<(Instance, Daemon, String, Bulk)> {
+        let size_name = size_label(size);
+        let inst = self.instance(&format!("{phase}-{size_name}"))?;
+        let bulk = append(
+            &inst.data_dir(),
+            &self.runtime_dir,
+            size,
+            self.opts.real_pool,
+            corpus,
+            seed,
+        )?;
+        let label = if bulk.synthetic > 0 {
+            format!("{size_name}-syn")
+        } else {
+            size_name
+        };
+        let d = inst.start(true)?;
+        d.wait_embedded(settle)?;
+        Ok((inst, d, label, bulk))
+    }
 }
 
 #[cfg(test)]
