@@ -140,8 +140,5 @@ pub fn claude_failure(response: Option<&Value>) -> (bool, Option<i32>) {
 }
 
 fn clip(s: &str, max_chars: usize) -> String {
-    match s.char_indices().nth(max_chars) {
-        Some((cut, _)) => s[..cut].to_string(),
-        None => s.to_string(),
-    }
+    crate::log::truncate_chars(s, max_chars).to_string()
 }

@@ -92,7 +92,7 @@ pub struct TraceEntry {
 }
 
 impl TraceEntry {
-    fn new(event: TraceEvent, conversation_id: &str) -> TraceEntry {
+    pub(crate) fn new(event: TraceEvent, conversation_id: &str) -> TraceEntry {
         TraceEntry {
             ts: crate::clock::rfc3339(crate::clock::now_ms()),
             event,

@@ -10,15 +10,7 @@ use proto::Collection;
 fn line(event: TraceEvent, conv: &str, ts: &str) -> TraceEntry {
     TraceEntry {
         ts: ts.to_string(),
-        event,
-        conversation_id: conv.to_string(),
-        injected: Vec::new(),
-        scored: Vec::new(),
-        outcome: None,
-        doc_id: None,
-        prompt_sha256: None,
-        context_sha256: None,
-        note: None,
+        ..TraceEntry::new(event, conv)
     }
 }
 
