@@ -82,7 +82,8 @@ fn answer(event: Event, deadline: &Deadline) {
             project_dir,
         } => {
             // Cursor cannot take context here; the call lets memd record the prompt and refresh
-            // its rules file. The answer is always "continue".
+            // its rules file. The answer is always "continue", also when the watchdog gives it.
+            output::set_fallback(Some(CURSOR_CONTINUE));
             let mut request = context_request(prompt, conversation_id, cwd, Client::Cursor, false);
             request.project_dir = project_dir;
             let _ = fetch_context(&request, deadline);
