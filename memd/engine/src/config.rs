@@ -23,6 +23,7 @@ pub struct Config {
     pub store: StoreConfig,
     pub ui: UiConfig,
     pub guards: crate::guards_config::GuardsConfig,
+    pub evidence: crate::evidence::EvidenceConfig,
 }
 
 /// The dashboard (`memd ui`, served under `/ui`).
@@ -242,6 +243,7 @@ struct FileConfig {
     store: StoreConfig,
     ui: UiConfig,
     guards: crate::guards_config::GuardsConfig,
+    evidence: crate::evidence::EvidenceConfig,
 }
 
 impl Config {
@@ -282,6 +284,7 @@ impl Config {
             store,
             ui: file.ui,
             guards: file.guards,
+            evidence: file.evidence,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -301,6 +304,7 @@ impl Config {
             store: StoreConfig::default(),
             ui: UiConfig::default(),
             guards: Default::default(),
+            evidence: Default::default(),
         }
     }
 

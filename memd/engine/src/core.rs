@@ -57,6 +57,8 @@ pub struct Core {
     pub project_cache: crate::scope::ProjectCache,
     /// The shared store's status and wake-up bell (`shared`).
     pub shared: crate::shared::SharedLink,
+    /// What the agent's commands did per conversation (process memory only).
+    pub evidence: crate::evidence::Evidence,
 }
 
 /// What opening the engine found, for the start-up log line.
@@ -131,6 +133,7 @@ impl Core {
             started: Instant::now(),
             project_cache: crate::scope::ProjectCache::default(),
             shared: crate::shared::SharedLink::default(),
+            evidence: Default::default(),
         }
     }
 

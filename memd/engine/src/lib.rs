@@ -42,7 +42,7 @@
 //! - [`trace`]: the append-only hook ledger (ids and digests, never content).
 //! - [`tools`]: tool events: the guard before a tool runs (static rules at the `[guards]`
 //!   levels, learned guardrails from memories), the evidence after; [`guards_config`] reads
-//!   `[guards]`.
+//!   `[guards]`; [`evidence`] keeps what the commands did per conversation (`[evidence]`).
 //! - [`config`], [`clock`], [`error`], [`shutdown`], [`heap`]: small shared pieces.
 //!
 //! Dependencies point one way: `core` uses the pieces below it; `context`, `books` and
@@ -56,6 +56,7 @@ pub mod context;
 pub mod core;
 pub mod embed;
 pub mod error;
+pub mod evidence;
 pub mod export;
 pub mod guards_config;
 pub mod heap;

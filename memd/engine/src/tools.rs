@@ -3,9 +3,10 @@
 //! Owns the pre-tool decision (the static rules of `memd-guard` at the levels of `[guards]`,
 //! then the learned guardrails: a memory of this project saying this command failed or broke
 //! something makes the guard ask, citing it) and recording what tools did. Every decision and
-//! every tool result goes in the trace ledger as a digest. Must never store a command, a path
-//! or a tool's output in clear, never block a tool on a slow lookup (the learned check is a
-//! lexical search, no embedding), and never let a memory that was scored wrong guard anything.
+//! every tool result goes in the trace ledger as a digest (and, with `[evidence]` on, to the
+//! in-memory `evidence`). Must never store a command, a path or a tool's output in clear,
+//! never block a tool on a slow lookup (the learned check is a lexical search, no embedding),
+//! and never let a memory that was scored wrong guard anything.
 
 use crate::core::Core;
 use crate::error::{ApiError, check_len};
@@ -127,13 +128,19 @@ impl Core {
         ));
     }
 
-    /// `POST /api/hooks/post-tool`: recorded in the ledger (as a digest), nothing else yet.
+    /// `POST /api/hooks/post-tool`: recorded in the ledger (as a digest) and, with
+    /// `[evidence]` on, in the conversation's tool evidence (process memory).
     pub async fn post_tool(&self, req: &PostToolRequest) -> Result<PostToolResponse, ApiError> {
         check_tool_request(&req.conversation_id, &req.tool)?;
         // Only what can be evidence: commands and edits (reads and searches would flood the
         // ledger and push the hook lines out).
         if !matches!(req.tool.kind, ToolKind::Shell | ToolKind::Edit) {
             return Ok(PostToolResponse { recorded: false });
+        }
+        let e = &self.cfg.evidence;
+        if e.outcomes || e.boost {
+            self.evidence
+                .tool_result(req.conversation_id.trim(), &req.tool, req.failed);
         }
         self.trace.append(&TraceEntry::post_tool(
             req.conversation_id.trim(),
@@ -216,12 +223,17 @@ pub fn warns_about(content: &str, signature: &str) -> bool {
 
 /// Lower-cased words, split on anything but letters, digits and `-_:` (command names keep
 /// their `db:reset`, a sentence's trailing comma goes).
-fn tokens(text: &str) -> Vec<String> {
+pub(crate) fn tokens(text: &str) -> Vec<String> {
     text.to_lowercase()
         .split(|c: char| !(c.is_alphanumeric() || "-_:".contains(c)))
         .filter(|w| !w.is_empty())
         .map(str::to_string)
         .collect()
+}
+
+/// A program too common to mean anything by name alone (`cd`, `git`).
+pub(crate) fn is_ubiquitous(program: &str) -> bool {
+    UBIQUITOUS.contains(&program)
 }
 
 /// A command longer than the guard reads cannot be vouched for: ask.

@@ -282,7 +282,7 @@ fn outcome_word(s: &str) -> String {
 fn source_word(s: &str) -> String {
     let s = s.trim().to_ascii_lowercase();
     match s.as_str() {
-        "agent" | "sidecar" | "mcp" | "hook" | "cli" => s,
+        "agent" | "sidecar" | "mcp" | "hook" | "cli" | "evidence" => s,
         _ => "other".to_string(),
     }
 }

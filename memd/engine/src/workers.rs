@@ -152,6 +152,11 @@ pub async fn run_lifecycle(core: &Arc<Core>) -> anyhow::Result<usize> {
             .any(|c| c.last_seen < now - ttl)
     });
     if stale {
+        // What the forgotten conversations leave unscored gets its tool evidence first.
+        ops.extend(
+            core.store
+                .read(|s| crate::context::unscored::on_expire(core, s, now - ttl)),
+        );
         ops.push(Op::Session(SessionOp::Expire { before: now - ttl }));
     }
     let n = ops.len();

@@ -8,13 +8,15 @@
 //!
 //! This file is get-context itself; `select` picks the memories (floor, disputed, follow-ups,
 //! profile), `budget` lays them out within the token budget, `format` writes the text, `turn`
-//! is stop and record-outcome, `sidecar` the sidecar decision.
+//! is stop and record-outcome, `sidecar` the sidecar decision, `unscored` the tool evidence's
+//! outcome for an exchange nobody scored.
 
 mod budget;
 pub mod format;
 mod select;
 mod sidecar;
 mod turn;
+pub mod unscored;
 
 pub use sidecar::sidecar_status;
 
@@ -170,7 +172,7 @@ pub async fn get_context_for(
         .map(|(i, _)| memories[*i].id.clone())
         .collect();
     let op = Op::Session(SessionOp::Prompt {
-        conv,
+        conv: conv.clone(),
         at: now,
         client: req.client,
         prompt: format::clip(&prompt, crate::state::session::EXCHANGE_KEEP_CHARS),
@@ -186,7 +188,18 @@ pub async fn get_context_for(
     // The prompt's session record is queued, not awaited: its order against the stop that
     // follows is fixed now, and the prompt path does not pay an fsync. A crash in between loses
     // only which ids this turn showed, never a memory.
-    core.commit_queued(vec![op])?;
+    let mut ops = Vec::with_capacity(2);
+    if !req.session_start {
+        // Before the prompt moves the scoring target on: the exchange it leaves unscored.
+        ops.extend(core.store.read(|s| unscored::on_prompt(core, s, &conv)));
+        core.evidence.new_turn(&conv);
+    }
+    let evidence_scored = !ops.is_empty();
+    ops.push(op);
+    core.commit_queued(ops)?;
+    if evidence_scored {
+        core.lifecycle_wake.notify_one();
+    }
     core.trace.append(&crate::trace::TraceEntry::get_context(
         req.conversation_id.trim(),
         &prompt,

@@ -2,7 +2,8 @@
 //! conversation's first context, and the conversation's own words for short follow-ups.
 //!
 //! Owns the selection rules of get-context (floor, count, disputed memories, follow-ups, and
-//! where late interaction reorders the head: after the floor, before the count).
+//! where late interaction reorders the head: after the floor, before the count; the tool
+//! evidence boost comes last, before the count).
 //! Must never write and never format: the caller lays the result out within its budget.
 
 use crate::core::Core;
@@ -76,9 +77,20 @@ pub fn relevant(
             })
     };
     let ranking = core.ranking();
+    // Words of the conversation's recent tool events (`[evidence] boost`): the few places a
+    // memory naming one may climb are ranked too.
+    let in_play = if core.cfg.evidence.boost {
+        core.evidence.terms(conv)
+    } else {
+        Vec::new()
+    };
+    let keep = match in_play.is_empty() {
+        true => cfg.max_memories,
+        false => cfg.max_memories + crate::evidence::BOOST_PLACES,
+    };
     let depth = match late {
-        Some(_) => cfg.max_memories.max(core.cfg.search.rerank_depth),
-        None => cfg.max_memories,
+        Some(_) => keep.max(core.cfg.search.rerank_depth),
+        None => keep,
     };
     let mut hits: Vec<Hit> = search::rank(s, &q, prompt.0, prompt.1, &ranking, depth)
         .into_iter()
@@ -88,7 +100,7 @@ pub fn relevant(
     if let Some((query, deadline)) = late {
         hits = late_order(core, s, hits, query, deadline);
     }
-    hits.truncate(cfg.max_memories);
+    hits.truncate(keep);
     if let (Some((text, fvec)), Some(pvec)) = (followup, prompt.1) {
         let more: Vec<Hit> = search::rank(s, &q, text, fvec, &ranking, cfg.max_memories)
             .into_iter()
@@ -104,8 +116,15 @@ pub fn relevant(
                 .total_cmp(&a.rank_score)
                 .then(a.key.cmp(&b.key))
         });
-        hits.truncate(cfg.max_memories);
+        hits.truncate(keep);
     }
+    if !in_play.is_empty() {
+        hits = crate::evidence::boost(hits, |h| {
+            s.by_key(h.key)
+                .is_some_and(|r| crate::evidence::names_any(&r.content, &in_play))
+        });
+    }
+    hits.truncate(cfg.max_memories);
     hits.into_iter().map(|h| (h.key, Some(h))).collect()
 }
 

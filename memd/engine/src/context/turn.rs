@@ -85,6 +85,12 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
             at: now,
             user: format::clip(&user, EXCHANGE_KEEP_CHARS),
             assistant: format::clip(&assistant, EXCHANGE_KEEP_CHARS),
+            evidence: core
+                .cfg
+                .evidence
+                .outcomes
+                .then(|| core.evidence.verdict(&conv))
+                .flatten(),
         })
         .await?;
     let doc_id = match out {

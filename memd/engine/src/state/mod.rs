@@ -535,6 +535,7 @@ impl Machine for MemState {
                 at,
                 user,
                 assistant,
+                evidence,
             } => {
                 let out = self.apply_insert(record);
                 let doc_id = match &out {
@@ -547,6 +548,7 @@ impl Machine for MemState {
                     doc_id,
                     user: user.clone(),
                     assistant: assistant.clone(),
+                    evidence: *evidence,
                 });
                 out
             }

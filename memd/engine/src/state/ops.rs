@@ -57,6 +57,9 @@ pub enum Op {
         at: i64,
         user: String,
         assistant: String,
+        /// The turn's tool verdict (`[evidence] outcomes`); absent in older logs.
+        #[serde(default)]
+        evidence: Option<proto::Outcome>,
     },
     /// Remember a sidecar run's attempts (no content), for status and circuit-breaking.
     SidecarAttempts {

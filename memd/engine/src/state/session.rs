@@ -5,7 +5,7 @@
 //! first message; never after an interrupted turn. This is data (it survives restarts through
 //! the WAL); it must never read the clock itself — every change arrives as a stamped op.
 
-use proto::Client;
+use proto::{Client, Outcome};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +28,10 @@ pub struct Exchange {
     pub concepts: Vec<String>,
     pub completed_at: i64,
     pub scored: bool,
+    /// What the turn's commands said (`[evidence] outcomes`): the outcome it gets if it leaves
+    /// the session unscored.
+    #[serde(default)]
+    pub evidence: Option<Outcome>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -104,6 +108,9 @@ pub enum SessionOp {
         doc_id: String,
         user: String,
         assistant: String,
+        /// The turn's tool verdict; absent in logs written before tool evidence existed.
+        #[serde(default)]
+        evidence: Option<Outcome>,
     },
     /// A sidecar run for `conv` may proceed until `until`.
     SidecarLease { conv: String, at: i64, until: i64 },
@@ -209,6 +216,7 @@ impl Sessions {
                 doc_id,
                 user,
                 assistant,
+                evidence,
             } => {
                 let c = self.conversations.entry(conv.clone()).or_default();
                 c.last_seen = *at;
@@ -220,6 +228,7 @@ impl Sessions {
                     concepts: std::mem::take(&mut c.current_concepts),
                     completed_at: *at,
                     scored: false,
+                    evidence: *evidence,
                 });
                 c.awaiting_stop = false;
             }
@@ -261,7 +270,7 @@ impl Sessions {
 
 /// The exchange a new prompt should ask about: the last one, if it completed (its stop ran
 /// after the previous prompt, so the user answered a finished response) and is unscored.
-fn scoring_target(c: &Conversation) -> Option<&Exchange> {
+pub fn scoring_target(c: &Conversation) -> Option<&Exchange> {
     if c.awaiting_stop {
         // The previous turn never finished: the user interrupted. Nothing to score.
         return None;
@@ -294,6 +303,7 @@ mod tests {
             doc_id: doc.into(),
             user: "u".into(),
             assistant: "a".into(),
+            evidence: None,
         }
     }
 
