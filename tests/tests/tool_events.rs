@@ -332,3 +332,72 @@ fn with_memd_down_the_hook_still_refuses_the_catastrophic() {
     assert!(reason.contains("memd did not answer"), "{reason}");
     assert_eq!(claude_decision_in(&env, "Bash", bash("ls -la")), None);
 }
+
+/// `[evidence] outcomes` (experimental, off by default): a turn nobody scored, in which the
+/// failing test passed after the memory was shown, credits that memory once the conversation
+/// has moved past it. Everything through the real hooks: the prompt and stop hooks, Claude
+/// Code's PostToolUseFailure and PostToolUse shapes into hook-stop.
+#[test]
+fn a_test_that_passes_after_a_memory_was_shown_credits_it_when_nobody_scores() {
+    let d = Daemon::start(Spec {
+        config_toml: Some("[evidence]\noutcomes = true\n".into()),
+        wait_model: true,
+        ..Spec::new()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let note: Value = d.post(
+        "/api/record-response",
+        &json!({"key_takeaway": "The integration tests need `docker compose up -d db` running first; then `make test` passes"}),
+    );
+    let id = note["doc_id"].as_str().unwrap().to_string();
+    d.wait_embedded(std::time::Duration::from_secs(60));
+    let dir = std::path::Path::new("/p");
+    let conv = "evidence-conv";
+    let context =
+        tests::project::prompt_in(&d, dir, conv, "how do I get the integration tests to pass?");
+    assert!(context.contains(&id), "the note is shown: {context}");
+    let after = |event: &str, command: &str, extra: Value| {
+        let mut v = json!({
+            "session_id": conv, "transcript_path": "/nonexistent", "cwd": "/p",
+            "hook_event_name": event, "tool_name": "Bash",
+            "tool_input": {"command": command}, "tool_use_id": "toolu_09"
+        });
+        for (k, val) in extra.as_object().unwrap() {
+            v[k] = val.clone();
+        }
+        let (code, out, _, _) = run_hook("hook-stop", &[], v.to_string().as_bytes(), &patient(&d));
+        assert_eq!((code, out.as_str()), (0, ""));
+    };
+    let ok = json!({"tool_response": {"stdout": "ok", "stderr": "", "interrupted": false, "isImage": false}});
+    after(
+        "PostToolUseFailure",
+        "make test",
+        json!({"error": "Exit code 2"}),
+    );
+    after("PostToolUse", "docker compose up -d db", ok.clone());
+    after("PostToolUse", "make test", ok);
+    tests::project::stop_in(&d, dir, conv, "Started the database; the tests pass now.");
+    // Asked to score it at the next prompt, the agent does not.
+    let next = tests::project::prompt_in(&d, dir, conv, "now the linter");
+    assert!(next.contains("<memd-score-required>"), "{next}");
+    tests::project::stop_in(&d, dir, conv, "The linter is clean.");
+    assert_eq!(
+        tests::lookup(&d, &id).unwrap().uses,
+        0,
+        "the agent could still score it"
+    );
+    tests::project::prompt_in(&d, dir, conv, "thanks, and the docs?");
+    let m = tests::lookup(&d, &id).unwrap();
+    assert_eq!((m.uses, m.last_outcome.as_str()), (1, "worked"));
+    let by_evidence: Vec<Value> = trace_lines(&d)
+        .into_iter()
+        .filter(|l| l["event"] == "record-outcome" && l["note"] == "evidence")
+        .collect();
+    assert_eq!(by_evidence.len(), 1, "scored once, by the evidence");
+    assert!(
+        by_evidence[0]["scored"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(id))
+    );
+}

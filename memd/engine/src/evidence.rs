@@ -21,8 +21,13 @@ use std::sync::Mutex;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EvidenceConfig {
-    /// An exchange nobody scored takes its turn's tool verdict as its outcome.
+    /// An exchange nobody scored takes its turn's tool verdict as its outcome when a failing
+    /// command passed (`worked`).
     pub outcomes: bool,
+    /// With `outcomes`: a command failing again counts as `failed` too. Off by default:
+    /// `memd-eval evidence` measured it deleting right notes shown beside a wrong one (bench/EVAL.md
+    /// section 8).
+    pub failures: bool,
     /// Memories naming a command or file of the conversation's recent tool events move up.
     pub boost: bool,
 }

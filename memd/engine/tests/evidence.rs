@@ -14,9 +14,14 @@ use proto::{
 use std::sync::Arc;
 
 fn engine(outcomes: bool) -> (tempfile::TempDir, Arc<Core>) {
+    engine_with(outcomes, false)
+}
+
+fn engine_with(outcomes: bool, failures: bool) -> (tempfile::TempDir, Arc<Core>) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = Config::for_dir(dir.path(), 0);
     cfg.evidence.outcomes = outcomes;
+    cfg.evidence.failures = failures;
     let (core, _) = Core::open(cfg).unwrap();
     (dir, Arc::new(core))
 }
@@ -117,17 +122,25 @@ async fn a_fixed_command_credits_the_memories_of_an_unscored_turn_once_it_is_lef
     assert_eq!(used(&core, &id).0, 1);
 }
 
+/// A repeat counts against the memories shown only with `failures` on (off by default: which
+/// memory misled cannot be told from the failure).
 #[tokio::test]
-async fn the_same_failure_again_counts_against_the_memories_shown() {
-    let (_dir, core) = engine(true);
-    let id = note(&core, TESTS_NOTE).await;
-    assert!(test_turn(&core, "c", true).await.contains(&id));
-    prompt(&core, "c", "it still fails").await;
-    stop(&core, "c", "Looked at the logs.").await;
-    prompt(&core, "c", "try again").await;
-    let (uses, score) = used(&core, &id);
-    assert_eq!(uses, 1);
-    assert!(score < 0.5, "failed lowers the score: {score}");
+async fn the_same_failure_again_counts_against_the_memories_shown_only_with_failures_on() {
+    for failures in [false, true] {
+        let (_dir, core) = engine_with(true, failures);
+        let id = note(&core, TESTS_NOTE).await;
+        assert!(test_turn(&core, "c", true).await.contains(&id));
+        prompt(&core, "c", "it still fails").await;
+        stop(&core, "c", "Looked at the logs.").await;
+        prompt(&core, "c", "try again").await;
+        let (uses, score) = used(&core, &id);
+        if failures {
+            assert_eq!(uses, 1);
+            assert!(score < 0.5, "failed lowers the score: {score}");
+        } else {
+            assert_eq!((uses, score), (0, 0.5));
+        }
+    }
 }
 
 #[tokio::test]

@@ -198,7 +198,12 @@ pub async fn get_context_for(
     ops.push(op);
     core.commit_queued(ops)?;
     if evidence_scored {
-        core.lifecycle_wake.notify_one();
+        // The lifecycle pass must see the scores: wake it once the queued ops are applied.
+        let core = core.clone();
+        tokio::spawn(async move {
+            core.settle().await;
+            core.lifecycle_wake.notify_one();
+        });
     }
     core.trace.append(&crate::trace::TraceEntry::get_context(
         req.conversation_id.trim(),

@@ -56,7 +56,11 @@ pub fn on_expire(core: &Core, s: &MemState, before: i64) -> Vec<Op> {
 /// The exchange and every memory it was shown get the verdict, as an agent's score without
 /// `related` would give them; the ledger says the evidence scored it.
 fn batch(core: &Core, s: &MemState, conv: &str, ex: &Exchange) -> Option<Op> {
-    let outcome = ex.evidence?;
+    let outcome = match ex.evidence? {
+        // Which of the memories shown misled cannot be told from a failure alone.
+        proto::Outcome::Failed if !core.cfg.evidence.failures => return None,
+        o => o,
+    };
     let mut scores = vec![(ex.doc_id.clone(), outcome)];
     scores.extend(
         ex.injected

@@ -85,15 +85,54 @@ pub fn run_learning(options: &LearningOptions) -> Result<LearningReport> {
 }
 
 fn run_session(options: &LearningOptions, prior_weight: f64, boosts: bool) -> Result<SessionRun> {
+    run_variant(options, prior_weight, boosts, &Mode::default())
+}
+
+/// Who scores and how the daemon is set up, beyond the prior and the routing boosts.
+#[derive(Debug, Clone)]
+pub struct Mode {
+    /// Printed with the run ("" for `memd-eval learning`).
+    pub label: String,
+    /// The simulated agent answers every scoring prompt; otherwise nobody scores.
+    pub agent_scores: bool,
+    /// `[evidence] outcomes` in the daemon's config: an unscored turn takes its commands'
+    /// verdict (the simulation counts it the way the daemon applies it).
+    pub evidence_outcomes: bool,
+    /// `[evidence] failures`: a verdict of `failed` is applied too.
+    pub evidence_failures: bool,
+    /// More config.toml sections for the daemon.
+    pub extra_config: String,
+}
+
+impl Default for Mode {
+    fn default() -> Self {
+        Mode {
+            label: String::new(),
+            agent_scores: true,
+            evidence_outcomes: false,
+            evidence_failures: false,
+            extra_config: String::new(),
+        }
+    }
+}
+
+/// One simulated session with `mode`, against a fresh daemon.
+pub fn run_variant(
+    options: &LearningOptions,
+    prior_weight: f64,
+    boosts: bool,
+    mode: &Mode,
+) -> Result<SessionRun> {
     let started = std::time::Instant::now();
     let mut config =
         format!("[learning]\nprior_weight = {prior_weight}\ngraph_boosts = {boosts}\n");
     if let Some(w) = options.exchange_weight {
         config.push_str(&format!("exchange_weight = {w}\n"));
     }
+    config.push_str(&mode.extra_config);
     let daemon = SpawnedDaemon::start(&options.memd, &options.runtime, &config)?;
     let total = WARMUP_TURNS + options.turns;
-    let mut sim = Simulation::new(&daemon, total);
+    let mut sim = Simulation::new(&daemon, total, mode.clone());
     sim.store_notes(|s| !s.after_change)?;
     sim.probe(0)?;
     for turn in 1..=total {
@@ -109,7 +148,8 @@ fn run_session(options: &LearningOptions, prior_weight: f64, boosts: bool) -> Re
     daemon.stop()?;
     eprintln!(
         "memd-eval: learning session with prior_weight {prior_weight}, graph boosts {boosts} \
-         took {:.1} s",
+         {} took {:.1} s",
+        mode.label,
         started.elapsed().as_secs_f64()
     );
     Ok(run)
@@ -166,10 +206,14 @@ struct Simulation<'a> {
     window: Window,
     /// Everything injected over the session (windows added up).
     total: Window,
+    mode: Mode,
+    /// Unscored turns (injected notes, their commands' verdict, exchange id), oldest first:
+    /// the daemon gives one its verdict when the prompt after the next moves past it.
+    unscored: std::collections::VecDeque<(Vec<(String, Option<usize>)>, Outcome, String)>,
 }
 
 impl<'a> Simulation<'a> {
-    fn new(d: &'a SpawnedDaemon, turns: usize) -> Self {
+    fn new(d: &'a SpawnedDaemon, turns: usize, mode: Mode) -> Self {
         let seeds = scenario::seeds();
         Simulation {
             d,
@@ -181,6 +225,8 @@ impl<'a> Simulation<'a> {
             turns,
             window: Window::default(),
             total: Window::default(),
+            mode,
+            unscored: Default::default(),
         }
     }
 
@@ -218,8 +264,12 @@ impl<'a> Simulation<'a> {
                 session_start: false,
             },
         )?;
-        if ctx.scoring_required {
-            self.score_previous(&ctx, turn)?;
+        if self.mode.agent_scores {
+            if ctx.scoring_required {
+                self.score_previous(&ctx, turn)?;
+            }
+        } else if self.unscored.len() == 2 {
+            self.left_unscored(turn)?;
         }
         let injected: Vec<(String, Option<usize>)> = ctx
             .relevant_memories
@@ -237,6 +287,14 @@ impl<'a> Simulation<'a> {
                 _ => {}
             }
         }
+        let fixed = scenario::fix_works(
+            injected
+                .iter()
+                .filter_map(|(_, s)| s.map(|i| &self.seeds[i])),
+            topic,
+            turn,
+        );
+        super::evidence::run_command(self.d, CONVERSATION, TOPICS[topic].command, fixed)?;
         let stop: StopResponse = self.d.post(
             "/api/hooks/stop",
             &StopRequest {
@@ -253,6 +311,15 @@ impl<'a> Simulation<'a> {
                 score_call_seen: None,
             },
         )?;
+        if !self.mode.agent_scores {
+            let verdict = if fixed {
+                Outcome::Worked
+            } else {
+                Outcome::Failed
+            };
+            self.unscored
+                .push_back((injected.clone(), verdict, stop.doc_id.clone()));
+        }
         self.previous = Some(Previous {
             turn,
             topic,
@@ -318,6 +385,30 @@ impl<'a> Simulation<'a> {
         touched.push((prev.doc_id, None));
         for (id, seed) in touched {
             self.settle(&id, seed, turn)?;
+        }
+        Ok(())
+    }
+
+    /// Nobody scored the turn before last and this prompt moved past it: with
+    /// `[evidence] outcomes` the daemon gave its notes the verdict; count it and wait for the
+    /// lifecycle as after an agent's score.
+    fn left_unscored(&mut self, turn: usize) -> Result<()> {
+        let Some((injected, verdict, doc_id)) = self.unscored.pop_front() else {
+            return Ok(());
+        };
+        if !self.mode.evidence_outcomes
+            || (verdict == Outcome::Failed && !self.mode.evidence_failures)
+        {
+            return Ok(());
+        }
+        for (id, seed) in injected.iter().chain([(doc_id, None)].iter()) {
+            if let Some(i) = *seed {
+                match verdict {
+                    Outcome::Failed => self.tracks[i].failed += 1,
+                    _ => self.tracks[i].worked += 1,
+                }
+            }
+            self.settle(id, *seed, turn)?;
         }
         Ok(())
     }
@@ -467,6 +558,7 @@ impl<'a> Simulation<'a> {
         }
         let stats: StatsResponse = self.d.get("/api/stats")?;
         Ok(SessionRun {
+            variant: self.mode.label.clone(),
             prior_weight,
             graph_boosts,
             warmup_turns: WARMUP_TURNS,

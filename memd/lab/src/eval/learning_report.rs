@@ -126,6 +126,8 @@ pub struct MemoryFate {
 /// One simulated session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRun {
+    /// Which `memd-eval evidence` setting ran ("" for `memd-eval learning`).
+    pub variant: String,
     pub prior_weight: f64,
     /// Whether the daemon ranked with the routing boosts (`learning.graph_boosts`).
     pub graph_boosts: bool,
@@ -293,8 +295,13 @@ impl fmt::Display for SessionRun {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "== prior_weight {:.2}, graph boosts {}: {} warm-up turns on ci, then {} turns over \
+            "== {}prior_weight {:.2}, graph boosts {}: {} warm-up turns on ci, then {} turns over \
              all topics ==",
+            if self.variant.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", self.variant)
+            },
             self.prior_weight,
             on_off(self.graph_boosts),
             self.warmup_turns,
@@ -341,7 +348,7 @@ impl fmt::Display for LearningReport {
             f,
             "prior  graph  wrong-from-start out within {EVICTION_BUDGET} fails: search  notes  \
              fails-to-leave(notes)  stale fails-to-leave: search  notes  correct rank held(notes)  \
-             final P@5  notes-P@5  injected right  wrong"
+             final P@5  notes-P@5  injected right  wrong  variant"
         )?;
         for run in &self.runs {
             let (p, np) = run
@@ -349,7 +356,7 @@ impl fmt::Display for LearningReport {
                 .map_or((0.0, 0.0), |r| (r.precision_at5, r.notes_precision_at5));
             writeln!(
                 f,
-                "{:.2}   {:<5}  {:>38}  {:>5}  {:>21}  {:>28}  {:>5}  {:>24}  {:>9.3}  {:>9.3}  {:>14}  {:>5}",
+                "{:.2}   {:<5}  {:>38}  {:>5}  {:>21}  {:>28}  {:>5}  {:>24}  {:>9.3}  {:>9.3}  {:>14}  {:>5}  {}",
                 run.prior_weight,
                 on_off(run.graph_boosts),
                 count(run.misleading(false), |m| m
@@ -365,7 +372,8 @@ impl fmt::Display for LearningReport {
                 p,
                 np,
                 run.injected_right,
-                run.injected_wrong
+                run.injected_wrong,
+                run.variant
             )?;
         }
         writeln!(

@@ -5,7 +5,8 @@
 //! `memd-eval learning` (a simulated agent session against a spawned daemon that scores
 //! misleading memories `failed` and correct ones `worked`), and `memd-eval coding` (the same
 //! in-process retrieval on the repository's own set of coding-agent notes with paraphrased
-//! questions and distractors). All print deterministic tables whose figures decide ranking
+//! questions and distractors), and `memd-eval evidence` (the learning session with the agent's
+//! commands reported, nobody or the agent scoring, tool evidence on and off). All print deterministic tables whose figures decide ranking
 //! defaults.
 //!
 //! Must never touch the user's data directory or daemon (every run uses a fresh temporary
@@ -17,6 +18,7 @@ pub mod coding;
 mod daemon;
 pub mod dataset;
 pub mod eviction;
+pub mod evidence;
 pub mod floor;
 pub mod late;
 pub mod learning;
@@ -110,6 +112,17 @@ pub enum EvalCommand {
         #[arg(long)]
         memd: Option<PathBuf>,
     },
+    /// Tool evidence: the learning session with the agent's commands reported after each
+    /// turn, with nobody scoring or the agent scoring, `[evidence] outcomes` and `boost` on
+    /// and off.
+    Evidence {
+        /// Turns of the simulated session after the 8-turn warm-up.
+        #[arg(long, default_value_t = learning::DEFAULT_TURNS)]
+        turns: usize,
+        /// The `memd` binary to spawn (default: the one next to this program).
+        #[arg(long)]
+        memd: Option<PathBuf>,
+    },
 }
 
 /// Runs one evaluation and prints its report on stdout (progress goes to stderr).
@@ -187,6 +200,26 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             };
             let report = run_learning(&options)?;
             print!("{report}");
+        }
+        EvalCommand::Evidence { turns, memd } => {
+            let memd = match memd {
+                Some(p) => p,
+                None => learning::sibling_memd_binary()?,
+            };
+            let options = LearningOptions {
+                turns,
+                prior_weights: Vec::new(),
+                exchange_weight: None,
+                graph_boosts: Vec::new(),
+                memd,
+                runtime,
+            };
+            println!(
+                "tool evidence: every turn the agent runs its topic's command, which fails, then \
+                 passes after its fix if a right note of the topic was injected and no wrong \
+                 one (else it fails again)"
+            );
+            print!("{}", evidence::run_evidence(&options)?);
         }
     }
     Ok(())

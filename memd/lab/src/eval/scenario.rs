@@ -38,6 +38,9 @@ pub struct Topic {
     pub misleading: &'static [&'static str],
     /// Right during the warm-up, wrong after the facts change (the tooling moved).
     pub stale: &'static [&'static str],
+    /// The command the agent runs for this topic (`memd-eval evidence`): it fails first, then
+    /// passes if the agent was told right (`fix_works`).
+    pub command: &'static str,
 }
 
 /// Turns at the start that ask only about the topic with stale notes, while those are still
@@ -74,6 +77,7 @@ pub const TOPICS: [Topic; 4] = [
             "Deploying lantern means copying the binary to the production hosts with scp and restarting the systemd unit; lantern does not use containers.",
         ],
         stale: &[],
+        command: "make release",
     },
     Topic {
         name: "migrations",
@@ -93,6 +97,7 @@ pub const TOPICS: [Topic; 4] = [
             "Lantern migrations can drop columns freely because the database is recreated from scratch on every deploy.",
         ],
         stale: &[],
+        command: "make migrate",
     },
     Topic {
         name: "tests",
@@ -112,6 +117,7 @@ pub const TOPICS: [Topic; 4] = [
             "Lantern's integration tests use an in-memory SQLite database, so no docker container is needed to run them.",
         ],
         stale: &[],
+        command: "make test",
     },
     Topic {
         name: "ci",
@@ -131,6 +137,7 @@ pub const TOPICS: [Topic; 4] = [
             "Lantern CI runs on the Jenkins server; trigger or rerun a build from the lantern-main Jenkins job.",
             "Lantern CI build artifacts are uploaded by Jenkins to the Nexus repository under lantern/builds.",
         ],
+        command: "gh run rerun --failed",
     },
 ];
 
@@ -252,6 +259,24 @@ pub fn judge(seed: Option<&Seed>, asked: usize, turn: usize) -> Outcome {
         },
         _ => Outcome::Unknown,
     }
+}
+
+/// Whether the agent's fix at `turn` works (`memd-eval evidence`): a note of the asked topic
+/// that is right then was injected, and none that is wrong. Otherwise its command fails again.
+pub fn fix_works<'a>(
+    injected: impl IntoIterator<Item = &'a Seed>,
+    asked: usize,
+    turn: usize,
+) -> bool {
+    let mut right = false;
+    for s in injected.into_iter().filter(|s| s.topic == Some(asked)) {
+        match s.role_at(turn) {
+            Role::Correct => right = true,
+            Role::Misleading => return false,
+            Role::Filler => {}
+        }
+    }
+    right
 }
 
 /// The exchange's outcome: failed when a misleading note of the topic was used, worked when
