@@ -177,6 +177,9 @@ struct Previous {
     doc_id: String,
 }
 
+/// A turn nobody scored: its injected notes (id, seed), its commands' verdict, its exchange id.
+type Unscored = (Vec<(String, Option<usize>)>, Outcome, String);
+
 /// Same-topic notes injected since the last timeline row.
 #[derive(Debug, Default, Clone, Copy)]
 struct Window {
@@ -209,7 +212,7 @@ struct Simulation<'a> {
     mode: Mode,
     /// Unscored turns (injected notes, their commands' verdict, exchange id), oldest first:
     /// the daemon gives one its verdict when the prompt after the next moves past it.
-    unscored: std::collections::VecDeque<(Vec<(String, Option<usize>)>, Outcome, String)>,
+    unscored: std::collections::VecDeque<Unscored>,
 }
 
 impl<'a> Simulation<'a> {
