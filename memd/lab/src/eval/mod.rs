@@ -25,6 +25,7 @@ pub mod learning;
 pub mod learning_report;
 pub mod locomo;
 pub mod metrics;
+mod probe;
 pub mod scenario;
 
 pub use coding::{CodingOptions, CodingReport, run_coding};

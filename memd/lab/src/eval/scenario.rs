@@ -350,6 +350,29 @@ mod tests {
     }
 
     #[test]
+    fn a_fix_works_with_a_right_note_of_the_topic_and_no_wrong_one() {
+        let seeds = seeds();
+        let late = WARMUP_TURNS + 1;
+        let of = |topic: usize, role: Role| {
+            seeds
+                .iter()
+                .find(|s| s.topic == Some(topic) && s.role == role && !s.stale)
+                .unwrap()
+        };
+        let (right, wrong) = (of(0, Role::Correct), of(0, Role::Misleading));
+        assert!(fix_works([right], 0, late));
+        assert!(!fix_works([right, wrong], 0, late));
+        assert!(
+            !fix_works([right], 1, late),
+            "a note of another topic does not fix it"
+        );
+        assert!(!fix_works([], 0, late));
+        let stale = seeds.iter().find(|s| s.stale).unwrap();
+        assert!(fix_works([stale], STALE_TOPIC, WARMUP_TURNS));
+        assert!(!fix_works([stale], STALE_TOPIC, late));
+    }
+
+    #[test]
     fn every_note_is_distinct() {
         let seeds = seeds();
         let mut contents: Vec<&str> = seeds.iter().map(|s| s.content).collect();
