@@ -387,6 +387,10 @@ fn a_test_that_passes_after_a_memory_was_shown_credits_it_when_nobody_scores() {
         "the agent could still score it"
     );
     tests::project::prompt_in(&d, dir, conv, "thanks, and the docs?");
+    // The prompt path queues the score with its own session record and answers at once.
+    tests::eventually("the evidence's score", || {
+        tests::lookup(&d, &id).is_some_and(|m| m.uses > 0)
+    });
     let m = tests::lookup(&d, &id).unwrap();
     assert_eq!((m.uses, m.last_outcome.as_str()), (1, "worked"));
     let by_evidence: Vec<Value> = trace_lines(&d)

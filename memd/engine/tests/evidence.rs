@@ -217,3 +217,41 @@ async fn an_expiring_conversation_gives_its_last_turn_the_evidence() {
     );
     assert_eq!(used(&core, &id).0, 1, "scored before it was forgotten");
 }
+
+/// `[evidence] boost`: a memory naming a command of the conversation's recent tool events moves
+/// up; the same prompt in a conversation without tool events keeps the plain order.
+#[tokio::test]
+async fn a_memory_naming_a_command_in_play_moves_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = Config::for_dir(dir.path(), 0);
+    cfg.evidence.boost = true;
+    let (core, _) = Core::open(cfg).unwrap();
+    let core = Arc::new(core);
+    // (note, the command it names)
+    let notes = [
+        (
+            "When the lantern build breaks, run cargo clean and rebuild the lantern service",
+            "cargo clean -p lantern",
+        ),
+        (
+            "When the lantern build breaks after a bump, run cargo update on lantern-proto",
+            "cargo update -p lantern-proto",
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (text, _) in notes {
+        ids.push(note(&core, text).await);
+    }
+    let question = "the lantern build breaks, what do I do";
+    let shown = |r: proto::GetContextResponse| -> Vec<String> {
+        r.relevant_memories.into_iter().map(|m| m.id).collect()
+    };
+    let plain = shown(prompt(&core, "plain", question).await);
+    assert_eq!(plain.len(), 2, "both notes are shown: {plain:?}");
+    let second = ids.iter().position(|id| *id == plain[1]).unwrap();
+    ran(&core, "busy", notes[second].1, false).await;
+    let boosted = shown(prompt(&core, "busy", question).await);
+    assert_eq!(boosted, [plain[1].clone(), plain[0].clone()]);
+    // A conversation without tool events still gets the plain order.
+    assert_eq!(shown(prompt(&core, "other", question).await), plain);
+}

@@ -84,9 +84,10 @@ pub fn relevant(
     } else {
         Vec::new()
     };
-    let keep = match in_play.is_empty() {
-        true => cfg.max_memories,
-        false => cfg.max_memories + crate::evidence::BOOST_PLACES,
+    let keep = if in_play.is_empty() {
+        cfg.max_memories
+    } else {
+        cfg.max_memories + crate::evidence::BOOST_PLACES
     };
     let depth = match late {
         Some(_) => keep.max(core.cfg.search.rerank_depth),
