@@ -32,6 +32,13 @@ pub struct EvidenceConfig {
     pub boost: bool,
 }
 
+impl EvidenceConfig {
+    /// Whether tool results need keeping at all.
+    pub fn tracking(&self) -> bool {
+        self.outcomes || self.boost
+    }
+}
+
 /// Places a memory naming something in play moves up in a prompt's ranking. Small on purpose:
 /// it reorders near-ties among memories already above the relevance floor, it never lets in one
 /// that is not.

@@ -137,8 +137,7 @@ impl Core {
         if !matches!(req.tool.kind, ToolKind::Shell | ToolKind::Edit) {
             return Ok(PostToolResponse { recorded: false });
         }
-        let e = &self.cfg.evidence;
-        if e.outcomes || e.boost {
+        if self.cfg.evidence.tracking() {
             self.evidence
                 .tool_result(req.conversation_id.trim(), &req.tool, req.failed);
         }

@@ -189,7 +189,7 @@ pub async fn get_context_for(
     // follows is fixed now, and the prompt path does not pay an fsync. A crash in between loses
     // only which ids this turn showed, never a memory.
     let mut ops = Vec::with_capacity(2);
-    if !req.session_start {
+    if !req.session_start && core.cfg.evidence.tracking() {
         // Before the prompt moves the scoring target on: the exchange it leaves unscored.
         ops.extend(core.store.read(|s| unscored::on_prompt(core, s, &conv)));
         core.evidence.new_turn(&conv);

@@ -14,10 +14,7 @@ use crate::daemon::{Daemon, Instance};
 use crate::report::{Figure, Samples, size_label};
 use anyhow::{Context, Result, anyhow, bail};
 use memd_engine::trace::{DEFAULT_CAP_BYTES, TRACE_FILE, TraceEntry};
-use proto::{
-    GetContextRequest, GetContextResponse, RecordOutcomeRequest, RecordOutcomeResponse,
-    StopRequest, StopResponse,
-};
+use proto::{RecordOutcomeRequest, RecordOutcomeResponse, StopRequest, StopResponse};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashSet};
@@ -348,17 +345,7 @@ fn turn(
     prompt: &str,
     answer: &str,
 ) -> Result<(Vec<String>, String)> {
-    let gc: GetContextResponse = c.post(
-        "/api/hooks/get-context",
-        &GetContextRequest {
-            query: prompt.to_string(),
-            conversation_id: conv.to_string(),
-            cwd: Some("/home/dev/project".into()),
-            project_dir: None,
-            client: Some(proto::Client::ClaudeCode),
-            session_start: false,
-        },
-    )?;
+    let gc = crate::load::get_context_once(c, prompt, conv)?;
     let injected: Vec<String> = gc.relevant_memories.iter().map(|m| m.id.clone()).collect();
     let stop: StopResponse = c.post(
         "/api/hooks/stop",

@@ -180,7 +180,8 @@ pub fn search_cached(d: &Daemon, pool: &[String], n: usize) -> Result<Samples> {
     time_each(&order, |q| search_once(&d.client, q))
 }
 
-fn get_context_once(c: &Client, prompt: &str, conv: &str) -> Result<GetContextResponse> {
+/// One Claude Code prompt's get-context in `conv` (not a session start).
+pub fn get_context_once(c: &Client, prompt: &str, conv: &str) -> Result<GetContextResponse> {
     let req = GetContextRequest {
         query: prompt.to_string(),
         conversation_id: conv.to_string(),
