@@ -250,3 +250,70 @@ fn semantic_search_finds_by_meaning_and_reports_similarity() {
     assert_eq!(stats.index.vectors, 3);
     assert!(stats.disk_bytes > 0);
 }
+
+/// Raw bytes to the daemon's socket (the request asks to close the connection); the answer as
+/// text (lossy), whatever it is.
+fn raw_exchange(d: &Daemon, request: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok();
+    // No half-close: a server may drop a request whose client closed its side first.
+    s.write_all(request).expect("send");
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The authority a request names is checked however it names it: the `Host` header, an
+/// absolute request target (`GET http://evil.example/…`), and no HTTP/2 (cleartext h2 carries
+/// it as `:authority`, which a Host check alone never sees): memd speaks HTTP/1.1 only.
+#[test]
+fn the_authority_is_checked_on_every_protocol() {
+    let d = tests::start_daemon();
+    let auth = format!("Bearer {}", d.token);
+    let status = |answer: &str| answer.get(9..12).unwrap_or("").to_string();
+    let absolute = raw_exchange(
+        &d,
+        format!(
+            "GET http://evil.example/api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status(&absolute), "403", "{absolute}");
+    let loopback_absolute = raw_exchange(
+        &d,
+        format!(
+            "GET http://127.0.0.1:{}/api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n",
+            d.port
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status(&loopback_absolute), "200", "{loopback_absolute}");
+    // h2c by prior knowledge: the preface and a SETTINGS frame get no HTTP/2 answer.
+    let h2 = raw_exchange(
+        &d,
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00",
+    );
+    assert!(
+        h2.is_empty() || h2.starts_with("HTTP/1.1 4"),
+        "no HTTP/2: {h2:?}"
+    );
+    // h2c by upgrade: not switched, and the Host is checked on the HTTP/1.1 request.
+    let upgrade = |host: &str| {
+        raw_exchange(
+            &d,
+            format!(
+                "GET /api/stats HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\nConnection: Upgrade, HTTP2-Settings, close\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+    };
+    assert_eq!(status(&upgrade("evil.example")), "403");
+    let local = upgrade("127.0.0.1");
+    assert_eq!(
+        status(&local),
+        "200",
+        "answered over HTTP/1.1, not switched: {local}"
+    );
+}

@@ -342,7 +342,11 @@ async fn guard(State(server): App, req: Request, next: Next) -> Response {
 /// Why the guard refuses `req`, if it does.
 fn refusal(server: &Server, req: &Request, path: &str) -> Option<ApiError> {
     let header = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok());
+    // An absolute request target (`GET http://evil.example/…`) names an authority of its own;
+    // it must be loopback as well as `Host` (hyper serves HTTP/1.1 only: no `:authority`).
+    let target = req.uri().authority().map(|a| a.as_str());
     if !super::guard::host_ok(header(header::HOST))
+        || !super::guard::host_ok(target)
         || !super::guard::origin_ok(header(header::ORIGIN))
     {
         return Some(ApiError {
