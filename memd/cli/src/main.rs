@@ -288,6 +288,10 @@ pub enum ServiceAction {
 }
 
 fn main() -> ExitCode {
+    // The confined PDF reader (`memd_engine::confine`): not a command anyone types.
+    if std::env::args().nth(1).as_deref() == Some(memd_engine::confine::CHILD_ARG) {
+        return memd_engine::confine::child_main();
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),

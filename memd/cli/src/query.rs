@@ -112,8 +112,7 @@ fn bar_style(template: &str) -> ProgressStyle {
 
 /// Reads the file, with a byte progress bar when it is large.
 fn read_with_progress(path: &Path, size: u64) -> Result<Vec<u8>> {
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let bar = if size > memd_engine::ingest::PART_BYTES as u64 {
         ProgressBar::new(size).with_style(bar_style("reading   [{bar:30}] {bytes}/{total_bytes}"))
     } else {
@@ -121,6 +120,9 @@ fn read_with_progress(path: &Path, size: u64) -> Result<Vec<u8>> {
     };
     let mut out = Vec::with_capacity(size as usize);
     let mut buf = vec![0u8; 256 * 1024];
+    // The file may grow after it was measured: never read past the limit (the extraction then
+    // refuses the oversize bytes with its usual message).
+    let mut f = f.take(memd_engine::ingest::MAX_BYTES as u64 + 1);
     loop {
         let n = f
             .read(&mut buf)
@@ -155,6 +157,14 @@ pub fn run_ingest(
 ) -> Result<ExitCode> {
     let meta =
         std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?;
+    // A FIFO would block the read forever and a device (/dev/zero, even through a symlink)
+    // never ends: only regular files are books.
+    if !meta.is_file() {
+        bail!(
+            "{} is not a regular file (a directory, FIFO, socket or device); memd ingests files only",
+            file.display()
+        );
+    }
     if meta.len() > memd_engine::ingest::MAX_BYTES as u64 {
         bail!(
             "{} is {:.1} MB; books are limited to {} MB (split the file)",
@@ -175,7 +185,7 @@ pub fn run_ingest(
     let bytes = read_with_progress(file, meta.len())?;
     let spinner = ProgressBar::new_spinner().with_message(format!("extracting text from {name}"));
     spinner.enable_steady_tick(Duration::from_millis(120));
-    let text = memd_engine::ingest::extract_text(&name, &bytes);
+    let text = memd_engine::confine::extract_text(&name, &bytes);
     spinner.finish_and_clear();
     let text = text.map_err(|e| anyhow::anyhow!("cannot ingest {}: {e}", file.display()))?;
     if text.trim().is_empty() {

@@ -34,7 +34,8 @@
 //!   archive), sharing and deleting any memory.
 //! - [`inspect`]: the dashboard's read-only views (filtered lists, one memory's history and
 //!   injections, conversations turn by turn, health over time).
-//! - `books`, [`ingest`]: reference documents: extraction, chunking, storage.
+//! - `books`, [`ingest`]: reference documents: extraction, chunking, storage; [`confine`] reads
+//!   PDFs in a child process under memory and CPU limits.
 //! - [`export`]: lossless JSON Lines export and idempotent import, as bytes.
 //! - [`redact`]: secrets and `<private>` spans removed before anything is stored.
 //! - [`workers`]: background embedding, lifecycle, snapshots.
@@ -52,6 +53,7 @@ mod bank;
 mod books;
 pub mod clock;
 pub mod config;
+pub mod confine;
 pub mod context;
 pub mod core;
 pub mod embed;

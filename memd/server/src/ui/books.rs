@@ -71,7 +71,8 @@ pub async fn upload(
 ) -> Response {
     let name = p.name.clone();
     let extracted =
-        tokio::task::spawn_blocking(move || memd_engine::ingest::extract_text(&name, &bytes)).await;
+        tokio::task::spawn_blocking(move || memd_engine::confine::extract_text(&name, &bytes))
+            .await;
     let text = match extracted {
         Ok(Ok(text)) => text,
         Ok(Err(e)) => {
