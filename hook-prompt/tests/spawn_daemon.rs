@@ -118,3 +118,23 @@ fn missing_memd_is_logged() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn a_hook_run_before_memd_creates_the_data_dir_private() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_bin_dir, hook) = hook_copy(false);
+    let mut sandbox = Sandbox::new(None);
+    sandbox.set("MEMD_PORT", &closed_port().to_string());
+    let empty = tempfile::tempdir().unwrap();
+    sandbox.set("PATH", &empty.path().display().to_string());
+    let data = sandbox.dir().join("share/memd");
+    sandbox.set("MEMD_DATA_DIR", &data.display().to_string());
+    sandbox
+        .run(&hook, &[], &event_fixture("claude_user_prompt_submit.json"))
+        .assert_silent();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for dir in [sandbox.dir().join("share"), data.clone(), data.join("logs")] {
+        assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    }
+    assert_eq!(mode(&data.join("logs/hooks.log")), 0o600);
+}

@@ -1,8 +1,10 @@
 //! The hooks' structured failure log: one JSON line per failure in `<data dir>/logs/hooks.log`.
 //!
 //! Fields: `ts`, `hook`, `event`, `kind`, `message`. The file is rotated to `hooks.log.1` once it
-//! reaches 1 MiB. This module must never record prompt or response text (callers pass only
-//! error descriptions), and a failure to log is itself ignored: logging never fails a hook.
+//! reaches 1 MiB. A hook may run before memd ever did, so the data dir and `logs/` it creates
+//! are 0700 and the log 0600, as the daemon makes them. This module must never record prompt or
+//! response text (callers pass only error descriptions), and a failure to log is itself
+//! ignored: logging never fails a hook.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -58,10 +60,17 @@ pub fn failure_line(kind: &str, message: &str) -> String {
 
 /// Writes `line` to `<dir>/hooks.log`, rotating first when the file is full.
 pub fn append_line(dir: &Path, line: &str) -> std::io::Result<()> {
-    fs::create_dir_all(dir)?;
+    proto::paths::create_private_dir(dir)?;
     let path = dir.join(LOG_FILE);
     rotate_if_full(&path)?;
-    let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(&path)?;
     // One write call per line so concurrent hooks appending with O_APPEND do not interleave.
     file.write_all(format!("{line}\n").as_bytes())
 }

@@ -21,6 +21,20 @@ pub const DAEMON_FILE: &str = "daemon.json";
 /// Header the hooks use to say which client they serve (informational).
 pub const AUTH_HEADER: &str = "authorization";
 
+/// Creates `dir` and its missing parents 0700 from the start (whoever runs first, a hook, the
+/// CLI or the daemon): made with the umask's 0755 and narrowed later, the data dir would be
+/// readable by others for a while.
+pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
 fn env_nonempty(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|v| !v.trim().is_empty())
 }

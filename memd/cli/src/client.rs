@@ -183,11 +183,12 @@ pub fn connect(cfg: &Config, autostart: bool) -> Result<Client> {
         Err(_) => {}
     }
     eprintln!("memd: the daemon is not running; starting it (`memd serve`)");
-    memd_server::daemon::prepare_data_dir(&cfg.data_dir)?;
+    // This also creates `logs/` (0700), where the detached daemon's stderr goes.
+    for note in memd_server::daemon::prepare_data_dir(&cfg.data_dir)? {
+        eprintln!("memd: {note}");
+    }
     let exe = std::env::current_exe().context("cannot find the memd executable")?;
     let mut inner = memd_client::Client::at(location(cfg), USER_AGENT);
-    let logs = cfg.data_dir.join("logs");
-    std::fs::create_dir_all(&logs).ok();
     let mut child = memd_client::start::spawn_detached(&exe, &inner.location)
         .context("cannot start `memd serve`")?;
     memd_client::start::wait_ready(&mut inner, &mut child, START_WAIT).map_err(|e| anyhow!(e))?;

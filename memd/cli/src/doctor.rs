@@ -2,7 +2,8 @@
 //!
 //! Owns the check list: config, data dir and token permissions, embedding runtime files,
 //! daemon, model, token accepted, a search round trip, and each detected client's hooks and MCP
-//! registration. Read-only: must never change a file or start the daemon.
+//! registration (including that a config file holding the token is private). Read-only: must
+//! never change a file or start the daemon.
 
 use super::client::{Client, ClientError};
 use super::files;
@@ -174,14 +175,18 @@ fn check_data_dir(r: &mut Report, cfg: &Config) {
             ),
             format!("chmod 700 {}", dir.display()),
         ),
-        Some(mode) if mode & 0o077 != 0 => r.warn(
+        // The store holds every memory (prompts, code, maybe secrets): as private as the token.
+        Some(mode) if files::is_open(mode) => r.fail(
             "data dir",
             format!(
-                "{} is readable by others (mode {:o})",
+                "{} is open to other users (mode {:o}); they could read your memories",
                 dir.display(),
                 mode & 0o777
             ),
-            format!("chmod 700 {}", dir.display()),
+            format!(
+                "chmod 700 {} (memd also narrows it when it starts)",
+                dir.display()
+            ),
         ),
         _ => r.ok("data dir", dir.display().to_string()),
     }
@@ -192,7 +197,7 @@ fn check_data_dir(r: &mut Report, cfg: &Config) {
             format!("{} does not exist yet", token.display()),
             "`memd init` or the first start creates it",
         ),
-        Some(mode) if mode & 0o077 != 0 => r.fail(
+        Some(mode) if files::is_open(mode) => r.fail(
             "token",
             format!(
                 "{} has mode {:o}; other users could call memd",
@@ -490,5 +495,23 @@ fn check_mcp(r: &mut Report, name: &'static str, path: &Path, expected_url: &str
         );
     } else {
         r.ok(name, format!("registered in {}", path.display()));
+    }
+    if auth.starts_with("Bearer ") {
+        check_secret_mode(r, name, path);
+    }
+}
+
+/// A client config holding memd's token must be private: anyone who reads it can call memd.
+fn check_secret_mode(r: &mut Report, name: &'static str, path: &Path) {
+    if let Some(mode) = files::existing_mode(path).filter(|m| files::is_open(*m)) {
+        r.fail(
+            name,
+            format!(
+                "{} holds memd's token but has mode {:o}; other users could call memd",
+                path.display(),
+                mode & 0o777
+            ),
+            format!("chmod 600 {}", path.display()),
+        );
     }
 }

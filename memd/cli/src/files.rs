@@ -4,8 +4,9 @@
 //! and the bytes to write; applying it re-checks that the file did not change meanwhile, copies
 //! the old file to `<file>.memd-backup-<YYYYmmddHHMMSS>`, writes a temporary file with the
 //! original mode next to the target and renames it over (through symlinks, so dotfile managers
-//! keep their links). Must never leave a half-written file or touch a file whose content it did
-//! not plan for.
+//! keep their links). A file that holds a secret (memd's token) loses group and other access.
+//! Must never leave a half-written file, leave a secret readable by others, or touch a file
+//! whose content it did not plan for.
 
 use super::json::{self, Json};
 use anyhow::{Context, Result, anyhow, bail};
@@ -20,6 +21,9 @@ pub struct Planned {
     pub after: Option<String>,
     /// Mode for a file that does not exist yet (existing files keep theirs).
     pub new_mode: u32,
+    /// The file holds memd's token: an existing file keeps only its owner's permission bits
+    /// (and so does its backup, which may hold an earlier token).
+    pub secret: bool,
 }
 
 impl Planned {
@@ -100,6 +104,7 @@ where
         before,
         after,
         new_mode,
+        secret: false,
     })
 }
 
@@ -111,17 +116,22 @@ pub enum EditResult {
 
 /// Applies a plan: backup, atomic replace (or removal). Returns a [`Conflict`] error (use
 /// `downcast_ref`) when the file no longer has the content the plan was made from.
+/// A secret file that already has the planned content is still made private: it may have
+/// been written before memd did this.
 pub fn apply(plan: &Planned, stamp: &str) -> Result<Applied> {
+    let target = resolve_symlink(&plan.path);
     if !plan.changes() {
+        if plan.secret && plan.after.is_some() {
+            make_private(&target)?;
+        }
         return Ok(Applied::Unchanged);
     }
-    let target = resolve_symlink(&plan.path);
     let now = read_optional(&target)?;
     if now != plan.before {
         return Err(Conflict(plan.path.clone()).into());
     }
     let backup = match &plan.before {
-        Some(_) => Some(backup(&target, stamp)?),
+        Some(_) => Some(backup(&target, stamp, plan.secret)?),
         None => None,
     };
     match (&plan.after, backup) {
@@ -132,7 +142,11 @@ pub fn apply(plan: &Planned, stamp: &str) -> Result<Applied> {
         }
         (None, None) => Ok(Applied::Unchanged),
         (Some(text), backup) => {
-            let mode = existing_mode(&target).unwrap_or(plan.new_mode);
+            let mode = match existing_mode(&target) {
+                Some(mode) if plan.secret => private_mode(mode),
+                Some(mode) => mode,
+                None => plan.new_mode,
+            };
             write_atomic(&target, text.as_bytes(), mode)?;
             Ok(match backup {
                 Some(backup) => Applied::Updated { backup },
@@ -160,7 +174,7 @@ pub fn timestamp() -> String {
         .unwrap_or_else(|_| "00000000000000".into())
 }
 
-fn backup(target: &Path, stamp: &str) -> Result<PathBuf> {
+fn backup(target: &Path, stamp: &str, secret: bool) -> Result<PathBuf> {
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -179,7 +193,29 @@ fn backup(target: &Path, stamp: &str) -> Result<PathBuf> {
             candidate.display()
         )
     })?;
+    if secret {
+        make_private(&candidate)?;
+    }
     Ok(candidate)
+}
+
+/// `mode` without group and other permissions: what a file holding a secret may have.
+pub fn private_mode(mode: u32) -> u32 {
+    mode & !0o077
+}
+
+/// True when group or others have any permission on a file with `mode`.
+pub fn is_open(mode: u32) -> bool {
+    mode & 0o077 != 0
+}
+
+/// Drops group and other permissions from an existing file (a missing one is left alone).
+pub fn make_private(path: &Path) -> Result<()> {
+    match existing_mode(path) {
+        Some(mode) if is_open(mode) => set_mode(path, private_mode(mode))
+            .with_context(|| format!("cannot chmod {:o} {}", private_mode(mode), path.display())),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(unix)]
@@ -305,6 +341,28 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().contains("memd-tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_secret_makes_an_open_file_and_its_backup_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("mcp.json");
+        std::fs::write(&p, "{}").unwrap();
+        set_mode(&p, 0o644).unwrap();
+        let mut plan = plan_add(&p);
+        plan.secret = true;
+        let Applied::Updated { backup } = apply(&plan, "t").unwrap() else {
+            panic!("not updated")
+        };
+        assert_eq!(existing_mode(&p), Some(0o600));
+        assert_eq!(existing_mode(&backup), Some(0o600));
+        // Already holding the entry, opened again: applying the same plan narrows it.
+        set_mode(&p, 0o640).unwrap();
+        let mut again = plan_add(&p);
+        again.secret = true;
+        assert_eq!(apply(&again, "t").unwrap(), Applied::Unchanged);
+        assert_eq!(existing_mode(&p), Some(0o600));
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! Owns which client files are touched (`~/.claude/settings.json`, `~/.claude.json`,
 //! `~/.cursor/hooks.json`, `~/.cursor/mcp.json`, memd's own `config.toml`), client detection,
 //! and the plan → dry-run diff / apply → report flow. Every file is planned before any is
-//! written, so one malformed file stops the run with nothing changed. Must never print the API
-//! token (diffs show `<token>`), and never change entries that are not memd's.
+//! written, so one malformed file stops the run with nothing changed. A file memd writes the
+//! token into ends up private (0600), and the report says when its mode was narrowed. Must never
+//! print the API token (diffs show `<token>`), and never change entries that are not memd's.
 
 use super::client;
 use super::files::{self, Applied, Conflict, EditResult, Planned};
@@ -119,12 +120,16 @@ type EditFn = Box<dyn Fn(&mut Json) -> Result<EditResult>>;
 struct Job {
     path: PathBuf,
     new_mode: u32,
+    /// The edit writes memd's token into the file.
+    secret: bool,
     edit: EditFn,
 }
 
 impl Job {
     fn plan(&self) -> Result<Planned> {
-        files::plan_json_edit(&self.path, self.new_mode, |doc| (self.edit)(doc))
+        let mut plan = files::plan_json_edit(&self.path, self.new_mode, |doc| (self.edit)(doc))?;
+        plan.secret = self.secret;
+        Ok(plan)
     }
 }
 
@@ -189,6 +194,7 @@ fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, url: &str, token:
                 Job {
                     path: files.claude_settings.clone(),
                     new_mode: 0o644,
+                    secret: false,
                     edit: Box::new(move |d| {
                         merge::claude_settings_add(d, &bin)?;
                         Ok(EditResult::Keep)
@@ -197,6 +203,7 @@ fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, url: &str, token:
                 Job {
                     path: files.claude_json.clone(),
                     new_mode: 0o600,
+                    secret: true,
                     edit: Box::new(move |d| {
                         merge::mcp_add(d, entry.clone())?;
                         Ok(EditResult::Keep)
@@ -210,6 +217,7 @@ fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, url: &str, token:
                 Job {
                     path: files.cursor_hooks.clone(),
                     new_mode: 0o644,
+                    secret: false,
                     edit: Box::new(move |d| {
                         merge::cursor_hooks_add(d, &bin)?;
                         Ok(EditResult::Keep)
@@ -218,6 +226,7 @@ fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, url: &str, token:
                 Job {
                     path: files.cursor_mcp.clone(),
                     new_mode: 0o600,
+                    secret: true,
                     edit: Box::new(move |d| {
                         merge::mcp_add(d, entry.clone())?;
                         Ok(EditResult::Keep)
@@ -235,6 +244,7 @@ fn remove_jobs(files: &ClientFiles) -> Vec<Job> {
         Job {
             path: path.to_path_buf(),
             new_mode: 0o600,
+            secret: false,
             edit: Box::new(move |d| {
                 let removed = remove(d)?;
                 Ok(if removed && merge::is_leftover_shell(d) {
@@ -280,20 +290,44 @@ fn print_diffs(plans: &[Planned], token: &str) -> bool {
     any
 }
 
+/// What applying one plan did to its file.
+struct Done {
+    path: PathBuf,
+    applied: Applied,
+    /// The file's mode before and after, when memd narrowed it (it holds the token).
+    narrowed: Option<(u32, u32)>,
+}
+
+/// Applies one plan, noting a mode change of an existing file.
+fn apply_one(plan: &Planned, stamp: &str) -> Result<Done> {
+    let before = files::existing_mode(&plan.path);
+    let applied = files::apply(plan, stamp)?;
+    let after = files::existing_mode(&plan.path);
+    let narrowed = match (before, after) {
+        (Some(b), Some(a)) if a != b => Some((b, a)),
+        _ => None,
+    };
+    Ok(Done {
+        path: plan.path.clone(),
+        applied,
+        narrowed,
+    })
+}
+
 /// Applies the plans in order, re-planning a file another program changed meanwhile.
 fn apply_all(
     jobs: &[Job],
     mut plans: Vec<Planned>,
     extra: Vec<Planned>,
     stamp: &str,
-) -> Result<Vec<(PathBuf, Applied)>> {
+) -> Result<Vec<Done>> {
     let mut done = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
         let mut attempts = 0;
         loop {
-            match files::apply(&plans[i], stamp) {
-                Ok(a) => {
-                    done.push((job.path.clone(), a));
+            match apply_one(&plans[i], stamp) {
+                Ok(d) => {
+                    done.push(d);
                     break;
                 }
                 Err(e) if e.downcast_ref::<Conflict>().is_some() && attempts < 3 => {
@@ -305,15 +339,19 @@ fn apply_all(
         }
     }
     for plan in extra {
-        let a = files::apply(&plan, stamp)?;
-        done.push((plan.path.clone(), a));
+        done.push(apply_one(&plan, stamp)?);
     }
     Ok(done)
 }
 
-fn report(done: &[(PathBuf, Applied)]) -> bool {
+fn report(done: &[Done]) -> bool {
     let mut changed = false;
-    for (path, applied) in done {
+    for Done {
+        path,
+        applied,
+        narrowed,
+    } in done
+    {
         match applied {
             Applied::Unchanged => println!("  unchanged {}", path.display()),
             Applied::Created => {
@@ -337,6 +375,15 @@ fn report(done: &[(PathBuf, Applied)]) -> bool {
                 );
             }
         }
+        if let Some((before, after)) = narrowed {
+            changed = true;
+            println!(
+                "  chmod     {} {:o} -> {:o}: it holds memd's token, so only you may read it",
+                path.display(),
+                before & 0o777,
+                after & 0o777
+            );
+        }
     }
     changed
 }
@@ -351,7 +398,9 @@ fn token_for(cfg: &Config, dry_run: bool) -> Result<String> {
             .filter(|t| t.len() >= 32)
             .unwrap_or_else(|| "<token created on first run>".into()));
     }
-    memd_server::daemon::prepare_data_dir(&cfg.data_dir)?;
+    for note in memd_server::daemon::prepare_data_dir(&cfg.data_dir)? {
+        println!("{note}");
+    }
     memd_server::http::guard::load_or_create_token(&path)
 }
 
@@ -371,6 +420,7 @@ fn config_plan(choice: &SidecarChoice) -> Result<Option<Planned>> {
         before,
         after: Some(after),
         new_mode: 0o644,
+        secret: false,
     }))
 }
 

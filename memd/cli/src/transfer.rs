@@ -3,6 +3,8 @@
 //! Owns the client side of `/api/export` (streamed to stdout or a file) and `/api/import`
 //! (the file sent in requests of at most a few MB, cut at line ends; the daemon skips records
 //! it already has, so a re-run or a resumed import is safe). Starts the daemon when needed.
+//! An export file holds every memory, so it is created 0600; must never leave one readable by
+//! other users.
 
 use super::client;
 use anyhow::{Context, Result, bail};
@@ -33,6 +35,23 @@ impl<W: Write> Write for LineCounter<W> {
     }
 }
 
+/// Creates (or truncates) `path` readable by this user only. The mode is set again after
+/// opening: a leftover file from an interrupted export keeps the mode it was created with.
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let file = options.open(path)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        Ok(file)
+    }
+    #[cfg(not(unix))]
+    options.open(path)
+}
+
 pub fn run_export(collection: Option<&str>, output: Option<&Path>) -> Result<ExitCode> {
     if let Some(c) = collection
         && proto::Collection::parse(c).is_none()
@@ -48,8 +67,8 @@ pub fn run_export(collection: Option<&str>, output: Option<&Path>) -> Result<Exi
     let lines = match output {
         Some(file) => {
             let tmp = file.with_extension("memd-export-tmp");
-            let f = std::fs::File::create(&tmp)
-                .with_context(|| format!("cannot create {}", tmp.display()))?;
+            let f =
+                create_private(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
             let mut w = LineCounter {
                 inner: std::io::BufWriter::new(f),
                 lines: 0,

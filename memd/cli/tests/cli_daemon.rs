@@ -104,6 +104,21 @@ fn export_import_round_trip_is_lossless_and_idempotent() {
 }
 
 #[test]
+fn export_output_file_is_private() {
+    let user = User::new();
+    let _d = Daemon::start(&user);
+    let file = user.root.path().join("memories.jsonl");
+    // A temporary file left by an interrupted export, created with the umask's mode.
+    let leftover = file.with_extension("memd-export-tmp");
+    std::fs::write(&leftover, "stale\n").unwrap();
+    set_mode(&leftover, 0o644);
+    user.ok(&["export", "--output", file.to_str().unwrap()]);
+    assert_eq!(mode(&file), 0o600, "an export holds every memory");
+    assert!(!leftover.exists());
+    assert!(!std::fs::read_to_string(&file).unwrap().contains("stale"));
+}
+
+#[test]
 fn import_reports_bad_lines_by_number_and_keeps_the_good_ones() {
     let user = User::new();
     let _d = Daemon::start(&user);

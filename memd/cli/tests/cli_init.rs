@@ -230,6 +230,74 @@ fn init_merges_into_existing_configs_and_keeps_every_user_entry() {
 }
 
 #[test]
+fn config_files_holding_the_token_become_private_and_doctor_flags_open_ones() {
+    let (user, f) = user_with_configs();
+    set_mode(&f.claude_json, 0o644);
+    set_mode(&f.cursor_mcp, 0o644);
+    let bin = user.fake_bin_dir();
+    let out = init(&user, &bin, &["--claude-code", "--cursor"]);
+    for p in [&f.claude_json, &f.cursor_mcp] {
+        assert_eq!(mode(p), 0o600, "{} holds the token", p.display());
+        assert!(
+            out.contains(&format!("chmod     {} 644 -> 600", p.display())),
+            "{out}"
+        );
+    }
+    assert_eq!(
+        mode(&f.settings),
+        0o644,
+        "a file without the token keeps its mode"
+    );
+    // A backup may hold an earlier token: private too.
+    for b in backups(&user.home())
+        .into_iter()
+        .chain(backups(f.cursor_mcp.parent().unwrap()))
+        .filter(|b| {
+            b.to_string_lossy().contains("mcp.json") || b.to_string_lossy().contains(".claude.json")
+        })
+    {
+        assert_eq!(mode(&b), 0o600, "{}", b.display());
+    }
+
+    // Opened again after memd wrote it: a re-run with nothing else to change narrows it.
+    set_mode(&f.cursor_mcp, 0o644);
+    let out = init(&user, &bin, &["--claude-code", "--cursor"]);
+    assert_eq!(mode(&f.cursor_mcp), 0o600);
+    assert!(out.contains("644 -> 600"), "{out}");
+
+    // Doctor names each file that is too open, its mode and the command that fixes it.
+    set_mode(&f.cursor_mcp, 0o640);
+    set_mode(&user.data_dir(), 0o750);
+    set_mode(&user.data_dir().join("token"), 0o644);
+    let run = user.memd(&["doctor"]);
+    let report = text(&run.stdout);
+    assert!(!run.status.success(), "{report}");
+    for (check, path, open, fix) in [
+        ("cursor mcp", f.cursor_mcp.clone(), "640", "chmod 600"),
+        ("data dir", user.data_dir(), "750", "chmod 700"),
+        ("token", user.data_dir().join("token"), "644", "chmod 600"),
+    ] {
+        let shown = path.display().to_string();
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with(&format!("[FAIL] {check}"))
+                    && l.contains(&shown)
+                    && l.contains(&format!("mode {open}"))),
+            "{check}: {report}"
+        );
+        assert!(
+            report.contains(&format!("fix: {fix} {shown}")),
+            "{check}: {report}"
+        );
+    }
+    assert!(
+        !report.lines().any(|l| l.starts_with("[FAIL] claude mcp")),
+        "~/.claude.json is private: {report}"
+    );
+}
+
+#[test]
 fn second_run_changes_nothing_and_says_so() {
     let (user, f) = user_with_configs();
     let bin = user.fake_bin_dir();

@@ -1,9 +1,11 @@
 //! `memd serve`: start-up, the running daemon, and an orderly shutdown.
 //!
-//! Owns the process lifecycle: data-dir checks and lock, token, store recovery, model loading
-//! in the background, the HTTP listener, workers, signals, and the final snapshot. Must never
-//! start a second daemon on the same data dir and never exit on SIGTERM before in-flight
-//! requests finished and the store was flushed.
+//! Owns the process lifecycle: data-dir checks (created 0700; an existing one others can read
+//! and a token others can read are narrowed, with a warning) and lock, token, store recovery,
+//! model loading in the background, the HTTP listener, workers, signals, and the final
+//! snapshot. Must never start a second daemon on the same data dir, never run in a data dir
+//! others can write to, and never exit on SIGTERM before in-flight requests finished and the
+//! store was flushed.
 
 use crate::http::{self, Server, guard};
 use anyhow::{Context, Result, bail};
@@ -20,10 +22,13 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 pub async fn serve(cfg: Config) -> Result<()> {
-    prepare_data_dir(&cfg.data_dir)?;
+    let narrowed = prepare_data_dir(&cfg.data_dir)?;
     let _lock = DirLock::acquire(&cfg.data_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     // After the lock: a second daemon that loses it must not touch the running one's log.
     crate::logging::init(&cfg.data_dir)?;
+    for note in &narrowed {
+        warn!("{note}");
+    }
     let token = guard::load_or_create_token(&cfg.token_path())?;
     let started = std::time::Instant::now();
     // The store opens before the port does: until then a hook finds nothing listening and
@@ -114,16 +119,14 @@ async fn sole_owner(mut core: Arc<Core>, limit: Duration) -> Result<Core, Arc<Co
     }
 }
 
-/// Creates the data dir 0700, refuses one others can write to.
-pub fn prepare_data_dir(dir: &Path) -> Result<()> {
+/// Creates the data dir 0700 and refuses one others can write to (they could have planted a
+/// token or a store). One others can only read or enter is narrowed to 0700, and a token file
+/// others can read to 0600: a hook or an older memd may have made them so. Returns a warning
+/// per narrowing, for the caller to log (the daemon's logging starts only after the lock).
+pub fn prepare_data_dir(dir: &Path) -> Result<Vec<String>> {
     if !dir.exists() {
-        std::fs::create_dir_all(dir)
+        proto::paths::create_private_dir(dir)
             .with_context(|| format!("cannot create data dir {}", dir.display()))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-        }
     }
     #[cfg(unix)]
     {
@@ -138,8 +141,41 @@ pub fn prepare_data_dir(dir: &Path) -> Result<()> {
             );
         }
     }
-    std::fs::create_dir_all(dir.join("logs")).ok();
-    Ok(())
+    let mut narrowed = Vec::new();
+    narrowed.extend(narrow(dir, 0o700, "data dir")?);
+    narrowed.extend(narrow(
+        &dir.join(proto::paths::TOKEN_FILE),
+        0o600,
+        "token file",
+    )?);
+    proto::paths::create_private_dir(&dir.join("logs")).ok();
+    Ok(narrowed)
+}
+
+/// Sets `path` to `private` when group or others have any permission on it. Returns the
+/// warning to log; `None` when it was private already or does not exist.
+#[cfg(unix)]
+fn narrow(path: &Path, private: u32, what: &str) -> Result<Option<String>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions().mode() & 0o777,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    if mode & 0o077 == 0 {
+        return Ok(None);
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(private))
+        .with_context(|| format!("cannot chmod {private:o} {}", path.display()))?;
+    Ok(Some(format!(
+        "{what} {} was open to other users (mode {mode:o}); changed it to {private:o}",
+        path.display()
+    )))
+}
+
+#[cfg(not(unix))]
+fn narrow(_path: &Path, _private: u32, _what: &str) -> Result<Option<String>> {
+    Ok(None)
 }
 
 fn write_daemon_file(dir: &Path, port: u16) -> Result<()> {
