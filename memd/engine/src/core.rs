@@ -537,6 +537,14 @@ fn tail_note(tail: &crate::store::TailState) -> String {
         crate::store::TailState::Corrupt { offset, reason } => {
             format!("; corrupt WAL tail set aside at byte {offset}: {reason}")
         }
+        crate::store::TailState::Resynced {
+            offset,
+            skipped,
+            reason,
+        } => format!(
+            "; {skipped} damaged WAL bytes at byte {offset} set aside ({reason}), the frames \
+             after them replayed"
+        ),
     }
 }
 

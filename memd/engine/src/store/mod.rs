@@ -82,6 +82,14 @@ pub enum TailState {
         offset: u64,
         reason: String,
     },
+    /// Damage in the middle of a segment: the `skipped` bytes from `offset` failed a check but
+    /// valid frames follow them. Those bytes were copied to `wal.<gen>.discarded-<offset>`, the
+    /// frames after them replayed, and the segment rewritten without the damaged bytes.
+    Resynced {
+        offset: u64,
+        skipped: u64,
+        reason: String,
+    },
 }
 
 /// The outcome of a commit queued with `Store::enqueue`.

@@ -2,10 +2,13 @@
 //!
 //! Owns choosing the base (newest snapshot that validates, else the previous one, else an
 //! empty state when the WAL still starts at generation 0), replaying segments in order, and
-//! repairing a damaged tail: one stderr line, the damaged bytes copied aside when they fail a
-//! check (not merely cut short), then truncation so new appends follow the last good frame.
-//! Must never panic on bad files, never start empty when data existed but cannot be read, and
-//! never replay across a missing segment.
+//! repairing damage: when valid frames follow the damaged bytes (a flipped byte in the middle
+//! of a segment), resynchronising on them, replaying them and rewriting the segment without the
+//! damaged bytes; otherwise, for a damaged tail, truncation so new appends follow the last good
+//! frame. One log line either way, and the damaged bytes copied aside when they fail a check
+//! (not merely cut short). Must never panic on bad files, never start empty when data existed
+//! but cannot be read, never drop intact frames that follow damage, and never replay across a
+//! missing segment.
 
 use std::fs;
 use std::path::Path;
@@ -14,7 +17,7 @@ use std::time::Instant;
 use super::error::StoreError;
 use super::files::{self, Listing};
 use super::snapshot;
-use super::wal::{FrameRead, SegmentReader, WalWriter};
+use super::wal::{self, FrameRead, SegmentReader, WalWriter};
 use super::{Machine, Recovery, TailState};
 
 /// The rebuilt machine, the segment to append to, and what happened.
@@ -215,18 +218,114 @@ fn replay_segment<M: Machine>(
             }
         }
     };
-    let good_len = match &tail {
-        TailState::Clean => reader.file_len(),
-        TailState::Torn { offset, .. } | TailState::Corrupt { offset, .. } => *offset,
+    let (offset, reason) = match &tail {
+        TailState::Clean | TailState::Resynced { .. } => {
+            return Ok(Replayed {
+                ops,
+                good_len: reader.file_len(),
+                tail,
+            });
+        }
+        TailState::Torn { offset, reason } | TailState::Corrupt { offset, reason } => {
+            (*offset, reason.clone())
+        }
     };
-    if tail != TailState::Clean {
-        repair_tail(dir, generation, &tail, good_len, reader.file_len())?;
+    if let Some(resynced) = resync::<M>(&path, offset)
+        .map_err(|e| StoreError::from_io(&format!("reading {}", path.display()), e))?
+    {
+        for batch in &resynced.batches {
+            for op in batch {
+                machine.apply(op);
+            }
+            ops += batch.len() as u64;
+        }
+        let good_len = rewrite_without(dir, generation, offset, &resynced)?;
+        return Ok(Replayed {
+            ops,
+            good_len,
+            tail: TailState::Resynced {
+                offset,
+                skipped: resynced.skip as u64,
+                reason,
+            },
+        });
     }
+    repair_tail(dir, generation, &tail, offset, reader.file_len())?;
     Ok(Replayed {
         ops,
-        good_len,
+        good_len: offset,
         tail,
     })
+}
+
+/// Intact frames found after damage at `offset`.
+struct Resync<Op> {
+    /// Damaged bytes from `offset` up to the first frame of the intact run.
+    skip: usize,
+    /// The bytes of the intact run (every frame to the end of the segment).
+    intact: Vec<u8>,
+    batches: Vec<Vec<Op>>,
+}
+
+/// The first position after `offset` from which the rest of the segment is a run of valid
+/// frames (checksums and decoding both pass) to its very end. `None` when there is none: the
+/// damage is the tail itself. A chance match needs a CRC-32 collision that also decodes.
+fn resync<M: Machine>(path: &Path, offset: u64) -> std::io::Result<Option<Resync<M::Op>>> {
+    let rest = read_from(path, offset)?;
+    for skip in 1..rest.len() {
+        if let Some(batches) = decode_run::<M>(&rest[skip..]) {
+            return Ok(Some(Resync {
+                skip,
+                intact: rest[skip..].to_vec(),
+                batches,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Every frame of `bytes`, decoded, if `bytes` is exactly a run of valid frames.
+fn decode_run<M: Machine>(mut bytes: &[u8]) -> Option<Vec<Vec<M::Op>>> {
+    let mut batches = Vec::new();
+    while !bytes.is_empty() {
+        let (payload, len) = wal::frame_at(bytes)?;
+        batches.push(rmp_serde::from_slice::<Vec<M::Op>>(payload).ok()?);
+        bytes = &bytes[len..];
+    }
+    Some(batches)
+}
+
+/// Copies the damaged bytes aside, then replaces the segment by its good prefix and the intact
+/// run (a temp file renamed over it, so a crash leaves one or the other). Returns the new
+/// length, where appends continue.
+fn rewrite_without<Op>(
+    dir: &Path,
+    generation: u64,
+    offset: u64,
+    resynced: &Resync<Op>,
+) -> Result<u64, StoreError> {
+    let path = dir.join(files::wal_name(generation));
+    let io_err = |e| StoreError::from_io(&format!("repairing {}", path.display()), e);
+    let mut bytes = fs::read(&path).map_err(io_err)?;
+    let damaged_end = offset as usize + resynced.skip;
+    let aside = dir.join(files::discarded_wal_name(generation, offset));
+    files::write_private_durably(dir, &aside, &bytes[offset as usize..damaged_end])
+        .map_err(io_err)?;
+    bytes.truncate(offset as usize);
+    bytes.extend_from_slice(&resynced.intact);
+    let temp = dir.join(files::temp_name(&files::wal_name(generation)));
+    files::write_private_durably(dir, &temp, &bytes).map_err(io_err)?;
+    fs::rename(&temp, &path).map_err(io_err)?;
+    files::sync_dir(dir).map_err(io_err)?;
+    tracing::warn!(
+        "store: {} damaged bytes in {} at offset {offset}, copied to {}; the {} frames after \
+         them were replayed",
+        resynced.skip,
+        path.display(),
+        aside.display(),
+        resynced.batches.len()
+    );
+    Ok(bytes.len() as u64)
 }
 
 /// Cuts the segment back to its last good frame. Bytes that failed a check are copied aside
@@ -243,7 +342,7 @@ fn repair_tail(
     let (kind, reason) = match tail {
         TailState::Torn { reason, .. } => ("torn", reason),
         TailState::Corrupt { reason, .. } => ("corrupt", reason),
-        TailState::Clean => return Ok(()),
+        TailState::Clean | TailState::Resynced { .. } => return Ok(()),
     };
     let mut kept_at = String::new();
     if matches!(tail, TailState::Corrupt { .. }) {

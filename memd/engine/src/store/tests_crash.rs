@@ -99,6 +99,7 @@ fn flipped_byte_in_last_frame_keeps_earlier_ops() {
                 );
             }
             TailState::Clean => panic!("flip at {position} went unnoticed"),
+            TailState::Resynced { .. } => panic!("nothing valid follows the last frame"),
         }
         store.commit(ops(&["six"])).unwrap();
         drop(store);
@@ -335,4 +336,48 @@ fn snapshot_that_does_not_decode_is_an_error() {
         .err()
         .expect("open must fail");
     assert!(err.to_string().contains("cannot be decoded"), "{err}");
+}
+
+/// Issue 17: one flipped byte in the middle of the WAL dropped every record after it. The
+/// frames after the damage are intact and carry their own checksums: recovery resynchronises
+/// on them, sets only the damaged frame aside and rewrites the segment without it.
+#[test]
+fn damage_in_the_middle_loses_only_the_damaged_frame() {
+    let image = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..40).map(|i| format!("op{i}")).collect();
+    let mut starts = Vec::new();
+    {
+        let (store, _) = open(image.path());
+        for name in &names {
+            starts.push(file_len(&wal_path(image.path(), 0)));
+            store.commit(ops(&[name])).unwrap();
+        }
+    }
+    let (hit, next) = (starts[20], starts[21]);
+    // A payload byte (checksum mismatch) and a length byte (the frame then looks longer than
+    // the file, which alone would read as a torn tail).
+    for position in [hit + 12, hit + 2] {
+        let (dir, store, recovery) = reopen_damaged(image.path(), |d| {
+            let path = wal_path(d, 0);
+            let mut bytes = fs::read(&path).unwrap();
+            bytes[position as usize] ^= 0x40;
+            fs::write(&path, bytes).unwrap();
+        });
+        let expected: Vec<String> = names.iter().filter(|n| *n != "op20").cloned().collect();
+        assert_eq!(entries(&store), expected, "flip at {position}");
+        assert!(
+            matches!(recovery.tail, TailState::Resynced { offset, skipped, .. }
+                if offset == hit && skipped == next - hit),
+            "{:?}",
+            recovery.tail
+        );
+        let aside = dir.path().join(files::discarded_wal_name(0, hit));
+        assert_eq!(file_len(&aside), next - hit, "the damaged frame kept aside");
+        store.commit(ops(&["after"])).unwrap();
+        drop(store);
+        let (store, recovery) = open(dir.path());
+        assert_eq!(recovery.tail, TailState::Clean, "the segment was rewritten");
+        assert_eq!(entries(&store).len(), 40);
+        assert_eq!(entries(&store).last().map(String::as_str), Some("after"));
+    }
 }

@@ -228,6 +228,20 @@ pub(crate) enum FrameRead {
     Corrupt(String),
 }
 
+/// The payload of the complete, checksum-valid frame at the start of `bytes` and the frame's
+/// whole length; `None` when there is none there (resynchronisation tries every offset).
+pub(crate) fn frame_at(bytes: &[u8]) -> Option<(&[u8], usize)> {
+    let head = bytes.get(..FRAME_HEADER_LEN as usize)?;
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    if len == 0 || len > MAX_FRAME_PAYLOAD {
+        return None;
+    }
+    let end = FRAME_HEADER_LEN as usize + len as usize;
+    let payload = bytes.get(FRAME_HEADER_LEN as usize..end)?;
+    (crc32fast::hash(payload) == crc).then_some((payload, end))
+}
+
 /// Sequential reader of one segment's frames.
 pub(crate) struct SegmentReader {
     reader: BufReader<File>,
