@@ -269,21 +269,6 @@ fn ingest_refuses_unsupported_and_oversized_files() {
 }
 
 #[test]
-fn pdf_ingest_when_the_fixture_exists() {
-    let pdf = Path::new(FIXTURES).join("sample.pdf");
-    if !pdf.exists() {
-        eprintln!("skipped: {} not present", pdf.display());
-        return;
-    }
-    let user = User::new();
-    let _d = Daemon::start(&user);
-    let v: Value =
-        serde_json::from_str(&user.ok(&["ingest", pdf.to_str().unwrap(), "--json"])).unwrap();
-    assert_eq!(v["title"], "sample");
-    assert!(v["chunks"].as_u64().unwrap() >= 1, "{v}");
-}
-
-#[test]
 fn status_and_stats_describe_the_running_daemon() {
     let user = User::new();
     let d = Daemon::start(&user);
