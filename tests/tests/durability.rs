@@ -222,3 +222,33 @@ fn torn_and_corrupt_wal_tails_recover_after_a_crash() {
         &json!({"key_takeaway": "still writable"}),
     );
 }
+
+/// Issue 17: deleting the data dir under a running daemon lost every later write while the
+/// API answered success. Writes are refused with 503 instead; the hooks stay fail-open.
+#[test]
+fn a_deleted_data_dir_refuses_writes_instead_of_losing_them() {
+    let d = tests::start_daemon();
+    let (s, _) = d.post_raw(
+        "/api/memory-bank/add",
+        json!({"content": "written before the data dir went away"})
+            .to_string()
+            .as_bytes(),
+        true,
+    );
+    assert_eq!(s, 200);
+    std::fs::remove_dir_all(d.data_dir()).unwrap();
+    let (s, body) = d.post_raw(
+        "/api/memory-bank/add",
+        json!({"content": "written after the data dir went away"})
+            .to_string()
+            .as_bytes(),
+        true,
+    );
+    assert_eq!(s, 503, "{body}");
+    assert!(body.contains("deleted"), "{body}");
+    let stdin = json!({"session_id": "gone", "transcript_path": "/nonexistent", "cwd": "/p",
+        "hook_event_name": "Stop", "stop_hook_active": false});
+    let (code, out, _, _) =
+        tests::run_hook("hook-stop", &[], stdin.to_string().as_bytes(), &d.env());
+    assert_eq!((code, out.as_str()), (0, ""), "the hook fails open");
+}

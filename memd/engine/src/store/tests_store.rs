@@ -309,6 +309,22 @@ fn unrecoverable_write_failure_refuses_writes_until_reopen() {
     store.commit(ops(&["works"])).unwrap();
 }
 
+/// Issue 17: a data dir deleted under the running daemon swallowed every later write while
+/// answering success. The writer notices its segment is gone and refuses (HTTP 503).
+#[test]
+fn writes_are_refused_once_the_wal_was_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = open(dir.path());
+    store.commit(ops(&["kept"])).unwrap();
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    for _ in 0..2 {
+        let err = store.commit(ops(&["lost"])).unwrap_err();
+        assert!(err.is_read_only(), "{err}");
+        assert!(err.to_string().contains("deleted"), "{err}");
+    }
+    assert_eq!(entries(&store), ["kept"], "nothing refused was applied");
+}
+
 #[test]
 fn async_commits_are_ordered_and_durable() {
     let dir = tempfile::tempdir().unwrap();

@@ -155,8 +155,12 @@ impl WalWriter {
                  restart memd to recover"
             )));
         }
+        self.refuse_if_unlinked()?;
         let start = self.len;
         match self.write_and_sync(frames) {
+            // Deleted between the check and the fsync: the frames are in a file nobody will
+            // ever read, so they are not durable and must not be acknowledged.
+            Ok(_) if self.unlinked() => self.refuse_if_unlinked(),
             Ok(end) => {
                 self.len = end;
                 Ok(())
@@ -166,6 +170,30 @@ impl WalWriter {
                 Err(StoreError::from_io("appending to the WAL", err))
             }
         }
+    }
+
+    /// The segment was unlinked (the data dir deleted under the running daemon): appends would
+    /// land in a file that vanishes at exit. Refuses writes from then on (HTTP 503).
+    fn refuse_if_unlinked(&mut self) -> Result<(), StoreError> {
+        if !self.unlinked() {
+            return Ok(());
+        }
+        let reason = format!(
+            "wal.{} was deleted while memd was running (was the data dir removed?); \
+             restart memd to start over in a new data dir",
+            self.generation
+        );
+        if self.poisoned.is_none() {
+            tracing::error!("store: {reason}; refusing further writes");
+            self.poisoned = Some(reason.clone());
+        }
+        Err(StoreError::ReadOnly(reason))
+    }
+
+    fn unlinked(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        // An fstat: about a microsecond beside the fsync every append pays anyway.
+        self.file.metadata().is_ok_and(|m| m.nlink() == 0)
     }
 
     fn write_and_sync(&mut self, frames: &[&[u8]]) -> io::Result<u64> {
