@@ -253,6 +253,10 @@ pub struct MemoryBankResponse {
     /// The project the entry belongs to; absent when it is global.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
+    /// An add that reads like an existing fact but says otherwise (negated, another number or
+    /// identifier) is stored as new and archives that fact: its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded: Option<String>,
 }
 
 /// `POST /api/ingest`: a book (reference document) as text.

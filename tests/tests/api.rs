@@ -317,3 +317,35 @@ fn the_authority_is_checked_on_every_protocol() {
         "answered over HTTP/1.1, not switched: {local}"
     );
 }
+
+/// Issue 17: "Do not use Python 3.11" came back as a duplicate of "Use Python 3.11" and was
+/// never stored. A near duplicate that says otherwise is a new fact; the old one is archived
+/// (kept, findable), a plain restatement is still a duplicate.
+#[test]
+fn a_contradicting_fact_supersedes_the_old_one_instead_of_being_dropped() {
+    let d = Daemon::start(tests::Spec {
+        wait_model: true,
+        ..tests::Spec::new()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let add = |content: &str| -> MemoryBankResponse {
+        d.post("/api/memory-bank/add", &json!({"content": content}))
+    };
+    let old = add("Use Python 3.11 for the lantern service");
+    let restated = add("Use Python 3.11 for the lantern service.");
+    assert_eq!((restated.duplicate, &restated.doc_id), (true, &old.doc_id));
+    let new = add("Do not use Python 3.11 for the lantern service");
+    assert!(!new.duplicate, "stored: {new:?}");
+    assert_ne!(new.doc_id, old.doc_id);
+    assert_eq!(new.superseded.as_deref(), Some(old.doc_id.as_str()));
+    let old_now = tests::lookup(&d, &old.doc_id).expect("kept");
+    assert!(old_now.archived, "the old fact is archived, not lost");
+    let new_now = tests::lookup(&d, &new.doc_id).unwrap();
+    assert_eq!(
+        new_now.metadata.get("supersedes").and_then(|v| v.as_str()),
+        Some(old.doc_id.as_str())
+    );
+    let port = add("The lantern database listens on port 6543");
+    let other_port = add("The lantern database listens on port 5432");
+    assert_eq!(other_port.superseded.as_deref(), Some(port.doc_id.as_str()));
+}

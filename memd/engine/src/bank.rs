@@ -2,7 +2,8 @@
 //! own corrections of any memory (share, delete).
 //!
 //! Owns validation of memory-bank writes (limits, tags, ranges), redaction before storage, the
-//! near-duplicate check and archive-by-content. Must never outcome-score a fact (that is
+//! near-duplicate check (a near duplicate that `contradict` finds saying otherwise supersedes
+//! the old fact instead) and archive-by-content. Must never outcome-score a fact (that is
 //! `learn::scoring::track_use`, applied through scoring ops) and never look at another
 //! project's facts when deciding what is a duplicate.
 
@@ -44,10 +45,18 @@ impl Core {
             .or(fallback);
         let project = crate::scope::home(req.scope.unwrap_or_default(), current.as_deref());
         let content = redact::scrub(content).text;
-        if let Some(existing) = self
+        let near = self
             .near_duplicate_in_bank(&content, project.as_deref())
-            .await
-        {
+            .await;
+        // Reads alike but says otherwise (negated, another number or identifier): a new fact
+        // that replaces the old one, which is archived (kept, findable), not merged into it.
+        let superseded = near.as_ref().and_then(|id| {
+            let old = self
+                .store
+                .read(|s| s.by_id(id).map(|r| r.content.clone()))?;
+            crate::contradict::differs(&content, &old).map(|_| id.clone())
+        });
+        if let Some(existing) = near.filter(|_| superseded.is_none()) {
             if req.share {
                 self.share(&ShareRequest {
                     id: existing.clone(),
@@ -60,6 +69,7 @@ impl Core {
                 success: true,
                 doc_id: existing,
                 duplicate: true,
+                superseded: None,
             });
         }
         let now = clock::now_ms();
@@ -70,13 +80,21 @@ impl Core {
         rec.importance = Some(importance);
         rec.confidence = Some(confidence);
         rec.metadata = scrub_metadata(req.metadata.clone().unwrap_or_default());
+        if let Some(old) = &superseded {
+            rec.metadata
+                .insert("supersedes".into(), Value::from(old.as_str()));
+        }
         rec.team = req.share;
         let (doc_id, duplicate) = self.insert(rec).await?;
+        if let Some(old) = &superseded {
+            self.archive_superseded(old).await;
+        }
         Ok(MemoryBankResponse {
             success: true,
             doc_id,
             duplicate,
             project,
+            superseded,
         })
     }
 
@@ -101,6 +119,21 @@ impl Core {
             let hit = s.vectors().search(&v, 1, &keep).ok()?.into_iter().next()?;
             (hit.1 >= BANK_DUPLICATE_COSINE).then(|| s.by_key(hit.0).map(|r| r.id.clone()))?
         })
+    }
+
+    /// Archives the fact a new one contradicts. One the store refuses to archive (a teammate's
+    /// shared fact: only its owner changes it) stays active; the new fact's `supersedes` still
+    /// names it.
+    async fn archive_superseded(&self, id: &str) {
+        let op = Op::Archive {
+            id: id.to_string(),
+            at: clock::now_ms(),
+        };
+        match self.commit_one(op).await {
+            Ok(Output::Updated { .. }) => {}
+            Ok(other) => tracing::info!("superseded memory {id} not archived: {other:?}"),
+            Err(e) => tracing::warn!("superseded memory {id} not archived: {e}"),
+        }
     }
 
     /// `POST /api/share` and `memd share`.
@@ -215,6 +248,7 @@ impl Core {
             success: true,
             doc_id: id,
             duplicate: false,
+            superseded: None,
         }
     }
 

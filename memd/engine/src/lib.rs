@@ -31,7 +31,8 @@
 //! - [`context`]: what a prompt gets (KNOWN CONTEXT, scoring prompt) and the turn cycle
 //!   (stop, record-outcome, sidecar decisions).
 //! - `bank`: memory-bank writes on `Core` (add with its near-duplicate check, update,
-//!   archive), sharing and deleting any memory.
+//!   archive), sharing and deleting any memory; [`contradict`] tells a restatement from a fact
+//!   that says otherwise.
 //! - [`inspect`]: the dashboard's read-only views (filtered lists, one memory's history and
 //!   injections, conversations turn by turn, health over time).
 //! - `books`, [`ingest`]: reference documents: extraction, chunking, storage; [`confine`] reads
@@ -55,6 +56,7 @@ pub mod clock;
 pub mod config;
 pub mod confine;
 pub mod context;
+pub mod contradict;
 pub mod core;
 pub mod embed;
 pub mod error;
