@@ -299,8 +299,13 @@ async fn add_to_memory_bank(c: &Caller<'_>, args: Args) -> Result<String, ApiErr
             id = resp.doc_id
         )
     } else {
+        let replaced = resp
+            .superseded
+            .as_ref()
+            .map(|old| format!(" It contradicts [id:{old}], which is now archived."))
+            .unwrap_or_default();
         format!(
-            "Stored in memory_bank as [id:{}] {place} (importance {:.1}, confidence {:.1}).",
+            "Stored in memory_bank as [id:{}] {place} (importance {:.1}, confidence {:.1}).{replaced}",
             resp.doc_id,
             req.importance.unwrap_or(0.7),
             req.confidence.unwrap_or(0.7)
