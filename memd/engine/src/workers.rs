@@ -113,21 +113,34 @@ async fn lifecycle_loop(core: Arc<Core>, shutdown: Shutdown) {
     }
 }
 
+fn expiry_op(r: &crate::record::Record, step: learn::lifecycle::ExpiryStep, now: i64) -> Op {
+    let id = r.id.clone();
+    match step {
+        learn::lifecycle::ExpiryStep::Archive => Op::SetExpired { id, at: Some(now) },
+        learn::lifecycle::ExpiryStep::Restore => Op::SetExpired { id, at: None },
+        learn::lifecycle::ExpiryStep::Delete => Op::Delete {
+            id,
+            reason: "expired".into(),
+        },
+    }
+}
+
 /// One lifecycle pass: promotions, demotions, deletions, age cleanup, idle sessions.
 pub async fn run_lifecycle(core: &Arc<Core>) -> anyhow::Result<usize> {
-    let now = clock::now_ms();
+    // Age decisions go by a clock that cannot jump ahead (`clock::cleanup_now_ms`).
+    let now = clock::cleanup_now_ms();
     let mut ops: Vec<Op> = core.store.read(|s| {
         s.records()
             // A memory from the shared store follows the lifecycle its own daemon runs.
             .filter(|r| r.origin.is_none())
             .filter_map(|r| {
-                // Promotion first: a memory that earned its place is not cleaned up for age.
-                let Some(t) = learn::lifecycle::next_transition(r, now) else {
-                    return learn::lifecycle::expired(r, now).then(|| Op::Delete {
-                        id: r.id.clone(),
-                        reason: "expired".into(),
-                    });
-                };
+                if let Some(step) = learn::lifecycle::expiry_step(r, now) {
+                    return Some(expiry_op(r, step, now));
+                }
+                if learn::lifecycle::expired_at(r).is_some() {
+                    return None;
+                }
+                let t = learn::lifecycle::next_transition(r, now)?;
                 match t {
                     learn::lifecycle::Transition::Promote { to }
                     | learn::lifecycle::Transition::Demote { to } => Some(Op::Move {

@@ -1,6 +1,6 @@
 //! Lifecycle decisions: when a memory moves up (working → history → patterns), moves down
-//! (patterns → history), is deleted for a low score, or expires by age, and what the moved
-//! record looks like.
+//! (patterns → history), is deleted for a low score, or expires by age (archived first, then
+//! restored or deleted: `expiry_step`), and what the moved record looks like.
 //!
 //! Pure decisions over a `Record` and a caller-supplied `now` (Unix ms). It must never
 //! perform the move, touch a store or index, or decide anything for books or memory_bank:
@@ -163,6 +163,43 @@ pub fn expired(rec: &Record, now_ms: i64) -> bool {
         Collection::Working => age_ms(rec.created_at, now_ms) > WORKING_MAX_AGE_MS,
         Collection::History => age_ms(entered_collection_at(rec), now_ms) > HISTORY_MAX_AGE_MS,
         Collection::Books | Collection::Patterns | Collection::MemoryBank => false,
+    }
+}
+
+/// How long an expired memory stays archived (and restorable) before it is deleted.
+pub const EXPIRED_KEEP_MS: i64 = 7 * DAY_MS;
+
+/// The metadata key an expiry sets (Unix ms) and a restore removes (`state::expiry`).
+pub const EXPIRED_AT_KEY: &str = "expired_at";
+
+/// When `rec` was archived as expired, if it was.
+pub fn expired_at(rec: &Record) -> Option<i64> {
+    match rec.metadata.get(EXPIRED_AT_KEY) {
+        Some(Value::Number(ms)) if ms.is_finite() => Some(*ms as i64),
+        _ => None,
+    }
+}
+
+/// What expiry owes a memory at a lifecycle pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpiryStep {
+    /// It has expired: archive it, restorable.
+    Archive,
+    /// Archived as expired but not expired at `now` (the clock had jumped ahead): restore it.
+    Restore,
+    /// Expired more than `EXPIRED_KEEP_MS` ago: delete it.
+    Delete,
+}
+
+/// The expiry step `rec` is due at `now`, if any. A memory with a promotion due is not
+/// archived for age (it earned its place); one archived for another reason is left alone.
+pub fn expiry_step(rec: &Record, now_ms: i64) -> Option<ExpiryStep> {
+    match expired_at(rec) {
+        Some(_) if !expired(rec, now_ms) => Some(ExpiryStep::Restore),
+        Some(at) if now_ms - at > EXPIRED_KEEP_MS => Some(ExpiryStep::Delete),
+        Some(_) => None,
+        None if rec.archived || next_transition(rec, now_ms).is_some() => None,
+        None => expired(rec, now_ms).then_some(ExpiryStep::Archive),
     }
 }
 

@@ -8,6 +8,7 @@
 
 #[cfg(test)]
 mod compat_tests;
+pub mod expiry;
 pub mod ops;
 mod projects;
 pub mod session;
@@ -500,6 +501,7 @@ impl Machine for MemState {
                 at,
             } => self.apply_update(id, content, tags, *importance, *confidence, *at),
             Op::Archive { id, at } => self.apply_archive(id, *at),
+            Op::SetExpired { id, at } => self.apply_set_expired(id, *at),
             Op::Delete { id, reason } => self.apply_delete(id, reason),
             Op::ScoreExchange(b) => self.apply_scores(b),
             Op::Move { id, to, new_id, at } => self.apply_move(id, *to, new_id, *at),

@@ -88,6 +88,13 @@ pub enum Op {
     },
     /// The shared store's bookkeeping: what was sent, what was read (`state::sync`).
     Sync(crate::state::sync::SyncOp),
+    // New variants go last, so logs written before them decode as they did.
+    /// Archive a memory as expired by age at `at` (`Some`), or restore one (`None`): see
+    /// `state::expiry`.
+    SetExpired {
+        id: String,
+        at: Option<i64>,
+    },
 }
 
 impl Op {

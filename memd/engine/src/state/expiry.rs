@@ -1,0 +1,41 @@
+//! Expiry by age as a recoverable step: an expired memory is first archived with the time it
+//! expired (`metadata.expired_at`), restored if a later pass finds it is not expired after all
+//! (the clock had jumped ahead and came back), and deleted only after `EXPIRED_KEEP_MS`; the
+//! decisions are `learn::lifecycle::expiry_step`.
+//!
+//! Owns applying `Op::SetExpired`. Must never read the clock (the op carries the time) and
+//! never touch a memory that was archived for another reason.
+
+use super::MemState;
+use super::ops::Output;
+use crate::learn::lifecycle::EXPIRED_AT_KEY;
+use proto::Value;
+
+impl MemState {
+    /// `at: Some(t)` archives `id` as expired at `t`; `None` restores an expired one.
+    pub(super) fn apply_set_expired(&mut self, id: &str, at: Option<i64>) -> Output {
+        let key = match self.editable_key(id) {
+            Ok(key) => key,
+            Err(answer) => return answer,
+        };
+        let Some(r) = self.records.get_mut(&key) else {
+            return Output::NotFound { id: id.into() };
+        };
+        let was_expired = r.metadata.contains_key(EXPIRED_AT_KEY);
+        match at {
+            Some(t) if !r.archived => {
+                r.archived = true;
+                r.metadata
+                    .insert(EXPIRED_AT_KEY.into(), Value::from(t as f64));
+            }
+            None if was_expired => {
+                r.archived = false;
+                r.metadata.remove(EXPIRED_AT_KEY);
+            }
+            _ => return Output::Rejected(format!("{id}: no expiry change to make")),
+        }
+        let id = r.id.clone();
+        self.touch(key);
+        Output::Updated { id }
+    }
+}
