@@ -284,8 +284,12 @@ impl Core {
         fallback: Option<String>,
     ) -> Result<SearchResponse, ApiError> {
         let now = clock::now_ms();
+        let conv = req
+            .conversation_id
+            .as_deref()
+            .map(|c| redact::safe_id(c.trim()));
         let current = self
-            .current_project("cwd", req.cwd.as_deref(), req.conversation_id.as_deref())?
+            .current_project("cwd", req.cwd.as_deref(), conv.as_deref())?
             .or(fallback);
         let q = Query::from_request(req, now, current.as_deref())?;
         if let Some(id) = &q.id {
@@ -413,14 +417,17 @@ impl Core {
         rec.score = learn::scoring::initial_score(initial);
         rec.metadata
             .insert("memory_type".into(), Value::from("key_takeaway"));
-        rec.project = req
+        let conv = req
             .conversation_id
+            .as_deref()
+            .map(|c| redact::safe_id(c.trim()));
+        rec.project = conv
             .as_deref()
             .and_then(|c| self.conversation_project(c))
             .or(fallback);
-        if let Some(c) = &req.conversation_id {
+        if let Some(c) = conv {
             rec.metadata
-                .insert("conversation_id".into(), Value::from(redact::scrub(c).text));
+                .insert("conversation_id".into(), Value::from(c.as_ref()));
         }
         let (doc_id, _) = self.insert(rec).await?;
         Ok(RecordResponseResponse {

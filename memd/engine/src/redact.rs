@@ -1,9 +1,10 @@
 //! Secret redaction for everything memd stores.
 //!
-//! Owns finding credentials in free text (API keys, tokens, private keys, passwords in URLs and
-//! in `NAME=value` style assignments) and replacing each with a `[REDACTED:<kind>]` marker, and
-//! removing `<private>…</private>` spans. Every write path calls [`scrub`] before text reaches
-//! the WAL, snapshots, indexes, logs or an API answer.
+//! Owns finding credentials in free text (API keys, tokens, private keys, passwords in URLs, in
+//! `NAME=value` style assignments, on command lines and in sentences, and any of these inside
+//! base64) and replacing each with a `[REDACTED:<kind>]` marker, and removing
+//! `<private>…</private>` spans. Every write path calls [`scrub`] before text reaches the WAL,
+//! snapshots, indexes, logs or an API answer; ids a client chooses go through [`safe_id`].
 //!
 //! Must never: keep or report the secret text itself (only its kind), panic on any input, or
 //! build regexes per call (they are compiled once). Markers contain no quotes or backslashes, so
@@ -11,16 +12,22 @@
 //! gives the same text as scrubbing once.
 //!
 //! `NAME=value` style assignments are judged in the `assignment` submodule, whose doc gives
-//! the policy for telling a secret from ordinary code.
+//! the policy for telling a secret from ordinary code; passwords known by the words around them
+//! (`mysql -p…`, `the password is …`) in `phrase`; base64 runs in `encoded`.
 
 use regex::{CaptureLocations, Regex};
+use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 use std::sync::LazyLock;
 
 mod assignment;
+mod encoded;
+mod phrase;
 
 use assignment::{is_placeholder, judge_assignment, judge_cli_flag};
+use phrase::{command_password, sentence_password};
 
 macro_rules! secret_kinds {
     ($($variant:ident => $name:literal,)*) => {
@@ -45,6 +52,7 @@ secret_kinds! {
     OpenAiKey => "openai_key",
     GithubToken => "github_token",
     GitlabToken => "gitlab_token",
+    DockerToken => "docker_token",
     SlackWebhook => "slack_webhook",
     SlackToken => "slack_token",
     StripeKey => "stripe_key",
@@ -52,6 +60,7 @@ secret_kinds! {
     GoogleOauthSecret => "google_oauth_secret",
     AwsAccessKey => "aws_access_key",
     AwsSecretKey => "aws_secret_key",
+    AzureSas => "azure_sas",
     HuggingfaceToken => "huggingface_token",
     NpmToken => "npm_token",
     SendgridKey => "sendgrid_key",
@@ -61,6 +70,7 @@ secret_kinds! {
     UrlPassword => "url_password",
     Password => "password",
     SecretValue => "secret_value",
+    EncodedSecret => "encoded_secret",
 }
 
 impl SecretKind {
@@ -88,6 +98,21 @@ pub struct Redaction {
 /// Removes `<private>` spans, then redacts secrets: what every write path calls.
 pub fn scrub(text: &str) -> Redaction {
     redact(&strip_private(text))
+}
+
+/// An identifier a client chose (a conversation id) as memd may keep it: unchanged when it
+/// holds no secret, else `redacted-<16 hex>`. Ids are keys (session state, the trace ledger,
+/// exchange metadata), so a marker in place of the secret is not enough: the replacement is the
+/// same for the same id, and the hooks of one conversation still meet. The digest is of the
+/// redacted text, so a guessed secret cannot be confirmed against it; the price is that ids
+/// differing only in their secrets share one key.
+pub fn safe_id(id: &str) -> Cow<'_, str> {
+    let scrubbed = scrub(id).text;
+    if scrubbed == id {
+        return Cow::Borrowed(id);
+    }
+    let digest = Sha256::digest(scrubbed.as_bytes());
+    Cow::Owned(format!("redacted-{}", hex::encode(&digest[..8])))
 }
 
 /// Removes `<private>…</private>` spans (tag names case-insensitive, spans may cross lines and
@@ -118,7 +143,7 @@ pub fn strip_private(text: &str) -> String {
 
 /// Replaces every secret found in `text` by its kind's marker.
 pub fn redact(text: &str) -> Redaction {
-    let spans = without_existing_markers(text, merged(find_spans(text)));
+    let spans = without_existing_markers(text, merged(find_spans(text, true)));
     let mut out = String::with_capacity(text.len());
     let mut found = Vec::with_capacity(spans.len());
     let mut copied_to = 0;
@@ -163,7 +188,9 @@ struct Rule {
     judge: Judge,
 }
 
-fn find_spans(text: &str) -> Vec<Span> {
+/// Every rule's spans; with `decode`, also base64 runs that decode to a secret (decoded text is
+/// searched without it, so decoding never nests).
+fn find_spans(text: &str, decode: bool) -> Vec<Span> {
     let mut spans = Vec::new();
     for (priority, rule) in RULES.iter().enumerate() {
         let mut locs = rule.regex.capture_locations();
@@ -183,6 +210,14 @@ fn find_spans(text: &str) -> Vec<Span> {
                 break;
             }
         }
+    }
+    if decode {
+        let last = RULES.len();
+        spans.extend(
+            encoded::encoded_secrets(text)
+                .into_iter()
+                .map(|(range, kind)| Span::new(range, last, kind)),
+        );
     }
     spans
 }
@@ -287,6 +322,14 @@ fn aws_secret(text: &str, locs: &CaptureLocations, kind: SecretKind) -> Hit {
     (!longer).then_some((range, kind))
 }
 
+/// The 40-character secret beside an access key id (a `credentials.csv` row); a 40-digit hex
+/// string there is a commit or a digest, which base64 key material never is.
+fn aws_pair_secret(text: &str, locs: &CaptureLocations, kind: SecretKind) -> Hit {
+    let (range, kind) = aws_secret(text, locs, kind)?;
+    let hex = text[range.clone()].bytes().all(|b| b.is_ascii_hexdigit());
+    (!hex).then_some((range, kind))
+}
+
 /// Base64 of a PEM block (kubeconfig `client-key-data`, Kubernetes secrets): redacted only when
 /// the decoded header names a private key, so certificates stay readable.
 fn base64_private_key(text: &str, locs: &CaptureLocations, kind: SecretKind) -> Hit {
@@ -331,6 +374,7 @@ const RULE_TABLE: &[(SecretKind, &str, Judge)] = &[
     (SecretKind::OpenAiKey, r"(?-u:\b)sk-[A-Za-z0-9_\-]{20,}", letters_and_digits),
     (SecretKind::GithubToken, r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})", whole),
     (SecretKind::GitlabToken, r"(?-u:\b)gl(?:pat|dt|rt|ptt|cbt|soat|ft|imt)-[A-Za-z0-9_\-]{20,}", whole),
+    (SecretKind::DockerToken, r"(?-u:\b)dckr_pat_[A-Za-z0-9_\-]{20,}", whole),
     (SecretKind::SlackWebhook, r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/\-]{10,})", group1),
     (SecretKind::SlackToken, r"(?-u:\b)(?:xox[abprse]-|xapp-)[A-Za-z0-9\-]{10,}", whole),
     (SecretKind::StripeKey, r"(?-u:\b)(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})", whole),
@@ -338,6 +382,10 @@ const RULE_TABLE: &[(SecretKind, &str, Judge)] = &[
     (SecretKind::GoogleOauthSecret, r"(?-u:\b)GOCSPX-[0-9A-Za-z_\-]{20,}", whole),
     (SecretKind::AwsAccessKey, r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?-u:\b)", whole),
     (SecretKind::AwsSecretKey, r#"(?i)(?:aws_?secret_?(?:access_?)?key|secret_?access_?key)["']?[ \t]*(?:=>|[:=])[ \t]*["']?([A-Za-z0-9/+]{40})"#, aws_secret),
+    // `credentials.csv` (`alice,,AKIA…,<secret>`) and `aws configure list`-like columns.
+    (SecretKind::AwsSecretKey, r#"(?-u:\b)(?:AKIA|ASIA)[A-Z0-9]{16}["']?(?:[ \t]*[,;|:][ \t]*|[ \t]+)["']?([A-Za-z0-9/+]{40})"#, aws_pair_secret),
+    // Azure SAS: only `sig` is secret; `sv`, `se`, `sp` are its readable terms.
+    (SecretKind::AzureSas, r"[?&]sig=([A-Za-z0-9%+/=]{16,})", group1),
     (SecretKind::HuggingfaceToken, r"(?-u:\b)hf_[A-Za-z0-9]{30,}", mixed_case),
     (SecretKind::NpmToken, r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)", whole),
     (SecretKind::SendgridKey, r"(?-u:\b)SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}(?-u:\b)", whole),
@@ -348,6 +396,16 @@ const RULE_TABLE: &[(SecretKind, &str, Judge)] = &[
     (SecretKind::BasicAuth, r#"(?:^|[ \t])(?:-u|--user)[ \t]+["']?[^\s:"']+:([^\s"']+)"#, group1),
     (SecretKind::UrlPassword, r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^\s:/?#@"'<>\[\]]*:([^\s/?#"'<>]+)@[A-Za-z0-9\[]"#, group1),
     (SecretKind::Password, r"(?i)(?-u:\b)machine[ \t]+\S+\s+login[ \t]+\S+\s+password[ \t]+(\S+)", group1),
+    // `-p` with a password glued on (`mysql -pS3cret`; `mysql -p` alone prompts, `-P` is the
+    // port). The flag must come within a few arguments, so a later command in prose is not read.
+    (SecretKind::Password, r#"(?-u:\b)(?:mysql|mariadb|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mysqlpump|mariadb-dump|mariadb-admin)(?:[ \t]+[^\s|;&<>`]+){0,8}?[ \t]+-p("[^"\n]*"|'[^'\n]*'|[^\s"'|;&<>`]+)"#, command_password),
+    // `sshpass [-f f|-d n|-P p|-e|-v] -p PASS`: only sshpass's own options before it, so the
+    // `-p 2222` of the ssh it runs is a port.
+    (SecretKind::Password, r#"(?-u:\b)sshpass(?:[ \t]+(?:-[fdP](?:[ \t]*[^\s\-][^\s]*)?|-e[^\s]*|-v))*[ \t]+-p[ \t]*("[^"\n]*"|'[^'\n]*'|[^\s"'|;&<>`]+)"#, command_password),
+    (SecretKind::Password, r#"(?-u:\b)(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm[ \t]+registry)[ \t]+login(?:[ \t]+[^\s|;&<>`]+){0,6}?[ \t]+-p[ \t]*("[^"\n]*"|'[^'\n]*'|[^\s"'|;&<>`]+)"#, command_password),
+    // `the password is X`, `password for prod was set to X`, `my password: X` (see `phrase`).
+    (SecretKind::Password, r#"(?i)(?-u:\b)(?:password|passphrase|passwd|passcode)(?:[ \t]+(?:for|of|on|to)[ \t]+(?:(?:the|my|your|our)[ \t]+)?[^\s:,;."'`]+)?[ \t]+(?:is|was)(?:[ \t]+(?:now|still|just|set[ \t]+to|changed[ \t]+to))?[ \t]*:?[ \t]+("[^"\n]+"|'[^'\n]+'|`[^`\n]+`|“[^”\n]+”|[^\s"'`“]+)"#, sentence_password),
+    (SecretKind::Password, r#"(?i)(?-u:\b)(?:my|the|your|our|root|admin|wifi|wi-fi|new|old|default|temporary|initial|sudo|login|account)[ \t]+(?:password|passphrase|passwd|passcode)[ \t]*:[ \t]+("[^"\n]+"|'[^'\n]+'|`[^`\n]+`|“[^”\n]+”|[^\s"'`“]+)"#, sentence_password),
     // A secret-sounding name and its operator (`NAME=`, `"name":`, `name :=`, `'name' =>`,
     // `env["NAME"] =`); the value is parsed by hand, cheaper than capture groups on the many
     // harmless hits (`token_count = 5`) this has in ordinary code.

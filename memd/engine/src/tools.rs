@@ -65,9 +65,9 @@ impl Core {
         self: &Arc<Self>,
         req: &PreToolRequest,
     ) -> Result<PreToolResponse, ApiError> {
-        check_tool_request(&req.conversation_id, &req.tool)?;
+        let conv = check_tool_request(&req.conversation_id, &req.tool)?;
         if let Some(answer) = too_long(&req.tool) {
-            self.record_decision(req, &answer);
+            self.record_decision(req, &conv, &answer);
             return Ok(answer);
         }
         let static_verdict = match action_of(&req.tool) {
@@ -95,11 +95,7 @@ impl Core {
             // A directory memd cannot place must not cost the user's policy: global memories
             // still guard.
             let project = self
-                .current_project(
-                    "project_dir",
-                    req.project_dir.as_deref(),
-                    Some(&req.conversation_id),
-                )
+                .current_project("project_dir", req.project_dir.as_deref(), Some(&conv))
                 .unwrap_or(None);
             if let Some((id, why)) = self.learned_guardrail(command, project.as_deref()) {
                 answer = PreToolResponse {
@@ -110,17 +106,17 @@ impl Core {
                 };
             }
         }
-        self.record_decision(req, &answer);
+        self.record_decision(req, &conv, &answer);
         Ok(answer)
     }
 
     /// The ledger line of a decision on a guarded tool (other tools are not decided on).
-    fn record_decision(&self, req: &PreToolRequest, answer: &PreToolResponse) {
+    fn record_decision(&self, req: &PreToolRequest, conv: &str, answer: &PreToolResponse) {
         if action_of(&req.tool).is_none() {
             return;
         }
         self.trace.append(&TraceEntry::pre_tool(
-            req.conversation_id.trim(),
+            conv,
             &redact::scrub(&subject(&req.tool)).text,
             &answer.decision,
             answer.rule.as_deref(),
@@ -131,18 +127,17 @@ impl Core {
     /// `POST /api/hooks/post-tool`: recorded in the ledger (as a digest) and, with
     /// `[evidence]` on, in the conversation's tool evidence (process memory).
     pub async fn post_tool(&self, req: &PostToolRequest) -> Result<PostToolResponse, ApiError> {
-        check_tool_request(&req.conversation_id, &req.tool)?;
+        let conv = check_tool_request(&req.conversation_id, &req.tool)?;
         // Only what can be evidence: commands and edits (reads and searches would flood the
         // ledger and push the hook lines out).
         if !matches!(req.tool.kind, ToolKind::Shell | ToolKind::Edit) {
             return Ok(PostToolResponse { recorded: false });
         }
         if self.cfg.evidence.tracking() {
-            self.evidence
-                .tool_result(req.conversation_id.trim(), &req.tool, req.failed);
+            self.evidence.tool_result(&conv, &req.tool, req.failed);
         }
         self.trace.append(&TraceEntry::post_tool(
-            req.conversation_id.trim(),
+            &conv,
             &redact::scrub(&subject(&req.tool)).text,
             kind_word(req.tool.kind),
             req.failed,
@@ -341,14 +336,12 @@ fn one_line(content: &str) -> String {
     }
 }
 
-fn check_tool_request(conversation_id: &str, tool: &ToolCall) -> Result<(), ApiError> {
-    if conversation_id.trim().is_empty() {
-        return Err(ApiError::bad(
-            "conversation_id",
-            "conversation_id must not be empty",
-        ));
-    }
-    check_len("conversation_id", conversation_id, limits::ID_MAX_CHARS)?;
+/// Checks a tool request; returns its conversation id as memd keeps it.
+fn check_tool_request<'a>(
+    conversation_id: &'a str,
+    tool: &ToolCall,
+) -> Result<std::borrow::Cow<'a, str>, ApiError> {
+    let conv = crate::context::validate_conversation(conversation_id)?;
     check_len("tool.name", &tool.name, limits::ID_MAX_CHARS)?;
     if let Some(c) = &tool.command {
         check_len("tool.command", c, limits::COMMAND_MAX_CHARS)?;
@@ -359,7 +352,7 @@ fn check_tool_request(conversation_id: &str, tool: &ToolCall) -> Result<(), ApiE
     if let Some(s) = &tool.server {
         check_len("tool.server", s, limits::ID_MAX_CHARS)?;
     }
-    Ok(())
+    Ok(conv)
 }
 
 #[cfg(test)]

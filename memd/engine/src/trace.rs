@@ -96,7 +96,8 @@ impl TraceEntry {
         TraceEntry {
             ts: crate::clock::rfc3339(crate::clock::now_ms()),
             event,
-            conversation_id: clip(conversation_id),
+            // Callers pass ids already made safe; this keeps any other caller from leaking one.
+            conversation_id: clip(&crate::redact::safe_id(conversation_id)),
             injected: Vec::new(),
             scored: Vec::new(),
             outcome: None,

@@ -459,3 +459,173 @@ fn values_in_query_strings_and_headers_are_redacted_up_to_the_next_pair() {
         "curl -d \"client_secret=[REDACTED:secret_value]&grant_type=client_credentials\" -H 'X-Auth-Token: [REDACTED:secret_value]'"
     );
 }
+
+/// Secrets the rules once let through: a `credentials.csv` row, passwords on `mysql`, `sshpass`
+/// and `docker login` command lines, Docker tokens, Azure SAS signatures, passwords given in a
+/// sentence.
+#[test]
+fn secrets_known_by_their_surroundings_are_redacted() {
+    let cases = [
+        (
+            "User name,Password,Access key ID,Secret access key\nalice,,AKIAZ7QXK2MVN4PLR8TW,wJalrXUtnFEMI/K7MDENG/bPxRfiCY9xQ2mZt7Lp",
+            "User name,Password,Access key ID,Secret access key\nalice,,[REDACTED:aws_access_key],[REDACTED:aws_secret_key]",
+        ),
+        (
+            "mysql -h db -u root -pS3cretPw9 app",
+            "mysql -h db -u root -p[REDACTED:password] app",
+        ),
+        (
+            "mysqldump -u root -p'Sq1 pass' shop > shop.sql",
+            "mysqldump -u root -p'[REDACTED:password]' shop > shop.sql",
+        ),
+        (
+            "mysql -u root --password=S3cretPw9 app",
+            "mysql -u root --password=[REDACTED:password] app",
+        ),
+        (
+            "sshpass -p Hunter2pass ssh deploy@host",
+            "sshpass -p [REDACTED:password] ssh deploy@host",
+        ),
+        (
+            "sshpass -v -pHunter2pass scp f host:",
+            "sshpass -v -p[REDACTED:password] scp f host:",
+        ),
+        (
+            "docker login -u bot -p dckr_pat_2b3e36beeb386dfdaacb9b46 registry.example.com",
+            "docker login -u bot -p [REDACTED:docker_token] registry.example.com",
+        ),
+        (
+            "podman login -u bot -p Rg9!stry quay.io",
+            "podman login -u bot -p [REDACTED:password] quay.io",
+        ),
+        (
+            "DOCKERHUB=dckr_pat_2b3e36beeb386dfdaacb9b46 in the notes",
+            "DOCKERHUB=[REDACTED:docker_token] in the notes",
+        ),
+        (
+            "https://acct.blob.core.windows.net/c/f.txt?sv=2022-11-02&sp=r&se=2025-01-01&sig=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA%3D%3D",
+            "https://acct.blob.core.windows.net/c/f.txt?sv=2022-11-02&sp=r&se=2025-01-01&sig=[REDACTED:azure_sas]",
+        ),
+        (
+            "the password is Tr0ub4dor&3",
+            "the password is [REDACTED:password]",
+        ),
+        (
+            "The password for prod was set to Zx9!kkq, ok?",
+            "The password for prod was set to [REDACTED:password], ok?",
+        ),
+        (
+            "the password is \"swordfish\"",
+            "the password is \"[REDACTED:password]\"",
+        ),
+        (
+            "Use my password: hunter2 for now",
+            "Use my password: [REDACTED:password] for now",
+        ),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(redact(input).text, expected, "input: {input}");
+    }
+}
+
+/// Look-alikes of those: ports, `mysql -p` that prompts, words about passwords, hex digests.
+#[test]
+fn look_alikes_of_command_and_sentence_passwords_are_unchanged() {
+    let texts = [
+        "mysql -u root -p",
+        "mysql -u root -p shop < dump.sql",
+        "mysql -u root -P 3306 -p$MYSQL_PWD shop",
+        "docker run -p 8080:80 nginx && ssh -p 2222 host",
+        "sshpass -f ~/.ssh/pw ssh -p 2222 deploy@host",
+        "docker login --password-stdin -u bot registry.example.com",
+        "run `docker login -u bot --password-stdin`, then `docker run -p 8080:80 app`",
+        "python -m http.server -p 8000; pytest -p no:cacheprovider",
+        "the password field is required",
+        "The password is incorrect. The password is required.",
+        "the password is 8+ characters and the passphrase is optional",
+        "The password is stored at /run/secrets/db_password",
+        "The password was rotated yesterday; the password is 2FA-protected.",
+        "Reset password: click the link we sent.",
+        "Use a token instead of the password: `curl -u admin:$TOKEN https://ci`.",
+        "alice,,AKIAZ7QXK2MVN4PLR8TW rotated at commit 3f2a9c1e8b7d6f5a4c3b2a1f0e9d8c7b6a5f4e3d",
+        "https://example.com/search?q=sig&sig=abc",
+    ];
+    for text in texts {
+        let r = redact(text);
+        let kept = r
+            .text
+            .replace("[REDACTED:aws_access_key]", "AKIAZ7QXK2MVN4PLR8TW");
+        assert_eq!(kept, text, "changed: {text}");
+    }
+}
+
+/// Base64 of a `.env` line (`echo … | base64 -d`, Kubernetes `data:`) is decoded and redacted
+/// whole; base64 of anything else (hashes, ordinary text, binary) is kept.
+#[test]
+fn base64_that_decodes_to_a_secret_is_redacted_whole() {
+    let cases = [
+        // AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCY9xQ2mZt7Lp
+        (
+            "echo QVdTX1NFQ1JFVF9BQ0NFU1NfS0VZPXdKYWxyWFV0bkZFTUkvSzdNREVORy9iUHhSZmlDWTl4UTJtWnQ3THA= | base64 -d",
+            "echo [REDACTED:encoded_secret] | base64 -d",
+        ),
+        // DB_PASSWORD=hunter2\n
+        (
+            "data:\n  env: REJfUEFTU1dPUkQ9aHVudGVyMgo=\n",
+            "data:\n  env: [REDACTED:encoded_secret]\n",
+        ),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(scrub(input).text, expected, "input: {input}");
+    }
+    // `base64` wraps at 76 characters; the wrapped lines are decoded together.
+    let env = "NODE_ENV=production\nPORT=3000\nLOG_LEVEL=info\nSTRIPE_KEY=sk_live_4eC39HqLyjWDarjtT1zdp7dc\n";
+    let wrapped = wrap76(&base64(env.as_bytes()));
+    assert!(wrapped.contains('\n'));
+    let r = scrub(&format!("kubectl get secret app -o yaml\n{wrapped}\nend"));
+    assert_eq!(
+        r.text,
+        "kubectl get secret app -o yaml\n[REDACTED:encoded_secret]\nend"
+    );
+    let kept = [
+        // NODE_ENV=production PORT=3000 (no secret)
+        "echo Tk9ERV9FTlY9cHJvZHVjdGlvbiBQT1JUPTMwMDA= | base64 -d",
+        "integrity sha512-Q9yH6rJzX0bVkF2Q4m8e0o3N1m6wT9c4Xz1sPp6Vq8lR0h7YkVbWq3z5Ue2oT8c1Yw==",
+        "commit 3f2a9c1e8b7d6f5a4c3b2a1f0e9d8c7b6a5f4e3d /usr/local/lib/python3/site-packages/x",
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+    ];
+    for text in kept {
+        assert_eq!(scrub(text).text, text, "changed: {text}");
+    }
+    // Long runs are decoded only in part and cost no more than a bounded decode each.
+    let long = "QUFB".repeat(50_000);
+    assert_eq!(scrub(&long).text, long);
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn wrap76(encoded: &str) -> String {
+    let lines: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(76)
+        .map(|c| std::str::from_utf8(c).unwrap_or_default())
+        .collect();
+    lines.join("\n")
+}

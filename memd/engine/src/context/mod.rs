@@ -39,7 +39,9 @@ pub const CHARS_PER_TOKEN: usize = 4;
 /// The longest prompt prefix used as a search query.
 const QUERY_CHARS: usize = 2_000;
 
-pub(crate) fn validate_conversation(id: &str) -> Result<&str, ApiError> {
+/// The conversation id as memd keeps it: trimmed, and with a secret in it replaced by a digest
+/// ([`redact::safe_id`]) before it keys session state, the ledger or a record.
+pub(crate) fn validate_conversation(id: &str) -> Result<std::borrow::Cow<'_, str>, ApiError> {
     let id = id.trim();
     if id.is_empty() {
         return Err(ApiError::bad(
@@ -48,7 +50,7 @@ pub(crate) fn validate_conversation(id: &str) -> Result<&str, ApiError> {
         ));
     }
     check_len("conversation_id", id, limits::ID_MAX_CHARS)?;
-    Ok(id)
+    Ok(redact::safe_id(id))
 }
 
 /// `POST /api/hooks/get-context`.
@@ -206,7 +208,7 @@ pub async fn get_context_for(
         });
     }
     core.trace.append(&crate::trace::TraceEntry::get_context(
-        req.conversation_id.trim(),
+        &conv,
         &prompt,
         &injected,
         &formatted_injection,

@@ -218,7 +218,7 @@ impl Core {
         &self,
         req: &proto::SidecarReport,
     ) -> Result<proto::SuccessResponse, ApiError> {
-        super::validate_conversation(&req.conversation_id)?;
+        let conv = super::validate_conversation(&req.conversation_id)?;
         if req.attempts.len() > 64 {
             return Err(ApiError::bad("attempts", "at most 64 attempts per report"));
         }
@@ -235,7 +235,7 @@ impl Core {
             })
             .collect();
         self.trace.append(&crate::trace::TraceEntry::sidecar(
-            req.conversation_id.trim(),
+            &conv,
             req.scored,
             req.attempts.len(),
         ));

@@ -183,7 +183,8 @@ pub async fn record_outcome(
         check_len("exchange_summary", s.trim(), limits::SUMMARY_MAX_CHARS)?;
     }
     core.settle().await;
-    let (conv, target) = pending_exchange(core, req.conversation_id.trim());
+    let conv = redact::safe_id(req.conversation_id.trim());
+    let (conv, target) = pending_exchange(core, &conv);
     let Some((conv, target)) = conv.zip(target) else {
         return Ok(RecordOutcomeResponse {
             success: true,

@@ -420,7 +420,7 @@ pub(super) fn is_placeholder(value: &str) -> bool {
 }
 
 /// Booleans, null, permission words (`id-token: write`) and language keywords.
-fn is_keyword(value: &str) -> bool {
+pub(super) fn is_keyword(value: &str) -> bool {
     static WORDS: LazyLock<WordSet> = LazyLock::new(|| {
         WordSet::new(
             "true false null nil none undefined yes no on off ~ read write inherit \
