@@ -2,7 +2,9 @@
 //!
 //! Owns the HTTP agent (no proxy, statuses returned as answers), the bearer header, response
 //! size limits and the mapping of transport failures to [`CallError`]. Must never retry (hooks
-//! run under a short deadline), never follow a proxy, and never put the token in a message.
+//! run under a short deadline), never follow a proxy, never put the token in a message, and
+//! never send the token or a body before the process on the port proved it is this user's memd
+//! (`proof`, once per client).
 
 use crate::location::Location;
 use serde::Serialize;
@@ -34,6 +36,9 @@ pub enum CallError {
     Config(String),
     /// Writing a streamed answer to the caller's sink failed.
     Output(std::io::Error),
+    /// Something answers on memd's port but cannot prove it is this user's memd (another
+    /// program bound the port, or memd's token file is missing). Nothing was sent to it.
+    Impostor(String),
 }
 
 impl CallError {
@@ -47,6 +52,7 @@ impl CallError {
             CallError::Transport(_) => "transport",
             CallError::Config(_) => "config",
             CallError::Output(_) => "output",
+            CallError::Impostor(_) => "impostor",
         }
     }
 
@@ -80,6 +86,10 @@ impl std::fmt::Display for CallError {
             CallError::Transport(e) => write!(f, "transport error: {e}"),
             CallError::Config(e) => write!(f, "cannot locate memd: {e}"),
             CallError::Output(e) => write!(f, "cannot write the output: {e}"),
+            CallError::Impostor(why) => write!(
+                f,
+                "the process on memd's port is not this user's memd ({why}); nothing was sent to it"
+            ),
         }
     }
 }
@@ -94,6 +104,8 @@ pub struct Client {
     token: Option<String>,
     agent: ureq::Agent,
     response_limit: u64,
+    /// The process on the port proved it is memd (shared by clones: one proof per process).
+    genuine: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Client {
@@ -111,6 +123,7 @@ impl Client {
             location,
             agent: loopback_agent(user_agent, None),
             response_limit: DEFAULT_RESPONSE_LIMIT,
+            genuine: Default::default(),
         }
     }
 
@@ -124,6 +137,7 @@ impl Client {
     pub fn refresh(&mut self) {
         self.base_url = self.location.base_url();
         self.token = self.location.token();
+        self.genuine = Default::default();
     }
 
     pub fn base_url(&self) -> &str {
@@ -144,8 +158,10 @@ impl Client {
         self.token.as_ref().map(|t| format!("Bearer {t}"))
     }
 
-    /// `GET /api/health` (no token needed).
+    /// `GET /api/health` (no token needed), from a process that proved it is memd: callers
+    /// take a healthy answer as "memd runs here".
     pub fn health(&self, timeout: Duration) -> Result<proto::HealthResponse, CallError> {
+        self.ensure_genuine(timeout)?;
         let response = self
             .agent
             .get(self.url("/api/health"))
@@ -176,6 +192,7 @@ impl Client {
         bytes: &[u8],
         timeout: Duration,
     ) -> Result<Resp, CallError> {
+        self.ensure_genuine(timeout)?;
         let mut request = self
             .agent
             .post(self.url(path))
@@ -234,6 +251,7 @@ impl Client {
         path: &str,
         timeout: Duration,
     ) -> Result<ureq::http::Response<ureq::Body>, CallError> {
+        self.ensure_genuine(timeout)?;
         let mut request = self
             .agent
             .get(self.url(path))
@@ -244,6 +262,42 @@ impl Client {
             request = request.header("authorization", bearer);
         }
         request.call().map_err(|e| self.classify(e))
+    }
+
+    /// Asks the process on the port for `proof::daemon_proof` of a fresh nonce, once; until it
+    /// answers right, nothing else is sent.
+    fn ensure_genuine(&self, timeout: Duration) -> Result<(), CallError> {
+        use std::sync::atomic::Ordering;
+        if self.genuine.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let nonce = crate::proof::new_nonce()
+            .map_err(|e| CallError::Config(format!("no random source: {e}")))?;
+        let response = self
+            .agent
+            .get(self.url(crate::proof::HELLO_PATH))
+            .query("nonce", &nonce)
+            .config()
+            .timeout_global(Some(timeout.max(Duration::from_millis(1))))
+            .build()
+            .call()
+            .map_err(|e| self.classify(e))?;
+        let Some(token) = self.token.as_deref() else {
+            return Err(CallError::Impostor(
+                "memd's token file is missing, so its answer cannot be checked".into(),
+            ));
+        };
+        let answer: Result<proto::HelloResponse, _> = self.decode(response);
+        match answer {
+            Ok(hello)
+                if crate::proof::same(&hello.proof, &crate::proof::daemon_proof(token, &nonce)) =>
+            {
+                self.genuine.store(true, Ordering::Release);
+                Ok(())
+            }
+            Ok(_) => Err(CallError::Impostor("its proof is wrong".into())),
+            Err(e) => Err(CallError::Impostor(format!("no proof: {}", e.summary()))),
+        }
     }
 
     fn decode<Resp: DeserializeOwned>(

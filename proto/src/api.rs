@@ -365,6 +365,15 @@ pub struct ForgetProjectResponse {
     pub conversations: usize,
 }
 
+/// `GET /api/hello?nonce=<32 hex>`: memd proves it holds this user's token without sending it
+/// (`memd_client::proof`). Answered without authentication.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HelloResponse {
+    /// Hex HMAC-SHA256 of `"memd-hello:" + nonce` keyed with the token.
+    pub proof: String,
+}
+
 /// `GET /api/health`: answered without authentication, reveals no content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

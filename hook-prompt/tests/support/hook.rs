@@ -17,7 +17,7 @@ impl Sandbox {
     /// A fresh data dir with a token file; `MEMD_URL` points at `url` when given.
     pub fn new(url: Option<&str>) -> Sandbox {
         let data = tempfile::tempdir().expect("temp data dir");
-        let token = format!("tok-{}", std::process::id());
+        let token = super::server::test_token();
         std::fs::write(data.path().join("token"), format!("{token}\n")).expect("token");
         let mut sandbox = Sandbox {
             env: vec![

@@ -1,5 +1,7 @@
 //! A fake HTTP server for hook tests: one thread per connection, one request per connection
-//! (`Connection: close`), every request recorded before it is answered.
+//! (`Connection: close`), every request recorded before it is answered. It answers memd's
+//! identity check (`/api/hello`) itself, as memd would for the sandbox's token, and keeps those
+//! requests out of the record.
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -154,9 +156,15 @@ fn serve_one(stream: TcpStream, log: &Mutex<Vec<Recorded>>, handler: &Handler) {
     let Some(request) = read_request(&mut reader) else {
         return;
     };
-    log.lock().unwrap().push(request.clone());
+    let reply = match hello_proof(&request.path) {
+        Some(proof) => Reply::json(200, &serde_json::json!({ "proof": proof })),
+        None => {
+            log.lock().unwrap().push(request.clone());
+            handler(&request)
+        }
+    };
     let mut stream = reader.into_inner();
-    match handler(&request) {
+    match reply {
         Reply::Body {
             status,
             headers,
@@ -181,6 +189,20 @@ fn serve_one(stream: TcpStream, log: &Mutex<Vec<Recorded>>, handler: &Handler) {
         }
         Reply::Reset => reset(stream),
     }
+}
+
+/// For `/api/hello?nonce=N`: what memd holding the sandbox token answers.
+fn hello_proof(path: &str) -> Option<String> {
+    let query = path
+        .strip_prefix(memd_client::proof::HELLO_PATH)?
+        .strip_prefix('?')?;
+    let nonce = query.split('&').find_map(|p| p.strip_prefix("nonce="))?;
+    Some(memd_client::proof::daemon_proof(&test_token(), nonce))
+}
+
+/// The token every sandbox of this test process writes (this server proves it holds it).
+pub fn test_token() -> String {
+    format!("tok-{}", std::process::id())
 }
 
 fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Recorded> {

@@ -169,6 +169,7 @@ impl Client {
             },
             CallError::BadResponse(m) | CallError::Config(m) => ClientError::BadAnswer(m),
             CallError::Output(e) => ClientError::Output(e),
+            impostor @ CallError::Impostor(_) => ClientError::BadAnswer(impostor.to_string()),
         }
     }
 }
@@ -179,7 +180,15 @@ pub fn connect(cfg: &Config, autostart: bool) -> Result<Client> {
     let client = Client::new(cfg);
     match client.health() {
         Ok(_) => return Ok(client),
-        Err(e) if !autostart || !client.inner.location.managed() => return Err(e.into()),
+        // Start memd only when nothing answers: a process that answers without proving it is
+        // memd holds the port, and a second memd could not bind it anyway.
+        Err(e)
+            if !autostart
+                || !client.inner.location.managed()
+                || !matches!(e, ClientError::NotRunning { .. }) =>
+        {
+            return Err(e.into());
+        }
         Err(_) => {}
     }
     eprintln!("memd: the daemon is not running; starting it (`memd serve`)");

@@ -29,6 +29,11 @@ pub async fn serve(cfg: Config) -> Result<()> {
     for note in &narrowed {
         warn!("{note}");
     }
+    // Before the listener opens: its connection cap is sized from this limit.
+    match http::listener::raise_open_file_limit() {
+        Some(n) => info!("open-file limit {n}"),
+        None => warn!("cannot read the open-file limit; serving at most the default connections"),
+    }
     let token = guard::load_or_create_token(&cfg.token_path())?;
     let started = std::time::Instant::now();
     // The store opens before the port does: until then a hook finds nothing listening and

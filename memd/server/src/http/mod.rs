@@ -6,10 +6,12 @@
 //! typed `ApiError`s that become 4xx answers with an `ErrorBody`.
 //!
 //! `routes` is the table (also the source of the OpenAPI document), `body` the extractors and
-//! answers, `guard` who may call, `transfer` export/import, `openapi` the document.
+//! answers, `guard` who may call, `transfer` export/import, `openapi` the document, `listener`
+//! the accept loop (connection cap, read timeouts).
 
 pub(crate) mod body;
 pub mod guard;
+pub mod listener;
 mod openapi;
 mod routes;
 mod transfer;
@@ -30,16 +32,15 @@ pub struct Server {
     pub ui: crate::ui::session::Sessions,
 }
 
-/// Serves until `shutdown` fires, then lets in-flight requests finish (axum's graceful
-/// shutdown: idle connections close, busy ones complete their request first).
+/// Serves until `shutdown` fires, then lets in-flight requests finish (idle connections close,
+/// busy ones complete their request first). See [`listener`] for the connection cap and the
+/// read timeouts.
 pub async fn serve(
     listener: TcpListener,
     server: Arc<Server>,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let app = routes::router(server);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.wait().await })
-        .await?;
+    listener::run(listener, app, shutdown, listener::Limits::current()).await;
     Ok(())
 }

@@ -44,6 +44,18 @@ fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
         ),
         (
             get_op(
+                memd_client::proof::HELLO_PATH,
+                "hello",
+                "Proof that this is the user's memd: HMAC-SHA256 of `memd-hello:<nonce>` keyed \
+                 with the token, for a client's fresh 32-hex-digit `nonce` (no authentication; \
+                 clients send nothing else until it checks out).",
+                json::<HelloResponse>(),
+                true,
+            ),
+            get(hello),
+        ),
+        (
+            get_op(
                 "/api/stats",
                 "stats",
                 "Per-collection counts and scores, index, graphs, recent hook calls, sidecar state.",
@@ -357,7 +369,8 @@ fn refusal(server: &Server, req: &Request, path: &str) -> Option<ApiError> {
     }
     // The dashboard's pages check their session cookie (and posts their CSRF token) themselves.
     let dashboard = path == "/ui" || path.starts_with("/ui/");
-    if path != "/api/health"
+    let public = path == "/api/health" || path == memd_client::proof::HELLO_PATH;
+    if !public
         && !dashboard
         && !super::guard::token_ok(header(header::AUTHORIZATION), &server.token)
     {
@@ -387,6 +400,26 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 
 async fn health(State(s): App) -> Response {
     json_response(200, &s.core.health())
+}
+
+async fn hello(State(s): App, RawQuery(query): RawQuery) -> Response {
+    let nonce = query
+        .as_deref()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("nonce="))
+        .unwrap_or_default();
+    if !memd_client::proof::nonce_ok(nonce) {
+        return error_response(&ApiError::bad(
+            "nonce",
+            format!(
+                "nonce must be {} hex digits",
+                memd_client::proof::NONCE_HEX_CHARS
+            ),
+        ));
+    }
+    let proof = memd_client::proof::daemon_proof(&s.token, nonce);
+    json_response(200, &HelloResponse { proof })
 }
 
 async fn stats(State(s): App) -> Response {

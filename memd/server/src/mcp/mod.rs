@@ -2,8 +2,8 @@
 //! launch stdio servers use `memd mcp`, a bridge in the CLI crate that relays to this endpoint).
 //!
 //! Owns the MCP server (rmcp's `StreamableHttpService` mounted in memd's HTTP server), the tool
-//! catalog and its descriptions, and per-session recall (what was shown, when to remind the
-//! agent to audit its memory). Speaks both protocol eras: the `initialize` handshake with
+//! catalog and its descriptions, the live sessions (`sessions`: idle expiry and a cap), and
+//! per-session recall (what was shown, when to remind the agent to audit its memory). Speaks both protocol eras: the `initialize` handshake with
 //! `Mcp-Session-Id` (what Claude Code and Cursor use today) and the stateless 2026-07-28 style.
 //! Must never answer a bad argument with a protocol error (tool errors are `isError` results the
 //! model can read), never outlive the daemon's shutdown, and never keep the core alive: it holds
@@ -15,6 +15,7 @@
 mod args;
 mod format;
 mod recall;
+mod sessions;
 mod text;
 mod tools;
 
@@ -30,14 +31,13 @@ use rmcp::model::{
     Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use std::sync::{Arc, Weak};
 use tools::{Caller, ToolName};
 
 /// The `/mcp` endpoint: cheap to clone, one per daemon.
-pub type HttpService = StreamableHttpService<MemdTools, LocalSessionManager>;
+pub type HttpService = StreamableHttpService<MemdTools, sessions::BoundedSessions>;
 
 /// Origins a browser page may call `/mcp` from: loopback pages only, any port.
 const LOOPBACK_ORIGINS: [&str; 6] = [
@@ -87,7 +87,7 @@ pub fn http_service(core: Arc<Core>, shutdown: Shutdown) -> HttpService {
                 shared: shared.clone(),
             })
         },
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(sessions::BoundedSessions::default()),
         config,
     )
 }
