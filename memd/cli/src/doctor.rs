@@ -2,12 +2,12 @@
 //!
 //! Owns the check list: config, data dir and token permissions, embedding runtime files,
 //! daemon, model, token accepted, a search round trip, and each detected client's hooks and MCP
-//! registration (including that a config file holding the token is private). Read-only: must
-//! never change a file or start the daemon.
+//! registration (a stdio entry must start `memd mcp`; an HTTP entry must carry the current URL and
+//! token, and its file must be private). Read-only: must never change a file or start the daemon.
 
 use super::client::{Client, ClientError};
 use super::files;
-use super::init::{ClientFiles, is_executable};
+use super::init::{ClientFiles, is_executable, on_path};
 use super::json::Json;
 use super::merge;
 use anyhow::Result;
@@ -472,6 +472,66 @@ fn check_mcp(r: &mut Report, name: &'static str, path: &Path, expected_url: &str
             "memd init",
         );
     };
+    if merge::mcp_is_stdio(entry) {
+        check_mcp_stdio(r, name, path, entry);
+    } else {
+        check_mcp_http(r, name, path, entry, expected_url, token);
+    }
+}
+
+/// A stdio entry: the client must be able to start it, and it must start the bridge.
+fn check_mcp_stdio(r: &mut Report, name: &'static str, path: &Path, entry: &Json) {
+    let command = entry.get("command").and_then(Json::as_str).unwrap_or("");
+    let args: Option<Vec<&str>> = entry
+        .get("args")
+        .and_then(Json::as_array)
+        .map(|a| a.iter().filter_map(Json::as_str).collect());
+    if !stdio_command_runs(command) {
+        r.fail(
+            name,
+            format!(
+                "{} starts {command:?}, which is missing or not executable",
+                path.display()
+            ),
+            "memd init (from the memd you use)",
+        );
+    } else if args.as_deref() != Some(&merge::STDIO_ARGS[..]) {
+        r.fail(
+            name,
+            format!(
+                "{} starts {command} without exactly the arguments [\"mcp\"]",
+                path.display()
+            ),
+            "memd init",
+        );
+    } else {
+        r.ok(
+            name,
+            format!("registered in {} (stdio: {command} mcp)", path.display()),
+        );
+    }
+}
+
+/// A bare program name is found on PATH, as the client would; a path must be executable.
+fn stdio_command_runs(command: &str) -> bool {
+    if command.is_empty() {
+        return false;
+    }
+    if command.contains('/') {
+        return is_executable(Path::new(command));
+    }
+    on_path(command).is_some()
+}
+
+/// An HTTP entry: today's URL and token, in a private file.
+fn check_mcp_http(
+    r: &mut Report,
+    name: &'static str,
+    path: &Path,
+    entry: &Json,
+    expected_url: &str,
+    token: &str,
+) {
     let url = entry.get("url").and_then(Json::as_str).unwrap_or("");
     let auth = entry
         .get("headers")
@@ -494,7 +554,7 @@ fn check_mcp(r: &mut Report, name: &'static str, path: &Path, expected_url: &str
             "memd init",
         );
     } else {
-        r.ok(name, format!("registered in {}", path.display()));
+        r.ok(name, format!("registered in {} (http)", path.display()));
     }
     if auth.starts_with("Bearer ") {
         check_secret_mode(r, name, path);

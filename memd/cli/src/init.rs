@@ -3,9 +3,12 @@
 //! Owns which client files are touched (`~/.claude/settings.json`, `~/.claude.json`,
 //! `~/.cursor/hooks.json`, `~/.cursor/mcp.json`, memd's own `config.toml`), client detection,
 //! and the plan → dry-run diff / apply → report flow. Every file is planned before any is
-//! written, so one malformed file stops the run with nothing changed. A file memd writes the
-//! token into ends up private (0600), and the report says when its mode was narrowed. Must never
-//! print the API token (diffs show `<token>`), and never change entries that are not memd's.
+//! written, so one malformed file stops the run with nothing changed. The MCP entry runs
+//! `memd mcp` (stdio) by default, so no client file holds the token; only `--mcp http` writes
+//! it, and then that file ends up private (0600) and the report says when its mode was narrowed.
+//! A backup of a file that held the token is private too.
+//! Must never print the API token (diffs show `<token>`), and never change entries that are not
+//! memd's.
 
 use super::client;
 use super::files::{self, Applied, Conflict, EditResult, Planned};
@@ -99,12 +102,23 @@ impl ClientKind {
     }
 }
 
+/// How the clients reach memd's MCP server.
+#[derive(Debug, Clone, Copy, PartialEq, Default, clap::ValueEnum)]
+pub enum McpKind {
+    /// The client starts `memd mcp`; no token in its config.
+    #[default]
+    Stdio,
+    /// The client calls the daemon's `/mcp` with the bearer token from its config.
+    Http,
+}
+
 pub struct InitArgs {
     pub claude_code: bool,
     pub cursor: bool,
     pub dry_run: bool,
     pub yes: bool,
     pub bin_dir: Option<PathBuf>,
+    pub mcp: McpKind,
     pub sidecar: SidecarFlags,
 }
 
@@ -155,17 +169,20 @@ fn select_clients(files: &ClientFiles, claude: bool, cursor: bool) -> Vec<(Clien
     out
 }
 
+/// This `memd`, by its real path: what the stdio MCP entry starts.
+fn memd_exe() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the memd executable")?;
+    Ok(std::fs::canonicalize(&exe).unwrap_or(exe))
+}
+
 /// Where the hook binaries are: `--bin-dir`, else beside this `memd`.
 fn resolve_bin_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
     let dir = match flag {
         Some(d) => d,
-        None => {
-            let exe = std::env::current_exe().context("cannot find the memd executable")?;
-            let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-            exe.parent()
-                .map(Path::to_path_buf)
-                .context("memd executable has no directory")?
-        }
+        None => memd_exe()?
+            .parent()
+            .map(Path::to_path_buf)
+            .context("memd executable has no directory")?,
     };
     let dir = if dir.is_absolute() {
         dir
@@ -185,11 +202,45 @@ fn mcp_port(cfg: &Config) -> Result<u16> {
         .context("the configured port is 0 (a random port per start); set a fixed port in config.toml or MEMD_PORT before `memd init`")
 }
 
-fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, url: &str, token: &str) -> Vec<Job> {
-    let (bin, url, token) = (bin.to_path_buf(), url.to_string(), token.to_string());
+/// What `mcpServers.memd` should run or call, before it is shaped for one client.
+enum McpTarget {
+    Stdio { memd: PathBuf },
+    Http { url: String, token: String },
+}
+
+impl McpTarget {
+    /// Claude Code's entries carry `type`; Cursor's do not.
+    fn entry(&self, with_type: bool) -> Json {
+        match self {
+            McpTarget::Stdio { memd } => merge::mcp_stdio_entry(memd, with_type),
+            McpTarget::Http { url, token } => merge::mcp_http_entry(url, token, with_type),
+        }
+    }
+
+    /// Only the HTTP entry puts the token into the client's file.
+    fn secret(&self) -> bool {
+        matches!(self, McpTarget::Http { .. })
+    }
+}
+
+/// The job that registers memd in one client's `mcpServers`. A file that gets the token is
+/// created private and narrowed if open; otherwise it is an ordinary config file.
+fn mcp_job(path: &Path, entry: Json, secret: bool) -> Job {
+    Job {
+        path: path.to_path_buf(),
+        new_mode: if secret { 0o600 } else { 0o644 },
+        secret,
+        edit: Box::new(move |d| {
+            merge::mcp_add(d, entry.clone())?;
+            Ok(EditResult::Keep)
+        }),
+    }
+}
+
+fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, mcp: &McpTarget) -> Vec<Job> {
+    let bin = bin.to_path_buf();
     match kind {
         ClientKind::ClaudeCode => {
-            let entry = merge::mcp_entry(&url, &token, true);
             vec![
                 Job {
                     path: files.claude_settings.clone(),
@@ -200,19 +251,10 @@ fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, url: &str, token:
                         Ok(EditResult::Keep)
                     }),
                 },
-                Job {
-                    path: files.claude_json.clone(),
-                    new_mode: 0o600,
-                    secret: true,
-                    edit: Box::new(move |d| {
-                        merge::mcp_add(d, entry.clone())?;
-                        Ok(EditResult::Keep)
-                    }),
-                },
+                mcp_job(&files.claude_json, mcp.entry(true), mcp.secret()),
             ]
         }
         ClientKind::Cursor => {
-            let entry = merge::mcp_entry(&url, &token, false);
             vec![
                 Job {
                     path: files.cursor_hooks.clone(),
@@ -223,15 +265,7 @@ fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, url: &str, token:
                         Ok(EditResult::Keep)
                     }),
                 },
-                Job {
-                    path: files.cursor_mcp.clone(),
-                    new_mode: 0o600,
-                    secret: true,
-                    edit: Box::new(move |d| {
-                        merge::mcp_add(d, entry.clone())?;
-                        Ok(EditResult::Keep)
-                    }),
-                },
+                mcp_job(&files.cursor_mcp, mcp.entry(false), mcp.secret()),
             ]
         }
     }
@@ -299,9 +333,10 @@ struct Done {
 }
 
 /// Applies one plan, noting a mode change of an existing file.
-fn apply_one(plan: &Planned, stamp: &str) -> Result<Done> {
+fn apply_one(plan: &Planned, stamp: &str, token: &str) -> Result<Done> {
     let before = files::existing_mode(&plan.path);
     let applied = files::apply(plan, stamp)?;
+    protect_backup(plan, &applied, token)?;
     let after = files::existing_mode(&plan.path);
     let narrowed = match (before, after) {
         (Some(b), Some(a)) if a != b => Some((b, a)),
@@ -314,18 +349,31 @@ fn apply_one(plan: &Planned, stamp: &str) -> Result<Done> {
     })
 }
 
+/// The backup of a file that held the token (an HTTP entry being switched to stdio or removed)
+/// is made private even though the new content holds no secret: the backup still does.
+fn protect_backup(plan: &Planned, applied: &Applied, token: &str) -> Result<()> {
+    let held_token = token.len() >= 16 && plan.before.as_deref().is_some_and(|t| t.contains(token));
+    match applied {
+        Applied::Updated { backup } | Applied::Deleted { backup } if held_token => {
+            files::make_private(backup)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Applies the plans in order, re-planning a file another program changed meanwhile.
 fn apply_all(
     jobs: &[Job],
     mut plans: Vec<Planned>,
     extra: Vec<Planned>,
     stamp: &str,
+    token: &str,
 ) -> Result<Vec<Done>> {
     let mut done = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
         let mut attempts = 0;
         loop {
-            match apply_one(&plans[i], stamp) {
+            match apply_one(&plans[i], stamp, token) {
                 Ok(d) => {
                     done.push(d);
                     break;
@@ -339,7 +387,7 @@ fn apply_all(
         }
     }
     for plan in extra {
-        done.push(apply_one(&plan, stamp)?);
+        done.push(apply_one(&plan, stamp, token)?);
     }
     Ok(done)
 }
@@ -451,12 +499,23 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
             );
         }
     }
-    let port = mcp_port(&cfg)?;
+    // The port is settled before the token is created, so a port problem leaves nothing behind.
+    let http_url = match args.mcp {
+        McpKind::Http => Some(format!("http://127.0.0.1:{}/mcp", mcp_port(&cfg)?)),
+        McpKind::Stdio => None,
+    };
+    // Created for stdio too: the hooks and `memd mcp` read it from the data dir.
     let token = token_for(&cfg, args.dry_run)?;
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mcp = match http_url {
+        Some(url) => McpTarget::Http {
+            url,
+            token: token.clone(),
+        },
+        None => McpTarget::Stdio { memd: memd_exe()? },
+    };
     let jobs: Vec<Job> = clients
         .iter()
-        .flat_map(|(k, _)| add_jobs(*k, &files, &bin, &url, &token))
+        .flat_map(|(k, _)| add_jobs(*k, &files, &bin, &mcp))
         .collect();
     let plans = jobs.iter().map(Job::plan).collect::<Result<Vec<_>>>()?;
     let sidecar = if args.dry_run && args.sidecar.mode.is_none() {
@@ -473,7 +532,7 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let done = apply_all(&jobs, plans, extra, &files::timestamp())?;
+    let done = apply_all(&jobs, plans, extra, &files::timestamp(), &token)?;
     if report(&done) {
         println!(
             "Done. Start a new Claude Code / Cursor session to load the hooks and the memd MCP server."
@@ -506,7 +565,7 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let done = apply_all(&jobs, plans, Vec::new(), &files::timestamp())?;
+    let done = apply_all(&jobs, plans, Vec::new(), &files::timestamp(), &token)?;
     if !report(&done) {
         println!("No memd entries found in any client config.");
     }

@@ -92,6 +92,10 @@ pub enum Command {
         /// Directory holding hook-prompt and hook-stop (default: beside this memd).
         #[arg(long, value_name = "DIR")]
         bin_dir: Option<PathBuf>,
+        /// How clients reach memd's MCP server: stdio runs `memd mcp` (no token in their
+        /// config); http gives them the URL and the bearer token (that file is kept 0600).
+        #[arg(long, value_enum, default_value_t = init::McpKind::Stdio)]
+        mcp: init::McpKind,
         /// Where outcome scoring may run when the agent did not score: local or remote.
         #[arg(long, value_name = "local|remote")]
         sidecar: Option<String>,
@@ -322,6 +326,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             dry_run,
             yes,
             bin_dir,
+            mcp,
             sidecar,
             sidecar_url,
             sidecar_models,
@@ -332,6 +337,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             dry_run,
             yes,
             bin_dir,
+            mcp,
             sidecar: sidecar_setup::SidecarFlags {
                 mode: sidecar,
                 url: sidecar_url,

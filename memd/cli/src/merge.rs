@@ -323,8 +323,30 @@ pub fn claude_settings_remove(doc: &mut Json) -> Result<bool, ShapeError> {
 
 // ---- MCP registration (~/.claude.json, ~/.cursor/mcp.json) ----
 
-/// The `mcpServers.memd` entry for Claude Code (`type: http`) or Cursor (no `type`).
-pub fn mcp_entry(url: &str, token: &str, with_type: bool) -> Json {
+/// The arguments that make `memd` the stdio MCP server (`memd mcp`).
+pub const STDIO_ARGS: [&str; 1] = ["mcp"];
+
+/// The default `mcpServers.memd` entry: the client starts `memd mcp`, which reads the token from
+/// the private data dir itself, so the client's file holds no secret. Claude Code is given
+/// `type: stdio`; Cursor infers stdio from `command`. No `env`: the bridge inherits the client's
+/// environment, exactly as the hooks do, so both reach the same daemon.
+pub fn mcp_stdio_entry(memd: &Path, with_type: bool) -> Json {
+    let command = Json::str(memd.to_string_lossy());
+    let args = Json::Array(STDIO_ARGS.iter().map(|a| Json::str(*a)).collect());
+    if with_type {
+        Json::object([
+            ("type", Json::str("stdio")),
+            ("command", command),
+            ("args", args),
+        ])
+    } else {
+        Json::object([("command", command), ("args", args)])
+    }
+}
+
+/// The `--mcp http` entry for Claude Code (`type: http`) or Cursor (no `type`): the bearer token
+/// sits in the client's file, which is why that file is kept private.
+pub fn mcp_http_entry(url: &str, token: &str, with_type: bool) -> Json {
     let headers = Json::object([("Authorization", Json::str(format!("Bearer {token}")))]);
     if with_type {
         Json::object([
@@ -363,6 +385,15 @@ pub fn mcp_remove(doc: &mut Json) -> Result<bool, ShapeError> {
 /// The registered memd MCP entry, if any.
 pub fn mcp_registered(doc: &Json) -> Option<&Json> {
     doc.get("mcpServers")?.get(SERVER_NAME)
+}
+
+/// An entry the client starts as a process: `type: stdio`, or no `type` and a `command` (how
+/// Cursor and older Claude Code entries say it). Anything else is reached by URL.
+pub fn mcp_is_stdio(entry: &Json) -> bool {
+    match entry.get("type").and_then(Json::as_str) {
+        Some(t) => t == "stdio",
+        None => entry.get("command").is_some(),
+    }
 }
 
 // ---- Cursor hooks.json ----

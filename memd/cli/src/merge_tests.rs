@@ -191,7 +191,7 @@ fn mcp_add_keeps_other_servers_and_position() {
     let mut doc = parse(text).unwrap();
     mcp_add(
         &mut doc,
-        mcp_entry("http://127.0.0.1:47111/mcp", "tok", true),
+        mcp_http_entry("http://127.0.0.1:47111/mcp", "tok", true),
     )
     .unwrap();
     let servers = doc.get("mcpServers").unwrap().as_object().unwrap();
@@ -223,10 +223,27 @@ fn mcp_add_keeps_other_servers_and_position() {
     );
 
     let mut only = parse("{}").unwrap();
-    mcp_add(&mut only, mcp_entry("u", "t", false)).unwrap();
+    mcp_add(&mut only, mcp_http_entry("u", "t", false)).unwrap();
     assert!(mcp_registered(&only).unwrap().get("type").is_none());
     mcp_remove(&mut only).unwrap();
     assert!(is_leftover_shell(&only));
+}
+
+#[test]
+fn stdio_entries_run_memd_mcp_and_replace_an_http_entry() {
+    let memd = Path::new("/opt/memd bin/memd");
+    let mut doc = parse(r#"{"mcpServers": {"a": {}, "memd": {"type": "http", "url": "u", "headers": {"Authorization": "Bearer t"}}}}"#).unwrap();
+    mcp_add(&mut doc, mcp_stdio_entry(memd, true)).unwrap();
+    let entry = mcp_registered(&doc).unwrap();
+    let expected = r#"{"type": "stdio", "command": "/opt/memd bin/memd", "args": ["mcp"]}"#;
+    assert_eq!(entry, &parse(expected).unwrap());
+    assert!(mcp_is_stdio(entry));
+    assert!(!to_pretty(&doc, "").contains("Bearer"), "the token is gone");
+
+    let cursor = mcp_stdio_entry(memd, false);
+    assert!(cursor.get("type").is_none() && mcp_is_stdio(&cursor));
+    assert!(!mcp_is_stdio(&mcp_http_entry("u", "t", true)));
+    assert!(!mcp_is_stdio(&mcp_http_entry("u", "t", false)));
 }
 
 #[test]

@@ -6,7 +6,11 @@ mod cli_support;
 
 use cli_support::*;
 use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cli");
 
@@ -61,6 +65,24 @@ fn init(user: &User, bin: &Path, extra: &[&str]) -> String {
     let mut args = vec!["init", "--yes", "--bin-dir", bin.as_str()];
     args.extend_from_slice(extra);
     user.ok(&args)
+}
+
+/// This memd by its real path: what a stdio entry must start.
+fn memd_path() -> String {
+    std::fs::canonicalize(MEMD).unwrap().display().to_string()
+}
+
+/// The `[ok]`/`[FAIL]` line doctor prints for `check`.
+fn doctor_line(report: &str, check: &str) -> String {
+    report
+        .lines()
+        .find(|l| l.get(7..).is_some_and(|rest| rest.starts_with(check)))
+        .unwrap_or_else(|| panic!("no {check} line in:\n{report}"))
+        .to_string()
+}
+
+fn doctor_report(user: &User) -> String {
+    text(&user.memd(&["doctor"]).stdout)
 }
 
 fn commands(groups: &Value) -> Vec<String> {
@@ -157,9 +179,9 @@ fn init_merges_into_existing_configs_and_keeps_every_user_entry() {
     assert_eq!(c["mcpServers"]["sentry"], corig["mcpServers"]["sentry"]);
     assert_eq!(
         c["mcpServers"]["memd"],
-        json!({"type": "http", "url": "http://127.0.0.1:47111/mcp", "headers": {"Authorization": format!("Bearer {token}")}})
+        json!({"type": "stdio", "command": memd_path(), "args": ["mcp"]})
     );
-    assert_eq!(mode(&f.claude_json), 0o600);
+    assert_eq!(mode(&f.claude_json), 0o600, "the file's own mode is kept");
 
     // Cursor.
     let h = read_json(&f.cursor_hooks);
@@ -193,8 +215,14 @@ fn init_merges_into_existing_configs_and_keeps_every_user_entry() {
     let morig = fixture("cursor-mcp.json");
     assert_eq!(m["mcpServers"]["postgres"], morig["mcpServers"]["postgres"]);
     assert_eq!(m["mcpServers"]["linear"], morig["mcpServers"]["linear"]);
-    assert_eq!(m["mcpServers"]["memd"]["url"], "http://127.0.0.1:47111/mcp");
-    assert!(m["mcpServers"]["memd"].get("type").is_none());
+    assert_eq!(
+        m["mcpServers"]["memd"],
+        json!({"command": memd_path(), "args": ["mcp"]})
+    );
+    for p in [&f.claude_json, &f.cursor_mcp] {
+        let written = std::fs::read_to_string(p).unwrap();
+        assert!(!written.contains(&token), "{} holds no token", p.display());
+    }
 
     // One backup per changed file, holding the original bytes.
     for (path, name) in [
@@ -235,7 +263,8 @@ fn config_files_holding_the_token_become_private_and_doctor_flags_open_ones() {
     set_mode(&f.claude_json, 0o644);
     set_mode(&f.cursor_mcp, 0o644);
     let bin = user.fake_bin_dir();
-    let out = init(&user, &bin, &["--claude-code", "--cursor"]);
+    let http = ["--claude-code", "--cursor", "--mcp", "http"];
+    let out = init(&user, &bin, &http);
     for p in [&f.claude_json, &f.cursor_mcp] {
         assert_eq!(mode(p), 0o600, "{} holds the token", p.display());
         assert!(
@@ -261,7 +290,7 @@ fn config_files_holding_the_token_become_private_and_doctor_flags_open_ones() {
 
     // Opened again after memd wrote it: a re-run with nothing else to change narrows it.
     set_mode(&f.cursor_mcp, 0o644);
-    let out = init(&user, &bin, &["--claude-code", "--cursor"]);
+    let out = init(&user, &bin, &http);
     assert_eq!(mode(&f.cursor_mcp), 0o600);
     assert!(out.contains("644 -> 600"), "{out}");
 
@@ -295,6 +324,198 @@ fn config_files_holding_the_token_become_private_and_doctor_flags_open_ones() {
         !report.lines().any(|l| l.starts_with("[FAIL] claude mcp")),
         "~/.claude.json is private: {report}"
     );
+}
+
+#[test]
+fn default_init_registers_the_stdio_bridge_and_no_token_anywhere() {
+    let (user, f) = user_with_configs();
+    set_mode(&f.claude_json, 0o644);
+    let bin = user.fake_bin_dir();
+    let out = init(&user, &bin, &["--claude-code", "--cursor"]);
+    let token = user.token();
+    assert_eq!(token.len(), 64);
+    assert!(!out.contains("chmod"), "nothing to narrow: {out}");
+    for p in [&f.claude_json, &f.cursor_mcp] {
+        assert_eq!(mode(p), 0o644, "{} holds no token: mode kept", p.display());
+        let entry = &read_json(p)["mcpServers"]["memd"];
+        assert_eq!(entry["command"], memd_path(), "{}", p.display());
+        assert_eq!(entry["args"], json!(["mcp"]));
+        assert!(entry.get("env").is_none() && entry.get("headers").is_none());
+    }
+    assert_eq!(
+        read_json(&f.claude_json)["mcpServers"]["memd"]["type"],
+        "stdio"
+    );
+    for p in [&f.settings, &f.claude_json, &f.cursor_hooks, &f.cursor_mcp] {
+        let written = std::fs::read_to_string(p).unwrap();
+        assert!(!written.contains(&token), "{} holds the token", p.display());
+    }
+    let report = doctor_report(&user);
+    for check in ["claude mcp", "cursor mcp"] {
+        let line = doctor_line(&report, check);
+        assert!(line.starts_with("[ok]") && line.contains("stdio"), "{line}");
+    }
+
+    // Doctor notices a bridge command that cannot run, and arguments that are not `mcp`.
+    let mut doc = read_json(&f.cursor_mcp);
+    doc["mcpServers"]["memd"]["command"] = json!(user.root.path().join("gone/memd"));
+    std::fs::write(&f.cursor_mcp, doc.to_string()).unwrap();
+    let mut doc = read_json(&f.claude_json);
+    doc["mcpServers"]["memd"]["args"] = json!(["serve"]);
+    std::fs::write(&f.claude_json, doc.to_string()).unwrap();
+    let report = doctor_report(&user);
+    let line = doctor_line(&report, "cursor mcp");
+    assert!(
+        line.starts_with("[FAIL]") && line.contains("missing or not executable"),
+        "{line}"
+    );
+    let line = doctor_line(&report, "claude mcp");
+    assert!(
+        line.starts_with("[FAIL]") && line.contains("[\"mcp\"]"),
+        "{line}"
+    );
+}
+
+/// Starts the MCP server a client config entry names, as the client does (its command and args,
+/// the user's environment, stdio), and returns the tool names `tools/list` answers.
+fn tools_via_entry(user: &User, entry: &Value) -> Vec<String> {
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let mut cmd = Command::new(entry["command"].as_str().unwrap());
+    cmd.args(&args)
+        .current_dir(user.home())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    user.apply(&mut cmd);
+    let mut child = cmd.spawn().expect("start the configured MCP command");
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // Answers arrive on a thread, so a silent bridge fails the test instead of hanging it.
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Owns stdin: dropping it closes the bridge's input, which ends the bridge.
+    let mut answer = move |msg: Value| -> Value {
+        writeln!(stdin, "{msg}").unwrap();
+        if msg.get("id").is_none() {
+            return Value::Null; // a notification gets no answer
+        }
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an answer from the bridge");
+        serde_json::from_str(&line).unwrap()
+    };
+    let init = answer(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "cli-init-test", "version": "1"}}}));
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    answer(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let list = answer(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}));
+    drop(answer);
+    assert!(
+        child.wait().unwrap().success(),
+        "the bridge exits when stdin closes"
+    );
+    list["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn the_written_stdio_command_serves_memds_tools() {
+    let user = User::new();
+    let bin = user.fake_bin_dir();
+    init(&user, &bin, &["--claude-code", "--cursor"]);
+    let _daemon = Daemon::start(&user);
+    let f = files(&user);
+    for p in [&f.claude_json, &f.cursor_mcp] {
+        let entry = read_json(p)["mcpServers"]["memd"].clone();
+        let tools = tools_via_entry(&user, &entry);
+        assert!(
+            tools.iter().any(|t| t == "search_memory"),
+            "{}: {tools:?}",
+            p.display()
+        );
+    }
+}
+
+#[test]
+fn mcp_http_on_request_and_rerunning_init_switches_the_kind() {
+    let (user, f) = user_with_configs();
+    let bin = user.fake_bin_dir();
+    let both = ["--claude-code", "--cursor"];
+    let http = ["--claude-code", "--cursor", "--mcp", "http"];
+    init(&user, &bin, &http);
+    let token = user.token();
+    let bearer = format!("Bearer {token}");
+    assert_eq!(
+        read_json(&f.claude_json)["mcpServers"]["memd"],
+        json!({"type": "http", "url": "http://127.0.0.1:47111/mcp", "headers": {"Authorization": bearer}})
+    );
+    assert_eq!(
+        read_json(&f.cursor_mcp)["mcpServers"]["memd"],
+        json!({"url": "http://127.0.0.1:47111/mcp", "headers": {"Authorization": bearer}})
+    );
+    for p in [&f.claude_json, &f.cursor_mcp] {
+        assert_eq!(mode(p), 0o600, "{} holds the token", p.display());
+    }
+    let report = doctor_report(&user);
+    for check in ["claude mcp", "cursor mcp"] {
+        let line = doctor_line(&report, check);
+        assert!(line.starts_with("[ok]") && line.contains("http"), "{line}");
+    }
+
+    // Back to stdio: the token leaves both files; a backup that holds it stays private even
+    // when the file was opened meanwhile, and the file itself is not narrowed for it.
+    set_mode(&f.cursor_mcp, 0o644);
+    let before_backups = backups(f.cursor_mcp.parent().unwrap());
+    init(&user, &bin, &both);
+    for p in [&f.claude_json, &f.cursor_mcp] {
+        let written = std::fs::read_to_string(p).unwrap();
+        assert!(!written.contains(&token), "{}", p.display());
+        assert_eq!(read_json(p)["mcpServers"]["memd"]["args"], json!(["mcp"]));
+    }
+    assert_eq!(mode(&f.cursor_mcp), 0o644);
+    let new_backup: Vec<_> = backups(f.cursor_mcp.parent().unwrap())
+        .into_iter()
+        .filter(|b| !before_backups.contains(b) && b.to_string_lossy().contains("mcp.json"))
+        .collect();
+    assert_eq!(new_backup.len(), 1, "{new_backup:?}");
+    assert!(
+        std::fs::read_to_string(&new_backup[0])
+            .unwrap()
+            .contains(&token)
+    );
+    assert_eq!(mode(&new_backup[0]), 0o600);
+    let report = doctor_report(&user);
+    assert!(
+        doctor_line(&report, "cursor mcp").starts_with("[ok]"),
+        "{report}"
+    );
+
+    // And to http again; uninstall then removes that kind too.
+    init(&user, &bin, &http);
+    assert_eq!(
+        read_json(&f.cursor_mcp)["mcpServers"]["memd"]["headers"]["Authorization"],
+        bearer
+    );
+    assert_eq!(mode(&f.cursor_mcp), 0o600);
+    user.ok(&["uninstall"]);
+    assert_eq!(read_json(&f.claude_json), fixture("claude.json"));
+    assert_eq!(read_json(&f.cursor_mcp), fixture("cursor-mcp.json"));
 }
 
 #[test]
@@ -347,6 +568,18 @@ fn dry_run_prints_a_diff_and_writes_nothing() {
             .any(|l| l.starts_with('+') && l.contains(&added)),
         "{out}"
     );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with('+') && l.contains(&format!("\"command\": \"{}\"", memd_path()))),
+        "the stdio entry: {out}"
+    );
+    assert!(!out.contains("Bearer"), "no token by default: {out}");
+    let out = init(
+        &user,
+        &bin,
+        &["--claude-code", "--cursor", "--dry-run", "--mcp", "http"],
+    );
+    assert_eq!(all_bytes(&f), before);
     assert!(out.contains("Bearer <token>"), "{out}");
     assert!(!out.contains(&token), "token leaked into the diff");
     assert!(!user.config_dir().join("config.toml").exists());
@@ -377,8 +610,8 @@ fn missing_files_are_created_and_only_detected_clients_configured() {
     );
     assert_eq!(
         mode(&f.claude_json),
-        0o600,
-        "a new ~/.claude.json holds the token: private"
+        0o644,
+        "a new ~/.claude.json with the stdio entry holds no token"
     );
     assert!(
         !f.cursor_hooks.exists() && !f.cursor_mcp.exists(),
