@@ -408,6 +408,12 @@ fn raw_socket_garbage_never_kills_the_daemon() {
         format!("GET /{} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "a".repeat(100_000)).into_bytes(),
         b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_vec(),
         b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00".to_vec(),
+        // Issue 17: a foreign authority in the request target, an h2c upgrade, the identity
+        // check with bad and oversized nonces.
+        format!("GET http://evil.example/api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {auth}\r\n\r\n").into_bytes(),
+        format!("GET /api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {auth}\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n").into_bytes(),
+        b"GET /api/hello?nonce=zz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_vec(),
+        format!("GET /api/hello?nonce={}&nonce=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "f".repeat(5000)).into_bytes(),
         b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \xff\xfe\r\n\r\n".to_vec(),
     ];
     for _ in 0..60 {
