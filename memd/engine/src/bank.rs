@@ -23,6 +23,10 @@ use std::sync::Arc;
 /// db on 5432"). Merging two different facts loses one, storing a restatement twice costs a
 /// line, so the threshold sits above the distinct ones.
 pub const BANK_DUPLICATE_COSINE: f32 = 0.90;
+
+/// How many memory-bank facts still waiting for their embedding a new fact is compared with
+/// (newest first); each costs one embedding (a few ms) unless the query cache has it.
+const QUEUED_FACTS_COMPARED: usize = 8;
 impl Core {
     /// `fallback`: the caller's project when `req.cwd` is absent (an MCP session's).
     pub async fn memory_bank_add(
@@ -100,7 +104,9 @@ impl Core {
 
     /// An active memory-bank entry saying the same thing (cosine ≥ BANK_DUPLICATE_COSINE) that
     /// a new entry of `project` would stand beside: that project's or a global one. Another
-    /// project's identical fact is not a duplicate (it is never shown here).
+    /// project's identical fact is not a duplicate (it is never shown here). Facts whose
+    /// embedding is still queued are compared too: two facts added back to back must meet
+    /// even when the embedder has not caught up with the first.
     async fn near_duplicate_in_bank(
         self: &Arc<Self>,
         content: &str,
@@ -108,7 +114,7 @@ impl Core {
     ) -> Option<String> {
         let v = self.embed_query(content).await?;
         let visible = crate::scope::Visibility::of_current(project);
-        self.store.read(|s| {
+        let (indexed, queued) = self.store.read(|s| {
             let keep = |k: u64| {
                 s.by_key(k).is_some_and(|r| {
                     r.collection == Collection::MemoryBank
@@ -116,9 +122,37 @@ impl Core {
                         && visible.admits(r.project.as_deref())
                 })
             };
-            let hit = s.vectors().search(&v, 1, &keep).ok()?.into_iter().next()?;
-            (hit.1 >= BANK_DUPLICATE_COSINE).then(|| s.by_key(hit.0).map(|r| r.id.clone()))?
-        })
+            let indexed = s
+                .vectors()
+                .search(&v, 1, &keep)
+                .ok()
+                .and_then(|hits| hits.into_iter().next())
+                .and_then(|(k, cos)| Some((s.by_key(k)?.id.clone(), cos)));
+            // Newest first, and only a few: a bulk ingest can queue thousands of book chunks,
+            // but facts arrive one call at a time and the embedder drains them in milliseconds.
+            let queued: Vec<(String, String)> = s
+                .pending_iter()
+                .filter(|k| keep(*k))
+                .filter_map(|k| s.by_key(k).map(|r| (r.id.clone(), r.content.clone())))
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .take(QUEUED_FACTS_COMPARED)
+                .collect();
+            (indexed, queued)
+        });
+        let mut best = indexed;
+        for (id, text) in queued {
+            let Some(other) = self.embed_query(&text).await else {
+                continue;
+            };
+            let cos: f32 = v.iter().zip(other.iter()).map(|(a, b)| a * b).sum();
+            if best.as_ref().is_none_or(|(_, c)| cos > *c) {
+                best = Some((id, cos));
+            }
+        }
+        best.filter(|(_, cos)| *cos >= BANK_DUPLICATE_COSINE)
+            .map(|(id, _)| id)
     }
 
     /// Archives the fact a new one contradicts. One the store refuses to archive (a teammate's

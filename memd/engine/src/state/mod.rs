@@ -142,6 +142,11 @@ impl MemState {
         self.pending.iter().take(n).copied().collect()
     }
 
+    /// Every key still waiting for its embedding, oldest first.
+    pub fn pending_iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pending.iter().copied()
+    }
+
     pub fn pending_len(&self) -> usize {
         self.pending.len()
     }
