@@ -10,6 +10,7 @@
 //! - `init`, `merge`, `files`, `diff`, `json`, `sidecar_setup`: wiring memd into Claude Code
 //!   and Cursor config files (merge, backups, dry-run diffs); `service`: systemd / launchd.
 //! - `status`, `doctor`, `query`, `transfer`: status, checks, search/ingest/books, export/import.
+//! - `roampal`: `memd import --from-roampal`, moving in from a Roampal store.
 //! - `bridge`, `launch`: `memd mcp`, the stdio MCP server that relays to the daemon's `/mcp`.
 //! - `dashboard`: `memd ui`, a one-time login link to the daemon's `/ui` pages.
 //!
@@ -28,6 +29,7 @@ mod launch;
 mod merge;
 mod projects;
 mod query;
+mod roampal;
 mod service;
 mod sidecar_setup;
 mod status;
@@ -193,9 +195,40 @@ pub enum Command {
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
     },
-    /// Read memories from a `memd export` file (`-` for stdin); known ids are skipped.
+    /// Read memories from a `memd export` file (`-` for stdin), or from a Roampal store with
+    /// `--from-roampal`; what is already here is skipped, so running it again is safe.
     Import {
-        file: PathBuf,
+        /// A `memd export` file, or `-` for stdin.
+        #[arg(
+            required_unless_present = "from_roampal",
+            conflicts_with = "from_roampal"
+        )]
+        file: Option<PathBuf>,
+        /// Import a Roampal store with what it learned: DIR holds `chromadb/` (default: where
+        /// Roampal keeps its data, e.g. ~/.local/share/roampal/data).
+        #[arg(long, value_name = "DIR", num_args = 0..=1)]
+        from_roampal: Option<Option<PathBuf>>,
+        /// With --from-roampal: a named Roampal profile instead of the active one.
+        #[arg(long, value_name = "NAME", requires = "from_roampal")]
+        profile: Option<String>,
+        /// With --from-roampal: print what would be imported per collection; write nothing.
+        #[arg(long, requires = "from_roampal")]
+        dry_run: bool,
+        /// With --from-roampal: put conversation memories and project facts in this
+        /// directory's project (default: everything global, as it was in Roampal).
+        #[arg(long, requires = "from_roampal")]
+        project: bool,
+        /// With --from-roampal: also import Claude Code transcripts (mcp_sessions/*.jsonl),
+        /// one book per conversation.
+        #[arg(long, requires = "from_roampal")]
+        with_transcripts: bool,
+        /// With --from-roampal: import what can be read and list the memories that cannot
+        /// (default: refuse the whole import).
+        #[arg(long, requires = "from_roampal")]
+        skip_invalid: bool,
+        /// With --from-roampal: do not wait for memd to embed the imported memories.
+        #[arg(long, requires = "from_roampal")]
+        no_wait: bool,
         #[arg(long)]
         json: bool,
     },
@@ -379,7 +412,32 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Export { collection, output } => {
             transfer::run_export(collection.as_deref(), output.as_deref())
         }
-        Command::Import { file, json } => transfer::run_import(&file, json),
+        Command::Import {
+            file,
+            from_roampal,
+            profile,
+            dry_run,
+            project,
+            with_transcripts,
+            skip_invalid,
+            no_wait,
+            json,
+        } => match (from_roampal, file) {
+            (Some(dir), _) => roampal::run(roampal::Args {
+                dir,
+                profile,
+                dry_run,
+                project,
+                with_transcripts,
+                skip_invalid,
+                no_wait,
+                json,
+            }),
+            (None, Some(file)) => transfer::run_import(&file, json),
+            (None, None) => Err(anyhow::anyhow!(
+                "name a file to import, or use --from-roampal"
+            )),
+        },
         Command::Service { action } => match action {
             ServiceAction::Install { dry_run } => {
                 service::run(service::Action::Install, dry_run, false)

@@ -13,8 +13,7 @@ use proto::limits;
 use proto::*;
 use std::collections::BTreeMap;
 
-const CHUNK_CHARS: usize = 1_000;
-const CHUNK_OVERLAP: usize = 200;
+use crate::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
 /// Ops per commit while ingesting (each commit is one fsync).
 const INGEST_BATCH: usize = 256;
 

@@ -76,9 +76,11 @@ impl Core {
     }
 
     /// Imports JSON Lines produced by [`Core::export`] (see the module docs for the rules).
-    pub async fn import(&self, jsonl: &[u8]) -> Result<ImportResponse, ApiError> {
+    /// With `dry_run` nothing is written: the answer counts what an import would do now.
+    pub async fn import(&self, jsonl: &[u8], dry_run: bool) -> Result<ImportResponse, ApiError> {
         let mut resp = ImportResponse::default();
         let mut seen: HashSet<String> = HashSet::new();
+        let mut seen_content: HashSet<(Collection, Option<String>, String)> = HashSet::new();
         let mut pending: Vec<(usize, Op)> = Vec::new();
         for (n, line) in jsonl.split(|b| *b == b'\n').enumerate() {
             let line_no = n + 1;
@@ -112,6 +114,18 @@ impl Core {
             rec.content = redact::scrub(&rec.content).text;
             rec.tags = rec.tags.iter().map(|t| redact::scrub(t).text).collect();
             rec.metadata = crate::core::scrub_metadata(std::mem::take(&mut rec.metadata));
+            if dry_run {
+                let stored = self.store.read(|s| {
+                    s.duplicate_of(rec.collection, rec.project.as_deref(), &rec.content)
+                        .is_some()
+                });
+                let again = !seen_content.insert((rec.collection, rec.project, rec.content));
+                match stored || again {
+                    true => resp.duplicates += 1,
+                    false => resp.imported += 1,
+                }
+                continue;
+            }
             pending.push((line_no, Op::Insert(Box::new(rec))));
         }
         while !pending.is_empty() {
@@ -170,6 +184,15 @@ fn validate(r: &Record) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `dry_run=true` (or `1`) in a query string: count, write nothing.
+pub fn dry_run_param(query: Option<&str>) -> bool {
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .any(|(k, v)| k == "dry_run" && matches!(v, "true" | "1"))
 }
 
 /// `collection` from a query string such as `collection=patterns`.

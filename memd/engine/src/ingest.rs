@@ -147,6 +147,10 @@ pub fn content_fingerprint(text: &str) -> String {
     hex::encode(hasher.finalize())
 }
 
+/// Characters per book chunk, and how many the next chunk repeats (as Roampal chunked).
+pub const CHUNK_CHARS: usize = 1_000;
+pub const CHUNK_OVERLAP: usize = 200;
+
 /// One piece of a book. `start_char` counts characters (not bytes) from the start of the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {

@@ -235,7 +235,7 @@ fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
                 method: "post",
                 path: "/api/import",
                 id: "import",
-                summary: "Import JSON Lines of `Record`s (idempotent: known ids and identical contents are skipped).",
+                summary: "Import JSON Lines of `Record`s (idempotent: known ids and identical contents are skipped; `?dry_run=true` counts without writing).",
                 request: Payload::JsonLines(schema_of::<Record>),
                 response: json::<ImportResponse>(),
                 errors: WRITE_ERRORS,
@@ -544,8 +544,12 @@ async fn export(State(s): App, RawQuery(query): RawQuery) -> Response {
     super::transfer::export_response(&s.core, query.as_deref())
 }
 
-async fn import(State(s): App, Limited(body): Limited<IMPORT_MAX_BYTES>) -> Response {
-    super::transfer::import_response(&s.core, &body).await
+async fn import(
+    State(s): App,
+    RawQuery(query): RawQuery,
+    Limited(body): Limited<IMPORT_MAX_BYTES>,
+) -> Response {
+    super::transfer::import_response(&s.core, query.as_deref(), &body).await
 }
 
 async fn openapi() -> Response {

@@ -6,7 +6,7 @@
 use super::body::{error_response, json_response, typed_response};
 use axum::response::Response;
 use memd_engine::core::Core;
-use memd_engine::export::collection_param;
+use memd_engine::export::{collection_param, dry_run_param};
 
 /// `GET /api/export?collection=C`: JSON Lines, `application/x-ndjson`.
 pub fn export_response(core: &Core, query: Option<&str>) -> Response {
@@ -16,9 +16,9 @@ pub fn export_response(core: &Core, query: Option<&str>) -> Response {
     }
 }
 
-/// `POST /api/import` with a JSON Lines body (its limit is the route's).
-pub async fn import_response(core: &Core, body: &[u8]) -> Response {
-    match core.import(body).await {
+/// `POST /api/import[?dry_run=true]` with a JSON Lines body (its limit is the route's).
+pub async fn import_response(core: &Core, query: Option<&str>, body: &[u8]) -> Response {
+    match core.import(body, dry_run_param(query)).await {
         Ok(r) => json_response(200, &r),
         Err(e) => error_response(&e),
     }

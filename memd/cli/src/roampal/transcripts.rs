@@ -1,0 +1,192 @@
+//! `--with-transcripts`: Roampal's Claude Code transcripts (`mcp_sessions/*.jsonl`).
+//!
+//! Owns reading those files and storing them as reference material: one book per
+//! conversation (`Roampal transcript <conversation>`), one chunk per exchange (longer ones cut
+//! like any book), in the order they happened. They are transcripts, not memories: as books
+//! they are searchable, never scored, never expired, and `memd remove <title>` drops one. Must
+//! never import them unless asked, and never skip a line without counting it.
+
+use super::map::memd_id;
+use super::when;
+use crate::client::Client;
+use anyhow::Result;
+use memd_engine::core::Core;
+use memd_engine::export::ImportResponse;
+use memd_engine::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
+use memd_engine::record::Record;
+use proto::{Collection, Value};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What happened to the transcripts.
+#[derive(Debug, Default, Serialize)]
+pub struct Summary {
+    pub files: usize,
+    pub exchanges: usize,
+    /// Chunks stored (with `--dry-run`: would be).
+    pub imported: usize,
+    pub existing: usize,
+    pub duplicates: usize,
+    /// Lines that are not a user or assistant record (counted, not imported).
+    pub unreadable_lines: usize,
+}
+
+/// The transcript files of a data directory, sorted by name.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir.join("mcp_sessions")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file())
+        .collect();
+    out.sort();
+    out
+}
+
+pub fn count_files(dir: &Path) -> usize {
+    files(dir).len()
+}
+
+/// Imports (or counts, with `dry_run`) every transcript when `wanted`; `None` otherwise.
+pub fn handle(
+    dir: &Path,
+    wanted: bool,
+    dry_run: bool,
+    client: &Client,
+    project: Option<&str>,
+) -> Result<Option<Summary>> {
+    if !wanted {
+        return Ok(None);
+    }
+    let mut summary = Summary::default();
+    let path = match dry_run {
+        true => "/api/import?dry_run=true",
+        false => "/api/import",
+    };
+    for file in files(dir) {
+        let text = std::fs::read_to_string(&file)?;
+        let conversation = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (records, exchanges, unreadable) = book_of(&conversation, &text, project);
+        summary.files += 1;
+        summary.exchanges += exchanges;
+        summary.unreadable_lines += unreadable;
+        if records.is_empty() {
+            continue;
+        }
+        let mut body = Vec::new();
+        for r in &records {
+            serde_json::to_writer(&mut body, r)?;
+            body.push(b'\n');
+        }
+        let r: ImportResponse = client.post_bytes(
+            path,
+            "application/x-ndjson",
+            &body,
+            Duration::from_secs(600),
+        )?;
+        summary.imported += r.imported;
+        summary.existing += r.existing;
+        summary.duplicates += r.duplicates;
+    }
+    Ok(Some(summary))
+}
+
+/// One conversation's book: its chunks, the number of exchanges, and the unreadable lines.
+pub fn book_of(
+    conversation: &str,
+    text: &str,
+    project: Option<&str>,
+) -> (Vec<Record>, usize, usize) {
+    let title = format!("Roampal transcript {conversation}");
+    let mut unreadable = 0;
+    let mut pending_user: Option<(String, String)> = None;
+    let mut exchanges: Vec<(String, String, String)> = Vec::new(); // (time, user, assistant)
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            unreadable += 1;
+            continue;
+        };
+        let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+        match field("role").as_str() {
+            "user" => pending_user = Some((field("timestamp"), field("content"))),
+            "assistant" => {
+                let (time, user) = pending_user.take().unwrap_or_default();
+                let time = if time.is_empty() {
+                    field("timestamp")
+                } else {
+                    time
+                };
+                exchanges.push((time, user, field("content")));
+            }
+            _ => unreadable += 1,
+        }
+    }
+    let mut records = Vec::new();
+    for (time, user, assistant) in &exchanges {
+        let at = when::parse_text(time).unwrap_or(0);
+        let body = format!("User: {}\nAssistant: {}", user.trim(), assistant.trim());
+        for (part, c) in memd_engine::ingest::chunk(&body, CHUNK_CHARS, CHUNK_OVERLAP)
+            .into_iter()
+            .enumerate()
+        {
+            let key = format!("transcript\0{conversation}\0{time}\0{part}");
+            let mut rec = Core::new_record(Collection::Books, c.text, at);
+            rec.id = memd_id(Collection::Books, &key);
+            rec.project = project.map(str::to_string);
+            rec.metadata
+                .insert("title".into(), Value::from(title.as_str()));
+            rec.metadata
+                .insert("chunk_index".into(), Value::Number(records.len() as f64));
+            rec.metadata
+                .insert("conversation_id".into(), Value::from(conversation));
+            rec.metadata
+                .insert("memory_type".into(), Value::from("transcript"));
+            records.push(rec);
+        }
+    }
+    let total = records.len() as f64;
+    for r in &mut records {
+        r.metadata
+            .insert("chunk_count".into(), Value::Number(total));
+    }
+    (records, exchanges.len(), unreadable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exchanges_become_ordered_chunks_and_junk_is_counted() {
+        let text = concat!(
+            r#"{"role":"user","content":"How do I run the tests?","timestamp":"2026-11-20T10:00:00"}"#,
+            "\n",
+            r#"{"role":"assistant","content":"Use just test.","doc_id":"","timestamp":"2026-11-20T10:00:00","scored":false}"#,
+            "\nnot json\n",
+            r#"{"role":"user","content":"And lint?","timestamp":"2026-11-20T10:05:00"}"#,
+            "\n",
+            r#"{"role":"assistant","content":"cargo clippy.","timestamp":"2026-11-20T10:05:00"}"#,
+            "\n"
+        );
+        let (recs, exchanges, junk) = book_of("abc-123", text, None);
+        assert_eq!((recs.len(), exchanges, junk), (2, 2, 1));
+        assert_eq!(
+            recs[0].content,
+            "User: How do I run the tests?\nAssistant: Use just test."
+        );
+        assert_eq!(recs[1].metadata["chunk_index"], Value::Number(1.0));
+        assert_eq!(
+            recs[0].metadata["title"],
+            Value::from("Roampal transcript abc-123")
+        );
+        assert!(recs[0].created_at < recs[1].created_at);
+        // The same file gives the same ids: a second import finds them.
+        let (again, _, _) = book_of("abc-123", text, None);
+        assert_eq!(recs[0].id, again[0].id);
+    }
+}
