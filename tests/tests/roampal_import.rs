@@ -480,6 +480,27 @@ fn a_store_memd_does_not_understand_is_refused_whole() {
     let records = exported(&d, dir);
     assert!(!records.is_empty() && !records.contains_key(identity));
 
+    // Roampal still running, its file in WAL mode (as Roampal sets it up unless told not to)
+    // with a write not yet checkpointed: memd reads it, the write included, and changes nothing.
+    let live = tmp.path().join("running").join("data");
+    copy_dir(&data, &live);
+    let writer = rusqlite::Connection::open(live.join("chromadb/chroma.sqlite3")).unwrap();
+    writer
+        .execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+             UPDATE embedding_metadata SET string_value = 'The user is Dana W.'
+             WHERE key = 'chroma:document'
+               AND id = (SELECT id FROM embeddings WHERE embedding_id = '{identity}');"
+        ))
+        .unwrap();
+    assert!(live.join("chromadb/chroma.sqlite3-wal").is_file());
+    let (ok, report, err) = import(&d, dir, &live, &["--no-wait", "--project"]);
+    assert!(ok, "{err}");
+    assert_eq!(report["collections"][0]["collection"], "memory_bank", "{report}");
+    let records = exported(&d, dir);
+    assert_eq!(records[identity]["content"], "The user is Dana W.");
+    drop(writer);
+
     // No directory named: Roampal's own default location ($XDG_DATA_HOME/roampal/data).
     let out = memd_in(&d, dir)
         .env("XDG_DATA_HOME", tmp.path())
