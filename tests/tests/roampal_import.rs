@@ -496,7 +496,10 @@ fn a_store_memd_does_not_understand_is_refused_whole() {
     assert!(live.join("chromadb/chroma.sqlite3-wal").is_file());
     let (ok, report, err) = import(&d, dir, &live, &["--no-wait", "--project"]);
     assert!(ok, "{err}");
-    assert_eq!(report["collections"][0]["collection"], "memory_bank", "{report}");
+    assert_eq!(
+        report["collections"][0]["collection"], "memory_bank",
+        "{report}"
+    );
     let records = exported(&d, dir);
     assert_eq!(records[identity]["content"], "The user is Dana W.");
     drop(writer);

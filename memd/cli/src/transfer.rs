@@ -136,18 +136,27 @@ pub fn run_import(file: &Path, json: bool) -> Result<ExitCode> {
     import_lines(&data, json)
 }
 
+/// Sends one part of JSON Lines to `/api/import`; with `dry_run` the daemon only counts what it
+/// would store.
+pub fn post_import(
+    client: &client::Client,
+    part: &[u8],
+    dry_run: bool,
+) -> Result<ImportResponse, client::ClientError> {
+    let path = match dry_run {
+        true => "/api/import?dry_run=true",
+        false => "/api/import",
+    };
+    client.post_bytes(path, "application/x-ndjson", part, Duration::from_secs(600))
+}
+
 /// Sends JSON Lines of records to the running daemon's import, in parts; prints the tally.
 pub fn import_lines(data: &[u8], json: bool) -> Result<ExitCode> {
     let cfg = Config::load(None)?;
     let client = client::connect(&cfg, true)?;
     let mut total = ImportResponse::default();
     for (first_line, part) in line_parts(data, IMPORT_PART_BYTES) {
-        let r: ImportResponse = client.post_bytes(
-            "/api/import",
-            "application/x-ndjson",
-            part,
-            Duration::from_secs(600),
-        )?;
+        let r = post_import(&client, part, false)?;
         total.imported += r.imported;
         total.existing += r.existing;
         total.duplicates += r.duplicates;

@@ -70,22 +70,22 @@ pub struct Store {
     pub schema: Option<String>,
 }
 
+/// The columns of both metadata tables (single values and arrays).
+const METADATA_COLUMNS: &[&str] = &[
+    "id",
+    "key",
+    "string_value",
+    "int_value",
+    "float_value",
+    "bool_value",
+];
+
 /// The columns each table must have; more columns are fine (newer ChromaDB adds some).
 const REQUIRED: [(&str, &[&str]); 4] = [
     ("collections", &["id", "name"]),
     ("segments", &["id", "collection"]),
     ("embeddings", &["id", "segment_id", "embedding_id"]),
-    (
-        "embedding_metadata",
-        &[
-            "id",
-            "key",
-            "string_value",
-            "int_value",
-            "float_value",
-            "bool_value",
-        ],
-    ),
+    ("embedding_metadata", METADATA_COLUMNS),
 ];
 
 /// Reads every Roampal row of `file` in one read transaction (a consistent snapshot even if
@@ -298,14 +298,7 @@ fn add_arrays(conn: &Connection, rows: &mut BTreeMap<i64, Row>) -> Result<()> {
     if columns.is_empty() {
         return Ok(());
     }
-    for needed in [
-        "id",
-        "key",
-        "string_value",
-        "int_value",
-        "float_value",
-        "bool_value",
-    ] {
+    for needed in METADATA_COLUMNS {
         if !columns.iter().any(|c| c == needed) {
             bail!(
                 "table `embedding_metadata_array` has no column `{needed}`: a ChromaDB layout \

@@ -174,7 +174,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         wait_for_embeddings(&client, args.json)?;
     }
     print(&report, args.json)?;
-    let rejected: usize = report.collections.iter().map(|c| c.rejected).sum();
+    let rejected: usize = report.collections.iter().map(|c| c.rejected).sum::<usize>()
+        + report.transcripts.as_ref().map_or(0, |t| t.rejected);
     Ok(match rejected {
         0 => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
@@ -232,22 +233,8 @@ fn send(
         archived: records.iter().filter(|r| r.archived).count(),
         ..CollectionReport::default()
     };
-    let path = match dry_run {
-        true => "/api/import?dry_run=true",
-        false => "/api/import",
-    };
     for part in records.chunks(RECORDS_PER_REQUEST) {
-        let mut body = Vec::with_capacity(part.len() * 512);
-        for r in part {
-            serde_json::to_writer(&mut body, r)?;
-            body.push(b'\n');
-        }
-        let r: ImportResponse = client.post_bytes(
-            path,
-            "application/x-ndjson",
-            &body,
-            Duration::from_secs(600),
-        )?;
+        let r = post_records(client, part, dry_run)?;
         report.imported += r.imported;
         report.existing += r.existing;
         report.duplicates += r.duplicates;
@@ -258,6 +245,16 @@ fn send(
         bar.inc(part.len() as u64);
     }
     Ok(report)
+}
+
+/// One import request of these records (JSON Lines).
+fn post_records(client: &Client, records: &[Record], dry_run: bool) -> Result<ImportResponse> {
+    let mut body = Vec::with_capacity(records.len() * 512);
+    for r in records {
+        serde_json::to_writer(&mut body, r)?;
+        body.push(b'\n');
+    }
+    Ok(crate::transfer::post_import(client, &body, dry_run)?)
 }
 
 fn progress(total: usize, quiet: bool, what: &str) -> ProgressBar {

@@ -11,13 +11,11 @@ use super::when;
 use crate::client::Client;
 use anyhow::Result;
 use memd_engine::core::Core;
-use memd_engine::export::ImportResponse;
 use memd_engine::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
 use memd_engine::record::Record;
 use proto::{Collection, Value};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// What happened to the transcripts.
 #[derive(Debug, Default, Serialize)]
@@ -28,6 +26,8 @@ pub struct Summary {
     pub imported: usize,
     pub existing: usize,
     pub duplicates: usize,
+    /// Chunks the daemon refused (its reasons go to stderr with the collections').
+    pub rejected: usize,
     /// Lines that are not a user or assistant record (counted, not imported).
     pub unreadable_lines: usize,
 }
@@ -61,10 +61,6 @@ pub fn handle(
         return Ok(None);
     }
     let mut summary = Summary::default();
-    let path = match dry_run {
-        true => "/api/import?dry_run=true",
-        false => "/api/import",
-    };
     for file in files(dir) {
         let text = std::fs::read_to_string(&file)?;
         let conversation = file
@@ -78,20 +74,11 @@ pub fn handle(
         if records.is_empty() {
             continue;
         }
-        let mut body = Vec::new();
-        for r in &records {
-            serde_json::to_writer(&mut body, r)?;
-            body.push(b'\n');
-        }
-        let r: ImportResponse = client.post_bytes(
-            path,
-            "application/x-ndjson",
-            &body,
-            Duration::from_secs(600),
-        )?;
+        let r = super::post_records(client, &records, dry_run)?;
         summary.imported += r.imported;
         summary.existing += r.existing;
         summary.duplicates += r.duplicates;
+        summary.rejected += r.rejected;
     }
     Ok(Some(summary))
 }
