@@ -405,6 +405,19 @@ fn a_real_roampal_store_moves_in_with_what_it_learned() {
         found.results.iter().map(|r| &r.content).collect::<Vec<_>>()
     );
 
+    // memd ages the promoted memories from when Roampal promoted them, not from creation.
+    for label in ["promoted_history", "promoted_history_then_patterns"] {
+        let rec = &records[labels[label].as_str().unwrap()];
+        let entered = rec["metadata"]["promoted_at"].as_f64().unwrap_or(0.0) as i64;
+        assert!(entered >= rec["created_at"].as_i64().unwrap(), "{label}: {rec}");
+    }
+
+    // Counted again, nothing is new: the dry run sees what the import stored.
+    let (ok, dry, err) = import(&d, &repo, &data, &["--dry-run"]);
+    assert!(ok, "{err}");
+    assert!(counts(&dry, "imported").values().all(|n| *n == 0), "{dry}");
+    assert_eq!(counts(&dry, "existing"), per_collection);
+
     // A second run finds everything already here.
     let (ok, again, err) = import(&d, &repo, &data, &["--with-transcripts"]);
     assert!(ok, "{err}");

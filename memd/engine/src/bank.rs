@@ -132,18 +132,24 @@ impl Core {
             // but facts arrive one call at a time and the embedder drains them in milliseconds.
             let queued: Vec<(String, String)> = s
                 .pending_iter()
-                .filter(|k| keep(*k))
-                .filter_map(|k| s.by_key(k).map(|r| (r.id.clone(), r.content.clone())))
-                .collect::<Vec<_>>()
-                .into_iter()
                 .rev()
+                .filter(|k| keep(*k))
                 .take(QUEUED_FACTS_COMPARED)
+                .filter_map(|k| s.by_key(k).map(|r| (r.id.clone(), r.content.clone())))
                 .collect();
             (indexed, queued)
         });
         let mut best = indexed;
+        let embedder = self.embedder().filter(|_| !queued.is_empty());
         for (id, text) in queued {
-            let Some(other) = self.embed_query(&text).await else {
+            // Not through the query cache: these are stored texts, not queries.
+            let Some(e) = embedder.clone() else { break };
+            let Ok(Ok(mut embedded)) =
+                tokio::task::spawn_blocking(move || e.embed(&[text.as_str()])).await
+            else {
+                continue;
+            };
+            let Some(other) = embedded.pop() else {
                 continue;
             };
             let cos: f32 = v.iter().zip(other.iter()).map(|(a, b)| a * b).sum();

@@ -80,7 +80,8 @@ impl Core {
     pub async fn import(&self, jsonl: &[u8], dry_run: bool) -> Result<ImportResponse, ApiError> {
         let mut resp = ImportResponse::default();
         let mut seen: HashSet<String> = HashSet::new();
-        let mut seen_content: HashSet<(Collection, Option<String>, String)> = HashSet::new();
+        // Content already counted in this request, as the store compares it (whitespace-blind).
+        let mut seen_content: HashSet<(Collection, u64)> = HashSet::new();
         let mut pending: Vec<(usize, Op)> = Vec::new();
         for (n, line) in jsonl.split(|b| *b == b'\n').enumerate() {
             let line_no = n + 1;
@@ -119,7 +120,8 @@ impl Core {
                     s.duplicate_of(rec.collection, rec.project.as_deref(), &rec.content)
                         .is_some()
                 });
-                let again = !seen_content.insert((rec.collection, rec.project, rec.content));
+                let hash = crate::state::scoped_hash(rec.project.as_deref(), &rec.content);
+                let again = !seen_content.insert((rec.collection, hash));
                 match stored || again {
                     true => resp.duplicates += 1,
                     false => resp.imported += 1,

@@ -152,10 +152,15 @@ fn open_read_only(file: &Path) -> Result<(Connection, Option<tempfile::TempDir>)
             let copy = dir.path().join("chroma.sqlite3");
             std::fs::copy(file, &copy)
                 .with_context(|| format!("cannot read {} ({first})", file.display()))?;
-            let wal = with_suffix(file, "-wal");
-            if wal.is_file() {
-                std::fs::copy(&wal, with_suffix(&copy, "-wal"))
-                    .with_context(|| format!("cannot read {}", wal.display()))?;
+            // The write-ahead log (WAL mode) or a hot rollback journal (an interrupted write,
+            // which SQLite rolls back on open): without it the copy would read as committed
+            // what was not, or miss what was.
+            for suffix in ["-wal", "-journal"] {
+                let side = with_suffix(file, suffix);
+                if side.is_file() {
+                    std::fs::copy(&side, with_suffix(&copy, suffix))
+                        .with_context(|| format!("cannot read {}", side.display()))?;
+                }
             }
             let c = Connection::open_with_flags(&copy, OpenFlags::SQLITE_OPEN_READ_WRITE)
                 .with_context(|| format!("cannot open {} ({first})", file.display()))?;

@@ -166,6 +166,16 @@ pub fn to_record(row: &Row, opts: &Options) -> Result<Record, String> {
     if let Some(r) = reasons {
         metadata.insert("roampal_outcome_history".into(), r);
     }
+    // memd ages a history memory from when it entered history (`promoted_at`, Unix ms), not
+    // from `created_at`, which a promotion inherits.
+    if matches!(collection, Collection::History | Collection::Patterns)
+        && let Some(at) = entered_at(row, &moves).map_err(|e| fail("promoted_at", e))?
+    {
+        metadata.insert(
+            memd_engine::learn::lifecycle::PROMOTED_AT_KEY.into(),
+            Value::Number(at as f64),
+        );
+    }
     if collection == Collection::Books
         && let Some(total) = f("total_chunks")
     {
@@ -213,15 +223,19 @@ fn former_ids(
     original: Option<String>,
     opts: &Options,
 ) -> Vec<String> {
-    let suffix = row
-        .id
-        .split_once('_')
-        .map(|(_, s)| s)
-        .filter(|s| !s.is_empty());
+    let suffix = id_suffix(&row.id);
     let mut ids: Vec<String> = Vec::new();
+    // Roampal's hourly batch promotion and its demotion write only the collection they came
+    // from (`promoted_from`, `demoted_from`), no `promotion_history`.
+    let named_from = ["promoted_from", "demoted_from"]
+        .iter()
+        .filter_map(|k| text(row.fields.get(*k)))
+        .filter_map(|c| Collection::parse(&c));
     let moved_from = moves
         .iter()
-        .filter_map(|m| suffix.map(|s| format!("{}_{s}", m.from.as_str())));
+        .map(|m| m.from)
+        .chain(named_from)
+        .filter_map(|c| suffix.map(|s| format!("{}_{s}", c.as_str())));
     for id in moved_from.chain(original) {
         if id != row.id && !opts.live_ids.contains(&id) && !ids.contains(&id) {
             ids.push(id);
@@ -229,6 +243,28 @@ fn former_ids(
     }
     ids.push(row.id.clone());
     ids
+}
+
+/// The hex part of a Roampal id, which promotions keep (`history_1a2b3c4d` → `1a2b3c4d`).
+fn id_suffix(id: &str) -> Option<&str> {
+    Collection::ALL
+        .iter()
+        .find_map(|c| id.strip_prefix(c.as_str())?.strip_prefix('_'))
+        .filter(|s| !s.is_empty())
+}
+
+/// When the memory entered history or patterns: its last move, else the time Roampal wrote
+/// with a promotion (`promoted_at`, `promotion_time`, `promoted_to_history_at`).
+fn entered_at(row: &Row, moves: &[MoveEntry]) -> Result<Option<i64>, String> {
+    if let Some(last) = moves.last() {
+        return Ok(Some(last.at));
+    }
+    for key in ["promoted_at", "promotion_time", "promoted_to_history_at"] {
+        if let Some(v) = row.fields.get(key) {
+            return time_of(v).map(Some);
+        }
+    }
+    Ok(None)
 }
 
 /// `promotion_history`: a JSON list of `{from, to, timestamp, ...}` (collection names).
@@ -447,130 +483,5 @@ fn history(field: &Field) -> Result<(Vec<OutcomeEntry>, Option<Value>), String> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(collection: &str, id: &str, fields: &[(&str, Field)]) -> Row {
-        Row {
-            collection: collection.into(),
-            id: id.into(),
-            document: Some("The billing service deploys with Nomad".into()),
-            fields: fields
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-            stored_at: None,
-        }
-    }
-
-    fn s(v: &str) -> Field {
-        Field::One(Scalar::Str(v.into()))
-    }
-
-    #[test]
-    fn inexact_floats_and_every_tag_form() {
-        let r = row(
-            "roampal_working",
-            "working_0badcafe",
-            &[
-                ("score", Field::One(Scalar::Float(0.8999999999999999))),
-                ("uses", Field::One(Scalar::Int(2))),
-                ("tags", s(r#"["a", "b"]"#)),
-                (
-                    "noun_tags",
-                    Field::Many(vec![Scalar::Str("b".into()), Scalar::Str("nomad".into())]),
-                ),
-                ("created_at", s("2026-11-20T10:00:00+00:00")),
-            ],
-        );
-        let rec = to_record(&r, &Options::default()).unwrap();
-        assert_eq!(rec.score, 0.9);
-        assert_eq!(rec.uses, 2);
-        assert_eq!(rec.tags, vec!["a", "b", "nomad"]);
-        assert_eq!(rec.former_ids, vec!["working_0badcafe"]);
-        assert_eq!(rec.id, memd_id(Collection::Working, "working_0badcafe"));
-        assert_eq!(string_list(Some(&s("x, y,"))).unwrap(), vec!["x", "y"]);
-    }
-
-    #[test]
-    fn unreadable_fields_are_named() {
-        let cases = [
-            ("score", s("high"), "score"),
-            ("score", Field::One(Scalar::Float(1.5)), "outside 0-1"),
-            ("uses", Field::One(Scalar::Float(2.5)), "whole number"),
-            ("status", s("deleted"), "status"),
-            ("last_outcome", s("great"), "last_outcome"),
-            (
-                "outcome_history",
-                s(r#"[{"outcome":"worked"}]"#),
-                "timestamp",
-            ),
-            (
-                "promotion_history",
-                s(r#"[{"from":"attic","to":"history","timestamp":"2026-01-01T00:00:00"}]"#),
-                "attic",
-            ),
-            ("created_at", s("last tuesday"), "created_at"),
-        ];
-        for (key, value, needle) in cases {
-            let r = row("roampal_history", "history_0badcafe", &[(key, value)]);
-            let e = to_record(&r, &Options::default()).unwrap_err();
-            assert!(
-                e.contains("history_0badcafe") && e.contains(needle),
-                "{key}: {e}"
-            );
-        }
-    }
-
-    #[test]
-    fn promotions_give_moves_and_the_ids_an_agent_may_quote() {
-        let r = row(
-            "roampal_patterns",
-            "patterns_1a2b3c4d",
-            &[
-                ("original_id", s("history_1a2b3c4d")),
-                ("promoted_from", s("history")),
-                (
-                    "promotion_history",
-                    s(
-                        r#"[{"from":"working","to":"history","timestamp":"2026-11-20T10:00:00+00:00","score":0.8999999999999999},
-                          {"from":"history","to":"patterns","timestamp":"2026-11-21T10:00:00+00:00"}]"#,
-                    ),
-                ),
-            ],
-        );
-        let rec = to_record(&r, &Options::default()).unwrap();
-        assert_eq!(
-            rec.former_ids,
-            vec!["working_1a2b3c4d", "history_1a2b3c4d", "patterns_1a2b3c4d"]
-        );
-        assert_eq!(rec.moves.len(), 2);
-        assert_eq!(rec.moves[1].to, Collection::Patterns);
-        // An id that is still another row's own stays with that row.
-        let opts = Options {
-            live_ids: ["working_1a2b3c4d".to_string()].into(),
-            ..Options::default()
-        };
-        let rec = to_record(&r, &opts).unwrap();
-        assert_eq!(
-            rec.former_ids,
-            vec!["history_1a2b3c4d", "patterns_1a2b3c4d"]
-        );
-    }
-
-    #[test]
-    fn project_goes_only_to_project_bound_memories() {
-        let opts = Options {
-            project: Some("github.com/acme/shop".into()),
-            ..Options::default()
-        };
-        let bound = |c: &str, tags: &str| {
-            let r = row(c, "x_1", &[("tags", s(tags))]);
-            to_record(&r, &opts).unwrap().project.is_some()
-        };
-        assert!(bound("roampal_working", "[]"));
-        assert!(bound("roampal_memory_bank", r#"["project"]"#));
-        assert!(!bound("roampal_memory_bank", r#"["identity"]"#));
-        assert!(!bound("roampal_books", "[]"));
-    }
-}
+#[path = "map_tests.rs"]
+mod tests;

@@ -8,6 +8,7 @@
 //! a memory it cannot read stops the import before anything is sent (unless `--skip-invalid`,
 //! which names every memory left out).
 
+mod books;
 mod chroma;
 mod locate;
 mod map;
@@ -15,20 +16,22 @@ mod transcripts;
 mod when;
 
 use crate::client::{self, Client};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use memd_engine::config::Config;
 use memd_engine::export::ImportResponse;
 use memd_engine::record::Record;
+use memd_engine::state::scoped_hash;
 use proto::Collection;
 use serde::Serialize;
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// Records per import request: small enough for a progress bar that moves, large enough that
 /// a 10,000-memory store is a few dozen requests.
-const RECORDS_PER_REQUEST: usize = 250;
+pub(super) const RECORDS_PER_REQUEST: usize = 250;
 
 /// What the user asked for.
 #[derive(Debug, Default)]
@@ -130,10 +133,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
         );
     }
+    drop_contested_former_ids(&mut per_collection);
     per_collection.sort_by_key(|(c, _)| collection_order(*c));
+    let mut recut_books = 0;
     for (c, list) in &mut per_collection {
         if *c == Collection::Books {
             sort_books(list);
+            recut_books = books::redact_whole_books(list);
         }
     }
     let cfg = Config::load(None)?;
@@ -149,9 +155,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let total: usize = per_collection.iter().map(|(_, l)| l.len()).sum();
     let bar = progress(total, args.json, "importing");
     for (collection, records) in &per_collection {
-        report
-            .collections
-            .push(send(&client, *collection, records, args.dry_run, &bar)?);
+        let mut line = CollectionReport {
+            collection: collection.as_str().to_string(),
+            found: records.len(),
+            archived: records.iter().filter(|r| r.archived).count(),
+            ..CollectionReport::default()
+        };
+        let sent = send(&client, records, args.dry_run, &bar, &mut line);
+        report.collections.push(line);
+        if let Err(e) = sent {
+            bar.finish_and_clear();
+            return Err(stopped(&report, e));
+        }
     }
     bar.finish_and_clear();
     report.transcripts = transcripts::handle(
@@ -160,8 +175,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.dry_run,
         &client,
         report.project.as_deref(),
-    )?;
+    )
+    .map_err(|e| stopped(&report, e))?;
     report.notes = notes(&store, &dir, &per_collection, &args);
+    if recut_books > 0 {
+        report.notes.push(format!(
+            "{recut_books} books held a secret that Roampal's chunking had cut in two: they \
+             were redacted whole and cut again into memd's chunks"
+        ));
+    }
     if removed_in_roampal > 0 {
         report.notes.push(format!(
             "{removed_in_roampal} book chunks that Roampal had removed (ghost_ids.json) were \
@@ -171,7 +193,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let stored: usize = report.collections.iter().map(|c| c.imported).sum::<usize>()
         + report.transcripts.as_ref().map_or(0, |t| t.imported);
     if !args.dry_run && !args.no_wait && stored > 0 {
-        wait_for_embeddings(&client, args.json)?;
+        wait_for_embeddings(&client, args.json).context(
+            "every memory is stored; only the wait for their embeddings failed (memd embeds \
+             them in the background)",
+        )?;
     }
     print(&report, args.json)?;
     let rejected: usize = report.collections.iter().map(|c| c.rejected).sum::<usize>()
@@ -180,6 +205,46 @@ pub fn run(args: Args) -> Result<ExitCode> {
         0 => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
     })
+}
+
+/// The error of an import that stopped part-way, saying what was already stored: nothing
+/// is undone, and the same command again picks up where this one stopped.
+fn stopped(report: &Report, cause: anyhow::Error) -> anyhow::Error {
+    let stored: Vec<String> = report
+        .collections
+        .iter()
+        .filter(|c| c.imported > 0)
+        .map(|c| format!("{} {}", c.imported, c.collection))
+        .collect();
+    let done = match (report.dry_run, stored.is_empty()) {
+        (true, _) => "nothing was stored (dry run)".to_string(),
+        (false, true) => "nothing was stored".to_string(),
+        (false, false) => format!(
+            "already stored: {}; running the same command again continues where it stopped",
+            stored.join(", ")
+        ),
+    };
+    cause.context(format!("the import stopped part-way ({done})"))
+}
+
+/// An old Roampal id two memories claim (Roampal copies `original_id` into every archived
+/// version of an updated fact) names neither: memd would give it to whichever came first and
+/// then skip the other as already imported.
+fn drop_contested_former_ids(per_collection: &mut [(Collection, Vec<Record>)]) {
+    let mut claims: std::collections::HashMap<String, usize> = Default::default();
+    for rec in per_collection.iter().flat_map(|(_, l)| l) {
+        // The last former id is the memory's own Roampal id: never contested.
+        let (_, older) = rec.former_ids.split_last().unwrap_or((&rec.id, &[]));
+        for id in older {
+            *claims.entry(id.clone()).or_default() += 1;
+        }
+    }
+    for rec in per_collection.iter_mut().flat_map(|(_, l)| l.iter_mut()) {
+        let own = rec.former_ids.pop();
+        rec.former_ids
+            .retain(|id| claims.get(id).is_none_or(|n| *n == 1));
+        rec.former_ids.extend(own);
+    }
 }
 
 /// The project of the directory the command runs in (`--project`).
@@ -201,54 +266,72 @@ fn collection_order(c: Collection) -> usize {
     .unwrap_or(usize::MAX)
 }
 
-/// Book chunks go in by title, then chunk order, so memd's insertion order is the reading order.
+/// Book chunks go in by title, book, then chunk order, so memd's insertion order is the
+/// reading order (two Roampal books may share a title).
 fn sort_books(list: &mut [Record]) {
     let key = |r: &Record| {
-        let title = r
-            .metadata
-            .get("title")
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
+        let text = |k: &str| {
+            r.metadata
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        let roampal_id = text("roampal_id");
+        let book = roampal_id
+            .rsplit_once("_chunk_")
+            .map_or(roampal_id.as_str(), |(b, _)| b)
             .to_string();
         let index = match r.metadata.get("chunk_index") {
             Some(proto::Value::Number(n)) => *n as i64,
             _ => i64::MAX,
         };
-        (title, index)
+        (text("title"), book, index)
     };
     list.sort_by_key(key);
 }
 
-/// Sends one collection's records in parts; the tally of what the daemon did.
+/// Sends one collection's records in parts, adding what the daemon did to `report` as it
+/// goes (so a failure part-way leaves the count of what was stored).
 fn send(
     client: &Client,
-    collection: Collection,
     records: &[Record],
     dry_run: bool,
     bar: &ProgressBar,
-) -> Result<CollectionReport> {
-    let mut report = CollectionReport {
-        collection: collection.as_str().to_string(),
-        found: records.len(),
-        archived: records.iter().filter(|r| r.archived).count(),
-        ..CollectionReport::default()
-    };
+    report: &mut CollectionReport,
+) -> Result<()> {
+    // A dry run stores nothing, so the daemon cannot see a content repeated in an earlier
+    // part: those are counted here, as the real import's store would count them.
+    let mut sent: HashSet<u64> = HashSet::new();
     for part in records.chunks(RECORDS_PER_REQUEST) {
-        let r = post_records(client, part, dry_run)?;
+        let mut part: Vec<&Record> = part.iter().collect();
+        let size = part.len();
+        if dry_run {
+            part.retain(|r| sent.insert(scoped_hash(r.project.as_deref(), &r.content)));
+            report.duplicates += size - part.len();
+        }
+        let r = post_records(client, &part, dry_run)?;
         report.imported += r.imported;
         report.existing += r.existing;
         report.duplicates += r.duplicates;
         report.rejected += r.rejected;
         for e in r.errors {
-            eprintln!("memd: rejected by the daemon: {}", e.reason);
+            let which = e
+                .line
+                .checked_sub(1)
+                .and_then(|i| part.get(i))
+                .and_then(|rec| rec.metadata.get("roampal_id"))
+                .and_then(|v| v.as_str())
+                .unwrap_or("?");
+            eprintln!("memd: {which} rejected by the daemon: {}", e.reason);
         }
-        bar.inc(part.len() as u64);
+        bar.inc(size as u64);
     }
-    Ok(report)
+    Ok(())
 }
 
 /// One import request of these records (JSON Lines).
-fn post_records(client: &Client, records: &[Record], dry_run: bool) -> Result<ImportResponse> {
+fn post_records(client: &Client, records: &[&Record], dry_run: bool) -> Result<ImportResponse> {
     let mut body = Vec::with_capacity(records.len() * 512);
     for r in records {
         serde_json::to_writer(&mut body, r)?;
@@ -380,9 +463,15 @@ fn print(report: &Report, json: bool) -> Result<()> {
     }
     if let Some(t) = &report.transcripts {
         println!(
-            "  transcripts: {} exchanges in {} files, {verb} {} ({} present, {} duplicate)",
+            "  transcripts: {} exchanges in {} files, {verb} {} chunks ({} present, {} duplicate)",
             t.exchanges, t.files, t.imported, t.existing, t.duplicates
         );
+        if t.skipped_lines > 0 {
+            println!(
+                "  transcripts: {} lines left out (not a question with its answer)",
+                t.skipped_lines
+            );
+        }
     }
     if !report.skipped.is_empty() {
         println!(
@@ -397,4 +486,34 @@ fn print(report: &Report, json: bool) -> Result<()> {
         println!("note: {n}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memd_engine::core::Core;
+
+    #[test]
+    fn an_old_id_two_memories_claim_is_dropped_from_both() {
+        let fact = |own: &str, older: &[&str]| {
+            let mut r = Core::new_record(Collection::MemoryBank, own.into(), 1);
+            r.former_ids = older.iter().map(|s| s.to_string()).collect();
+            r.former_ids.push(own.into());
+            r
+        };
+        let mut lists = vec![(
+            Collection::MemoryBank,
+            vec![
+                fact("memory_bank_2", &["memory_bank_1"]),
+                fact("memory_bank_3", &["memory_bank_1", "memory_bank_0"]),
+            ],
+        )];
+        drop_contested_former_ids(&mut lists);
+        let ids: Vec<&Vec<String>> = lists[0].1.iter().map(|r| &r.former_ids).collect();
+        assert_eq!(ids[0], &vec!["memory_bank_2".to_string()]);
+        assert_eq!(
+            ids[1],
+            &vec!["memory_bank_0".to_string(), "memory_bank_3".to_string()]
+        );
+    }
 }

@@ -9,10 +9,11 @@
 use super::map::memd_id;
 use super::when;
 use crate::client::Client;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use memd_engine::core::Core;
 use memd_engine::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
 use memd_engine::record::Record;
+use memd_engine::redact;
 use proto::{Collection, Value};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -28,8 +29,8 @@ pub struct Summary {
     pub duplicates: usize,
     /// Chunks the daemon refused (its reasons go to stderr with the collections').
     pub rejected: usize,
-    /// Lines that are not a user or assistant record (counted, not imported).
-    pub unreadable_lines: usize,
+    /// Lines left out: not a user or assistant record, or a user line never answered.
+    pub skipped_lines: usize,
 }
 
 /// The transcript files of a data directory, sorted by name.
@@ -62,45 +63,61 @@ pub fn handle(
     }
     let mut summary = Summary::default();
     for file in files(dir) {
-        let text = std::fs::read_to_string(&file)?;
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read the transcript {}", file.display()))?;
         let conversation = file
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let (records, exchanges, unreadable) = book_of(&conversation, &text, project);
+        let written = std::fs::metadata(&file)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64);
+        let book = book_of(&conversation, &text, project, written);
         summary.files += 1;
-        summary.exchanges += exchanges;
-        summary.unreadable_lines += unreadable;
-        if records.is_empty() {
-            continue;
+        summary.exchanges += book.exchanges;
+        summary.skipped_lines += book.skipped_lines;
+        for part in book.records.chunks(super::RECORDS_PER_REQUEST) {
+            let refs: Vec<&Record> = part.iter().collect();
+            let r = super::post_records(client, &refs, dry_run)?;
+            summary.imported += r.imported;
+            summary.existing += r.existing;
+            summary.duplicates += r.duplicates;
+            summary.rejected += r.rejected;
         }
-        let r = super::post_records(client, &records, dry_run)?;
-        summary.imported += r.imported;
-        summary.existing += r.existing;
-        summary.duplicates += r.duplicates;
-        summary.rejected += r.rejected;
     }
     Ok(Some(summary))
 }
 
-/// One conversation's book: its chunks, the number of exchanges, and the unreadable lines.
-pub fn book_of(
-    conversation: &str,
-    text: &str,
-    project: Option<&str>,
-) -> (Vec<Record>, usize, usize) {
+/// One conversation as a book.
+pub struct Book {
+    pub records: Vec<Record>,
+    pub exchanges: usize,
+    pub skipped_lines: usize,
+}
+
+/// One conversation's book. Chunk ids come from the exchange's position in the file, so a
+/// transcript that grew since the last import adds only its new exchanges. An exchange whose
+/// time cannot be read takes the one before it (`written`, the file's time, for the first).
+pub fn book_of(conversation: &str, text: &str, project: Option<&str>, written: i64) -> Book {
     let title = format!("Roampal transcript {conversation}");
-    let mut unreadable = 0;
+    let mut skipped = 0;
     let mut pending_user: Option<(String, String)> = None;
     let mut exchanges: Vec<(String, String, String)> = Vec::new(); // (time, user, assistant)
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            unreadable += 1;
+            skipped += 1;
             continue;
         };
         let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
         match field("role").as_str() {
-            "user" => pending_user = Some((field("timestamp"), field("content"))),
+            "user" => {
+                if pending_user.is_some() {
+                    skipped += 1; // a question that was never answered
+                }
+                pending_user = Some((field("timestamp"), field("content")));
+            }
             "assistant" => {
                 let (time, user) = pending_user.take().unwrap_or_default();
                 let time = if time.is_empty() {
@@ -110,18 +127,27 @@ pub fn book_of(
                 };
                 exchanges.push((time, user, field("content")));
             }
-            _ => unreadable += 1,
+            _ => skipped += 1,
         }
     }
+    skipped += usize::from(pending_user.is_some());
     let mut records = Vec::new();
-    for (time, user, assistant) in &exchanges {
-        let at = when::parse_text(time).unwrap_or(0);
-        let body = format!("User: {}\nAssistant: {}", user.trim(), assistant.trim());
+    let mut at = written;
+    for (n, (time, user, assistant)) in exchanges.iter().enumerate() {
+        at = when::parse_text(time).unwrap_or(at);
+        // Scrubbed whole before it is cut: a secret split across two chunks would escape
+        // both halves' patterns.
+        let body = redact::scrub(&format!(
+            "User: {}\nAssistant: {}",
+            user.trim(),
+            assistant.trim()
+        ))
+        .text;
         for (part, c) in memd_engine::ingest::chunk(&body, CHUNK_CHARS, CHUNK_OVERLAP)
             .into_iter()
             .enumerate()
         {
-            let key = format!("transcript\0{conversation}\0{time}\0{part}");
+            let key = format!("transcript\0{conversation}\0{n}\0{part}");
             let mut rec = Core::new_record(Collection::Books, c.text, at);
             rec.id = memd_id(Collection::Books, &key);
             rec.project = project.map(str::to_string);
@@ -141,7 +167,11 @@ pub fn book_of(
         r.metadata
             .insert("chunk_count".into(), Value::Number(total));
     }
-    (records, exchanges.len(), unreadable)
+    Book {
+        records,
+        exchanges: exchanges.len(),
+        skipped_lines: skipped,
+    }
 }
 
 #[cfg(test)]
@@ -160,8 +190,9 @@ mod tests {
             r#"{"role":"assistant","content":"cargo clippy.","timestamp":"2026-11-20T10:05:00"}"#,
             "\n"
         );
-        let (recs, exchanges, junk) = book_of("abc-123", text, None);
-        assert_eq!((recs.len(), exchanges, junk), (2, 2, 1));
+        let book = book_of("abc-123", text, None, 0);
+        let recs = &book.records;
+        assert_eq!((recs.len(), book.exchanges, book.skipped_lines), (2, 2, 1));
         assert_eq!(
             recs[0].content,
             "User: How do I run the tests?\nAssistant: Use just test."
@@ -173,7 +204,39 @@ mod tests {
         );
         assert!(recs[0].created_at < recs[1].created_at);
         // The same file gives the same ids: a second import finds them.
-        let (again, _, _) = book_of("abc-123", text, None);
-        assert_eq!(recs[0].id, again[0].id);
+        let again = book_of("abc-123", text, None, 0);
+        assert_eq!(recs[0].id, again.records[0].id);
+        // A grown file keeps the old exchanges' ids; an unanswered question is skipped.
+        let grown = format!("{text}{}\n", r#"{"role":"user","content":"Still there?"}"#);
+        let later = book_of("abc-123", &grown, None, 0);
+        assert_eq!(later.records[1].id, recs[1].id);
+        assert_eq!(later.skipped_lines, 2);
+    }
+
+    #[test]
+    fn a_secret_split_by_chunking_is_redacted_whole() {
+        let key = format!(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n{}-----END OPENSSH PRIVATE KEY-----",
+            "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n".repeat(12)
+        );
+        // The key starts before the first chunk's end (1,000 characters) and ends after it.
+        let answer = format!(
+            "{}Here is the key:\n{key}\n{}",
+            "Padding text. ".repeat(65),
+            "More text after it. ".repeat(60)
+        );
+        assert!(
+            answer.find("-----BEGIN").unwrap() < 1000 && answer.find("-----END").unwrap() > 1000
+        );
+        let line = serde_json::json!({"role": "assistant", "content": answer, "timestamp": ""});
+        let book = book_of("k", &format!("{line}\n"), None, 5);
+        assert!(book.records.len() >= 2, "{}", book.records.len());
+        for r in &book.records {
+            assert!(!r.content.contains("b3BlbnNzaC1rZXkt"), "{}", r.content);
+        }
+        assert_eq!(
+            book.records[0].created_at, 5,
+            "no readable time: the file's"
+        );
     }
 }

@@ -132,8 +132,12 @@ pub fn next_transition(rec: &Record, now_ms: i64) -> Option<Transition> {
 /// week survived three failures in a row (1.0 → 0.7 → 0.4 → 0.1) and kept misleading the
 /// agent (bench/EVAL.md, simulated session).
 pub fn deletion_threshold(rec: &Record, now_ms: i64) -> f64 {
+    // A former id of another collection means it was moved here; an imported memory's own old
+    // id (same collection, `memd import --from-roampal`) is no track record.
+    let own_prefix = format!("{}_", rec.collection.as_str());
     let has_track_record = matches!(rec.collection, Collection::History | Collection::Patterns)
-        || !rec.former_ids.is_empty();
+        || !rec.moves.is_empty()
+        || rec.former_ids.iter().any(|f| !f.starts_with(&own_prefix));
     if !has_track_record && age_ms(rec.created_at, now_ms) < NEW_ITEM_AGE_MS {
         NEW_ITEM_DELETE_BELOW
     } else {

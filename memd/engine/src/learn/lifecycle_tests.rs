@@ -99,6 +99,11 @@ fn a_young_memory_with_a_track_record_gets_no_extra_chance() {
     demoted.created_at = NOW - 1;
     demoted.former_ids = vec!["history_1".into()];
     assert_eq!(next_transition(&demoted, NOW), DELETE_LOW);
+    // An imported memory's own old id (same collection) is no track record: still lenient.
+    let mut imported = scored(Collection::Working, 0.15, 4, 0.0);
+    imported.created_at = NOW - 1;
+    imported.former_ids = vec!["working_1a2b3c4d".into()];
+    assert_eq!(deletion_threshold(&imported, NOW), NEW_ITEM_DELETE_BELOW);
     // Three failures in a row take a proven note from 1.0 to 0.1: deleted, not kept.
     let mut note = scored(Collection::Patterns, 1.0, 7, 7.0);
     note.created_at = NOW - 1;

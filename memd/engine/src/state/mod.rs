@@ -143,7 +143,7 @@ impl MemState {
     }
 
     /// Every key still waiting for its embedding, oldest first.
-    pub fn pending_iter(&self) -> impl Iterator<Item = u64> + '_ {
+    pub fn pending_iter(&self) -> impl DoubleEndedIterator<Item = u64> + '_ {
         self.pending.iter().copied()
     }
 
