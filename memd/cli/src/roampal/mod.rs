@@ -82,66 +82,19 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
+/// Memories translated for memd, by collection, in the order they are sent.
+type Batches = Vec<(Collection, Vec<Record>)>;
+
 pub fn run(args: Args) -> Result<ExitCode> {
     let dir = locate::data_dir(args.dir.as_deref(), args.profile.as_deref())?;
-    let mut store = chroma::read(&dir.join("chromadb").join("chroma.sqlite3"))?;
-    // Roampal removes a book by listing its chunks as ghosts; they stay in ChromaDB.
-    let ghosts = locate::ghost_ids(&dir)?;
-    let before = store.rows.len();
-    store.rows.retain(|r| !ghosts.contains(&r.id));
-    let removed_in_roampal = before - store.rows.len();
+    let (store, removed_in_roampal) = read_store(&dir)?;
     let project = match args.project {
         true => Some(current_project()?),
         false => None,
     };
-    let opts = map::Options {
-        project: project.clone(),
-        live_ids: store.rows.iter().map(|r| r.id.clone()).collect(),
-        now_ms: memd_engine::clock::now_ms(),
-    };
-    let mut per_collection: Vec<(Collection, Vec<Record>)> = Vec::new();
-    let mut skipped = Vec::new();
-    for row in &store.rows {
-        match map::to_record(row, &opts) {
-            Ok(rec) => match per_collection
-                .iter_mut()
-                .find(|(c, _)| *c == rec.collection)
-            {
-                Some((_, list)) => list.push(rec),
-                None => per_collection.push((rec.collection, vec![rec])),
-            },
-            Err(reason) => skipped.push(reason),
-        }
-    }
-    if !skipped.is_empty() && !args.skip_invalid {
-        let shown: Vec<&String> = skipped.iter().take(10).collect();
-        bail!(
-            "{} of {} memories in {} cannot be read, so nothing was imported:\n  {}{}\n\
-             (`--skip-invalid` imports the others and lists these)",
-            skipped.len(),
-            store.rows.len(),
-            store.file.display(),
-            shown
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join("\n  "),
-            if skipped.len() > shown.len() {
-                format!("\n  … and {} more", skipped.len() - shown.len())
-            } else {
-                String::new()
-            }
-        );
-    }
-    drop_contested_former_ids(&mut per_collection);
-    per_collection.sort_by_key(|(c, _)| collection_order(*c));
-    let mut recut_books = 0;
-    for (c, list) in &mut per_collection {
-        if *c == Collection::Books {
-            sort_books(list);
-            recut_books = books::redact_whole_books(list);
-        }
-    }
+    let (mut batches, skipped) = translate(&store, project.clone());
+    refuse_unreadable(&store, &skipped, args.skip_invalid)?;
+    let recut_books = prepare(&mut batches);
     let cfg = Config::load(None)?;
     let client = client::connect(&cfg, true)?;
     let mut report = Report {
@@ -152,23 +105,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         skipped,
         ..Report::default()
     };
-    let total: usize = per_collection.iter().map(|(_, l)| l.len()).sum();
-    let bar = progress(total, args.json, "importing");
-    for (collection, records) in &per_collection {
-        let mut line = CollectionReport {
-            collection: collection.as_str().to_string(),
-            found: records.len(),
-            archived: records.iter().filter(|r| r.archived).count(),
-            ..CollectionReport::default()
-        };
-        let sent = send(&client, records, args.dry_run, &bar, &mut line);
-        report.collections.push(line);
-        if let Err(e) = sent {
-            bar.finish_and_clear();
-            return Err(stopped(&report, e));
-        }
-    }
-    bar.finish_and_clear();
+    send_all(&client, &batches, &args, &mut report)?;
     report.transcripts = transcripts::handle(
         &dir,
         args.with_transcripts,
@@ -177,7 +114,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         report.project.as_deref(),
     )
     .map_err(|e| stopped(&report, e))?;
-    report.notes = notes(&store, &dir, &per_collection, &args);
+    report.notes = notes(&store, &dir, &batches, &args);
     if recut_books > 0 {
         report.notes.push(format!(
             "{recut_books} books held a secret that Roampal's chunking had cut in two: they \
@@ -207,6 +144,101 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
+/// The store's rows without the ones Roampal removed (a removed book's chunks stay in
+/// ChromaDB, listed in `ghost_ids.json`), and how many those were.
+fn read_store(dir: &std::path::Path) -> Result<(chroma::Store, usize)> {
+    let mut store = chroma::read(&dir.join("chromadb").join("chroma.sqlite3"))?;
+    let ghosts = locate::ghost_ids(dir)?;
+    let before = store.rows.len();
+    store.rows.retain(|r| !ghosts.contains(&r.id));
+    let removed = before - store.rows.len();
+    Ok((store, removed))
+}
+
+/// Every row as a memd record, grouped by collection; the rows that cannot be read, each
+/// with its reason.
+fn translate(store: &chroma::Store, project: Option<String>) -> (Batches, Vec<String>) {
+    let opts = map::Options {
+        project,
+        live_ids: store.rows.iter().map(|r| r.id.clone()).collect(),
+        now_ms: memd_engine::clock::now_ms(),
+    };
+    let mut batches: Batches = Vec::new();
+    let mut skipped = Vec::new();
+    for row in &store.rows {
+        match map::to_record(row, &opts) {
+            Ok(rec) => match batches.iter_mut().find(|(c, _)| *c == rec.collection) {
+                Some((_, list)) => list.push(rec),
+                None => batches.push((rec.collection, vec![rec])),
+            },
+            Err(reason) => skipped.push(reason),
+        }
+    }
+    (batches, skipped)
+}
+
+/// Stops before anything is sent when a memory cannot be read, unless `--skip-invalid`.
+fn refuse_unreadable(store: &chroma::Store, skipped: &[String], skip_invalid: bool) -> Result<()> {
+    if skipped.is_empty() || skip_invalid {
+        return Ok(());
+    }
+    let shown = skipped
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n  ");
+    let more = match skipped.len().saturating_sub(10) {
+        0 => String::new(),
+        n => format!("\n  … and {n} more"),
+    };
+    bail!(
+        "{} of {} memories in {} cannot be read, so nothing was imported:\n  {shown}{more}\n\
+         (`--skip-invalid` imports the others and lists these)",
+        skipped.len(),
+        store.rows.len(),
+        store.file.display(),
+    )
+}
+
+/// Final touches before sending: contested old ids dropped, collections in sending order,
+/// books in reading order and redacted whole. Returns how many books were re-cut.
+fn prepare(batches: &mut Batches) -> usize {
+    drop_contested_former_ids(batches);
+    batches.sort_by_key(|(c, _)| collection_order(*c));
+    let mut recut_books = 0;
+    for (c, list) in batches.iter_mut() {
+        if *c == Collection::Books {
+            sort_books(list);
+            recut_books = books::redact_whole_books(list);
+        }
+    }
+    recut_books
+}
+
+/// Sends every collection, a report line each; stops at the first failure, saying what was
+/// already stored.
+fn send_all(client: &Client, batches: &Batches, args: &Args, report: &mut Report) -> Result<()> {
+    let total: usize = batches.iter().map(|(_, l)| l.len()).sum();
+    let bar = progress(total, args.json, "importing");
+    for (collection, records) in batches {
+        let mut line = CollectionReport {
+            collection: collection.as_str().to_string(),
+            found: records.len(),
+            archived: records.iter().filter(|r| r.archived).count(),
+            ..CollectionReport::default()
+        };
+        let sent = send(client, records, args.dry_run, &bar, &mut line);
+        report.collections.push(line);
+        if let Err(e) = sent {
+            bar.finish_and_clear();
+            return Err(stopped(report, e));
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
 /// The error of an import that stopped part-way, saying what was already stored: nothing
 /// is undone, and the same command again picks up where this one stopped.
 fn stopped(report: &Report, cause: anyhow::Error) -> anyhow::Error {
@@ -230,7 +262,7 @@ fn stopped(report: &Report, cause: anyhow::Error) -> anyhow::Error {
 /// An old Roampal id two memories claim (Roampal copies `original_id` into every archived
 /// version of an updated fact) names neither: memd would give it to whichever came first and
 /// then skip the other as already imported.
-fn drop_contested_former_ids(per_collection: &mut [(Collection, Vec<Record>)]) {
+fn drop_contested_former_ids(per_collection: &mut Batches) {
     let mut claims: std::collections::HashMap<String, usize> = Default::default();
     for rec in per_collection.iter().flat_map(|(_, l)| l) {
         // The last former id is the memory's own Roampal id: never contested.
@@ -391,7 +423,7 @@ fn wait_for_embeddings(client: &Client, quiet: bool) -> Result<()> {
 fn notes(
     store: &chroma::Store,
     dir: &std::path::Path,
-    per_collection: &[(Collection, Vec<Record>)],
+    per_collection: &Batches,
     args: &Args,
 ) -> Vec<String> {
     let mut notes = vec![
