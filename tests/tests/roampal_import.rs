@@ -409,7 +409,10 @@ fn a_real_roampal_store_moves_in_with_what_it_learned() {
     for label in ["promoted_history", "promoted_history_then_patterns"] {
         let rec = &records[labels[label].as_str().unwrap()];
         let entered = rec["metadata"]["promoted_at"].as_f64().unwrap_or(0.0) as i64;
-        assert!(entered >= rec["created_at"].as_i64().unwrap(), "{label}: {rec}");
+        assert!(
+            entered >= rec["created_at"].as_i64().unwrap(),
+            "{label}: {rec}"
+        );
     }
 
     // Counted again, nothing is new: the dry run sees what the import stored.
@@ -516,6 +519,56 @@ fn a_store_memd_does_not_understand_is_refused_whole() {
     let records = exported(&d, dir);
     assert_eq!(records[identity]["content"], "The user is Dana W.");
     drop(writer);
+
+    // A store Roampal has restarted on gains `topic` columns: still read.
+    let restarted = variant(
+        "restarted",
+        "ALTER TABLE collections ADD COLUMN topic TEXT; ALTER TABLE segments ADD COLUMN topic TEXT;",
+    );
+    let (ok, report, err) = import(&d, dir, &restarted, &["--dry-run"]);
+    assert!(ok, "{err}");
+    assert!(
+        report["collections"]
+            .as_array()
+            .is_some_and(|c| c.len() == 5),
+        "{report}"
+    );
+
+    // A named profile, registered with its own path in Roampal's profiles.json.
+    let config = tmp.path().join("config/roampal");
+    std::fs::create_dir_all(&config).unwrap();
+    let registry = json!({"work": restarted, "bindings": {}});
+    std::fs::write(config.join("profiles.json"), registry.to_string()).unwrap();
+    let out = memd_in(&d, dir)
+        .env("XDG_CONFIG_HOME", tmp.path().join("config"))
+        .env_remove("ROAMPAL_DATA_PATH")
+        .args([
+            "import",
+            "--from-roampal",
+            "--profile",
+            "work",
+            "--dry-run",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        report["store"].as_str(),
+        Some(restarted.join("chromadb/chroma.sqlite3").to_str().unwrap()),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = memd_in(&d, dir)
+        .env("XDG_CONFIG_HOME", tmp.path().join("config"))
+        .args(["import", "--from-roampal", "--profile", "home", "--dry-run"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no profile \"home\"") && err.contains("work"),
+        "{err}"
+    );
 
     // No directory named: Roampal's own default location ($XDG_DATA_HOME/roampal/data).
     let out = memd_in(&d, dir)
