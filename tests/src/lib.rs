@@ -9,7 +9,9 @@ pub mod browser;
 pub mod project;
 pub mod shared_store;
 
-pub use memd_testkit::{Daemon, Spec, bin_dir, run_hook, runtime_dir, target_bin as bin};
+pub use memd_testkit::{
+    Daemon, Spec, bin_dir, files_under, run_hook, runtime_dir, target_bin as bin,
+};
 
 /// Starts the workspace's `memd serve` in a fresh temp dir; panics with its log if it fails.
 pub fn start_daemon() -> Daemon {

@@ -570,6 +570,18 @@ fn a_store_memd_does_not_understand_is_refused_whole() {
         "{err}"
     );
 
+    // A Roampal option on a plain file import is refused, not ignored (no real import
+    // behind a `--dry-run`).
+    let out = memd_in(&d, dir)
+        .args(["import", "--dry-run", "backup.jsonl"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--dry-run only applies"),
+        "{err}"
+    );
+
     // No directory named: Roampal's own default location ($XDG_DATA_HOME/roampal/data).
     let out = memd_in(&d, dir)
         .env("XDG_DATA_HOME", tmp.path())

@@ -5,8 +5,9 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
+use tests::files_under;
 use tests::{Daemon, run_hook};
 
 #[derive(Deserialize)]
@@ -102,23 +103,6 @@ fn snippet(text: &str, secret: &str) -> Option<String> {
     let before: Vec<char> = text[..end].chars().collect();
     let clip: String = before[before.len().saturating_sub(540)..].iter().collect();
     clip.contains(secret).then_some(clip)
-}
-
-/// Every file under `dir`, recursively.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out
 }
 
 /// Scans every byte of every file of the data dir; returns how many files and bytes it read.

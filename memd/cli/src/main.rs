@@ -204,31 +204,8 @@ pub enum Command {
             conflicts_with = "from_roampal"
         )]
         file: Option<PathBuf>,
-        /// Import a Roampal store with what it learned: DIR holds `chromadb/` (default: where
-        /// Roampal keeps its data, e.g. ~/.local/share/roampal/data).
-        #[arg(long, value_name = "DIR", num_args = 0..=1)]
-        from_roampal: Option<Option<PathBuf>>,
-        /// With --from-roampal: a named Roampal profile instead of the active one.
-        #[arg(long, value_name = "NAME", requires = "from_roampal")]
-        profile: Option<String>,
-        /// With --from-roampal: print what would be imported per collection; write nothing.
-        #[arg(long, requires = "from_roampal")]
-        dry_run: bool,
-        /// With --from-roampal: put conversation memories and project facts in this
-        /// directory's project (default: everything global, as it was in Roampal).
-        #[arg(long, requires = "from_roampal")]
-        project: bool,
-        /// With --from-roampal: also import Claude Code transcripts (mcp_sessions/*.jsonl),
-        /// one book per conversation.
-        #[arg(long, requires = "from_roampal")]
-        with_transcripts: bool,
-        /// With --from-roampal: import what can be read and list the memories that cannot
-        /// (default: refuse the whole import).
-        #[arg(long, requires = "from_roampal")]
-        skip_invalid: bool,
-        /// With --from-roampal: do not wait for memd to embed the imported memories.
-        #[arg(long, requires = "from_roampal")]
-        no_wait: bool,
+        #[command(flatten)]
+        roampal: roampal::Args,
         #[arg(long)]
         json: bool,
     },
@@ -414,27 +391,16 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Import {
             file,
-            from_roampal,
-            profile,
-            dry_run,
-            project,
-            with_transcripts,
-            skip_invalid,
-            no_wait,
+            roampal,
             json,
-        } => match (from_roampal, file) {
-            (Some(dir), _) => roampal::run(roampal::Args {
-                dir,
-                profile,
-                dry_run,
-                project,
-                with_transcripts,
-                skip_invalid,
-                no_wait,
-                json,
-            }),
-            (None, Some(file)) => transfer::run_import(&file, json),
-            (None, None) => Err(anyhow::anyhow!(
+        } => match (roampal.from_roampal.is_some(), file) {
+            (true, _) => roampal::run(roampal::Args { json, ..roampal }),
+            (false, Some(_)) if roampal.stray_option().is_some() => Err(anyhow::anyhow!(
+                "{} only applies with --from-roampal",
+                roampal.stray_option().unwrap_or_default()
+            )),
+            (false, Some(file)) => transfer::run_import(&file, json),
+            (false, None) => Err(anyhow::anyhow!(
                 "name a file to import, or use --from-roampal"
             )),
         },

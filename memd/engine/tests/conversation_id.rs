@@ -6,32 +6,16 @@
 use memd_engine::config::Config;
 use memd_engine::context;
 use memd_engine::core::Core;
+use memd_testkit::files_under;
 use proto::{
     Collection, GetContextRequest, PostToolRequest, PreToolRequest, RecordOutcomeRequest,
     RecordResponseRequest, SidecarAttempt, SidecarReport, StopRequest, ToolCall, ToolKind,
 };
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const TOKEN: &str = "ghp_R8mT2xKq9ZwV4nLs7YbP1cJd6FhG3uAe5oWi";
 const NOTE: &str =
     "Lantern integration tests need docker compose up db running first, then make test passes";
-
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out
-}
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)

@@ -489,6 +489,23 @@ fn agent(timeout: Duration) -> ureq::Agent {
         .into()
 }
 
+/// Every file under `dir`, recursively (what a test searches for a leaked secret).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
 /// Where cargo put the workspace binaries: the directory above the running test or program
 /// (`target/<profile>/deps/<test>` → `target/<profile>`, `target/<profile>/memd-bench` →
 /// `target/<profile>`).

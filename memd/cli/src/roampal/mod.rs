@@ -33,21 +33,56 @@ use std::time::Duration;
 /// a 10,000-memory store is a few dozen requests.
 pub(super) const RECORDS_PER_REQUEST: usize = 250;
 
-/// What the user asked for.
-#[derive(Debug, Default)]
+/// What the user asked for: the `--from-roampal` flags of `memd import`.
+#[derive(Debug, Default, clap::Args)]
 pub struct Args {
-    /// The Roampal data directory (the one holding `chromadb/`), if given.
-    pub dir: Option<PathBuf>,
-    /// A named Roampal profile instead of the default one.
+    /// Import a Roampal store with what it learned: DIR holds `chromadb/` (default: where
+    /// Roampal keeps its data, e.g. ~/.local/share/roampal/data).
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    pub from_roampal: Option<Option<PathBuf>>,
+    /// With --from-roampal: a named Roampal profile instead of the active one.
+    #[arg(long, value_name = "NAME", requires = "from_roampal")]
     pub profile: Option<String>,
+    /// With --from-roampal: print what would be imported per collection; write nothing.
+    #[arg(long, requires = "from_roampal")]
     pub dry_run: bool,
-    /// Put project-bound memories in the project of the current directory.
+    /// With --from-roampal: put conversation memories and project facts in this
+    /// directory's project (default: everything global, as it was in Roampal).
+    #[arg(long, requires = "from_roampal")]
     pub project: bool,
+    /// With --from-roampal: also import Claude Code transcripts (mcp_sessions/*.jsonl),
+    /// one book per conversation.
+    #[arg(long, requires = "from_roampal")]
     pub with_transcripts: bool,
+    /// With --from-roampal: import what can be read and list the memories that cannot
+    /// (default: refuse the whole import).
+    #[arg(long, requires = "from_roampal")]
     pub skip_invalid: bool,
-    /// Return once the memories are stored, without waiting for their embeddings.
+    /// With --from-roampal: do not wait for memd to embed the imported memories.
+    #[arg(long, requires = "from_roampal")]
     pub no_wait: bool,
+    /// `memd import --json` (shared with importing an export file).
+    #[arg(skip)]
     pub json: bool,
+}
+
+impl Args {
+    /// The first `--from-roampal` option given without `--from-roampal` (clap's `requires`
+    /// does not catch a flag left at its default), so `memd import --dry-run FILE` is refused
+    /// instead of importing for real.
+    pub fn stray_option(&self) -> Option<&'static str> {
+        [
+            (self.profile.is_some(), "--profile"),
+            (self.dry_run, "--dry-run"),
+            (self.project, "--project"),
+            (self.with_transcripts, "--with-transcripts"),
+            (self.skip_invalid, "--skip-invalid"),
+            (self.no_wait, "--no-wait"),
+        ]
+        .into_iter()
+        .find(|(given, _)| *given && self.from_roampal.is_none())
+        .map(|(_, name)| name)
+    }
 }
 
 /// One collection's line of the report.
@@ -86,7 +121,10 @@ pub struct Report {
 type Batches = Vec<(Collection, Vec<Record>)>;
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let dir = locate::data_dir(args.dir.as_deref(), args.profile.as_deref())?;
+    let dir = locate::data_dir(
+        args.from_roampal.clone().flatten().as_deref(),
+        args.profile.as_deref(),
+    )?;
     let (store, removed_in_roampal) = read_store(&dir)?;
     let project = match args.project {
         true => Some(current_project()?),
