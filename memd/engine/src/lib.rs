@@ -20,8 +20,11 @@
 //! - [`late`]: late-interaction reranking (ColBERT MaxSim): every memory's token states, kept
 //!   current in the background, and the reorder of a ranked head under a deadline;
 //!   `late_file` saves the states between runs.
-//! - [`rerank`]: the cross-encoder's reorder of a result list's head (searches).
-//! - [`search`]: the query pipeline and the normalized memory shape every read returns.
+//! - [`retrieve`]: the one retrieval pipeline of prompts, searches, MCP and the dashboard:
+//!   the query's encodings in parallel, the first stage under one short read of the store,
+//!   late interaction and the optional cross-encoder outside the lock.
+//! - [`search`]: validating a search, the first stage's ranking and filters, and the
+//!   normalized memory shape every read returns.
 //! - [`learn`]: outcome math (Wilson, deltas), lifecycle rules, the routing graph. Pure.
 //! - [`project`]: which project a working directory belongs to (repository, origin remote).
 //! - `registry`: projects as a whole on `Core`: the caller's current project, the list with
@@ -74,7 +77,7 @@ pub mod project;
 pub mod record;
 pub mod redact;
 mod registry;
-pub mod rerank;
+pub mod retrieve;
 pub mod scope;
 pub mod search;
 pub mod shared;
