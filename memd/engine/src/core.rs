@@ -525,6 +525,7 @@ impl Core {
                         false => 0,
                     },
                     state: s.index_origin.clone(),
+                    prompt_rerank: self.late_states.prompts.view(),
                 },
                 lifecycle: s
                     .counters

@@ -110,7 +110,9 @@ impl Turn {
                 already,
                 scoring_hints,
                 // Before the prompt moves the scoring target on: the exchange it leaves.
-                unscored: tracking.then(|| unscored::on_prompt(core, s, conv)).flatten(),
+                unscored: tracking
+                    .then(|| unscored::on_prompt(core, s, conv))
+                    .flatten(),
                 in_play: Vec::new(),
             }
         });
@@ -197,17 +199,27 @@ pub async fn retrieve(
     let fvec = q.followup.as_deref().map(|v| &v[..]);
     let found = core.store.read(|s| {
         let prompt = (p.query.as_str(), q.prompt.vector());
-        select::snapshot(s, &rules, &ranking, prompt, followup.map(|f| (f, fvec)), p.now)
+        select::snapshot(
+            s,
+            &rules,
+            &ranking,
+            prompt,
+            followup.map(|f| (f, fvec)),
+            p.now,
+        )
     });
     let how = Second {
         late: late.map(|l| (l, rules.depth)),
         deadline: q.deadline,
         cross: None,
     };
-    let (head, report) =
-        retrieve::second_stage(&core.late_states, &p.query, found.head, how).await;
-    if report.late_cut_short {
-        tracing::debug!("MaxSim ran out of the reranking budget: part of the head kept its place");
+    let (head, report) = retrieve::second_stage(&core.late_states, &p.query, found.head, how).await;
+    if late.is_some() {
+        // MaxSim stops at the deadline: past it, (part of) the head kept its fused places.
+        core.late_states.prompts.count(match report.late_cut_short {
+            true => crate::late::PromptRerank::OverBudget,
+            false => crate::late::PromptRerank::Reranked,
+        });
     }
     select::cut(head, found.extra, &rules, &t.in_play)
         .into_iter()

@@ -62,11 +62,17 @@ pub fn first_stage(
     keep: impl Fn(&Hit) -> bool,
     now: i64,
 ) -> Vec<Candidate> {
-    let mut hits: Vec<Hit> =
-        search::rank(s, stage.query, stage.text, stage.vector, stage.ranking, depth)
-            .into_iter()
-            .filter(|h| keep(h))
-            .collect();
+    let mut hits: Vec<Hit> = search::rank(
+        s,
+        stage.query,
+        stage.text,
+        stage.vector,
+        stage.ranking,
+        depth,
+    )
+    .into_iter()
+    .filter(|h| keep(h))
+    .collect();
     search::sort_hits(s, &mut hits, stage.query.sort_by);
     hits.into_iter()
         .take(depth)
