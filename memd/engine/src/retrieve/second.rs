@@ -112,3 +112,53 @@ pub async fn cross_encode(
         .chain(rest)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::TokenStates;
+    use crate::search::Hit;
+
+    fn candidate(key: u64, text: &str) -> Candidate {
+        let mut r = crate::core::Core::new_record(proto::Collection::MemoryBank, text.into(), 0);
+        r.key = key;
+        let hit = Hit {
+            key,
+            similarity: Some(0.5),
+            lexical: None,
+            rank_score: 1.0 / key as f64,
+        };
+        let view = crate::search::view(&r, 0, Some(&hit));
+        Candidate { hit, view }
+    }
+
+    fn keys(c: &[Candidate]) -> Vec<u64> {
+        c.iter().map(Candidate::key).collect()
+    }
+
+    #[tokio::test]
+    async fn late_interaction_reorders_the_snapshot_and_says_when_it_ran_out_of_time() {
+        let states = late::States::default();
+        // The fused order puts the weak match first; MaxSim prefers the strong one.
+        states.insert(1, "weak", TokenStates::for_tests(&[0.2]));
+        states.insert(2, "strong", TokenStates::for_tests(&[0.9]));
+        let q = QueryStates::for_tests(&[1.0]);
+        let cands = || vec![candidate(1, "weak"), candidate(2, "strong")];
+        let how = |deadline| Second {
+            late: Some((&q, 2)),
+            deadline,
+            cross: None,
+        };
+        let (done, report) = second_stage(&states, "q", cands(), how(None)).await;
+        assert_eq!(keys(&done), vec![2, 1]);
+        assert!(!report.late_cut_short);
+        // A deadline already passed: the fused order stands, and the report says so.
+        let (late, report) = second_stage(&states, "q", cands(), how(Some(Instant::now()))).await;
+        assert_eq!(keys(&late), vec![1, 2]);
+        assert!(report.late_cut_short);
+        // No late-interaction states (skipped, shed or no model): the fused order, not cut short.
+        let (kept, report) = second_stage(&states, "q", cands(), Second::default()).await;
+        assert_eq!(keys(&kept), vec![1, 2]);
+        assert!(!report.late_cut_short);
+    }
+}
