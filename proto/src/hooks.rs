@@ -12,6 +12,8 @@ pub enum Client {
     #[default]
     ClaudeCode,
     Cursor,
+    /// Codex CLI: Claude Code's hook shapes, from `~/.codex/hooks.json`.
+    Codex,
     Mcp,
     Other,
 }
