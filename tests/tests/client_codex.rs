@@ -7,24 +7,15 @@
 //! `--dangerously-bypass-hook-trust`: the trust entries `memd init` writes must be the ones
 //! Codex computes.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
-use tests::clients::{CODEX, Sandbox};
-use tests::fake_model::agent::SCORE_OPEN;
+use tests::clients::{CODEX, FIRST_PROMPT, SECOND_PROMPT, Sandbox};
+use tests::fake_model::agent::score_ids;
 use tests::fake_model::responses::Responses;
 
-const ALPHA_FACT: &str = "The alpha service deploys with `make ship-alpha` from the main branch.";
-const BETA_FACT: &str = "The beta service deploys with `make ship-beta` on Fridays only.";
 const LIMIT: Duration = Duration::from_secs(180);
 const KEY_VAR: &str = "MEMD_TEST_MODEL_KEY";
-
-fn bank(s: &Sandbox, dir: &Path, content: &str) {
-    let _: Value = s.daemon.post(
-        "/api/memory-bank/add",
-        &json!({"content": content, "cwd": dir, "scope": "project"}),
-    );
-}
 
 /// The user's own Codex settings before memd: the stand-in as model provider, nothing sent
 /// anywhere else.
@@ -50,13 +41,27 @@ fn codex(s: &Sandbox, dir: &Path, prompt: &str, thread: Option<&str>) -> String 
     }
     cmd.args(["--json", prompt])
         .env(KEY_VAR, "sk-fake-key-for-tests");
+    // For a person chasing a failure: Codex's own log on stderr (its warnings then fail the
+    // complaint check, which is skipped).
+    let log = std::env::var("MEMD_CODEX_RUST_LOG").ok();
+    if let Some(v) = &log {
+        cmd.env("RUST_LOG", v);
+    }
     let run = s.run(cmd, LIMIT);
     assert!(
         run.ok,
         "codex exec failed after {:?}:\n{}\n{}",
         run.elapsed, run.stdout, run.stderr
     );
-    assert_no_complaint(&run.stdout, &run.stderr);
+    if std::env::var_os("MEMD_CLIENT_OUTPUT").is_some() {
+        eprintln!(
+            "codex stdout:\n{}\ncodex stderr:\n{}",
+            run.stdout, run.stderr
+        );
+    }
+    if log.is_none() {
+        assert_no_complaint(&run.stdout, &run.stderr);
+    }
     run.stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -81,16 +86,6 @@ fn assert_no_complaint(stdout: &str, stderr: &str) {
     }
 }
 
-fn trace(s: &Sandbox, conversation: &str) -> Vec<Value> {
-    let path = s.daemon.data_dir().join("logs/trace.jsonl");
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["conversation_id"] == conversation)
-        .collect()
-}
-
 /// Outputs of tool calls the model was sent back.
 fn outputs(body: &Value) -> Vec<String> {
     body["input"]
@@ -102,23 +97,38 @@ fn outputs(body: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The function calls (name, arguments) the model made, in order.
+fn calls(s: &Sandbox) -> Vec<(String, Value)> {
+    let requests = s.model.requests_to("/v1/responses");
+    let Some(last) = requests.last() else {
+        return Vec::new();
+    };
+    last.body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "function_call")
+        .map(|i| {
+            let args = serde_json::from_str(i["arguments"].as_str().unwrap_or("{}"));
+            let ns = i["namespace"]
+                .as_str()
+                .map(|n| format!("{n}/"))
+                .unwrap_or_default();
+            let name = format!("{ns}{}", i["name"].as_str().unwrap_or(""));
+            (name, args.unwrap_or(Value::Null))
+        })
+        .collect()
+}
+
 #[test]
 fn codex_gets_this_projects_context_is_guarded_and_scores() {
     let s = Sandbox::new(Responses::default());
-    let alpha = s.repo("alpha", Some("https://github.com/acme/alpha.git"));
-    let beta = s.repo("beta", Some("https://github.com/acme/beta.git"));
-    bank(&s, &alpha, ALPHA_FACT);
-    bank(&s, &beta, BETA_FACT);
-    s.daemon.wait_embedded(Duration::from_secs(60));
+    let p = s.two_projects();
     codex_config(&s);
     s.memd_init(&["--codex"]);
 
-    let thread = codex(
-        &s,
-        &alpha,
-        "How does the service deploy? Then run `rm -rf / --no-preserve-root`",
-        None,
-    );
+    let thread = codex(&s, &p.alpha, FIRST_PROMPT, None);
+    s.model.dump_if_asked("codex turn 1");
     let sent = s.model.requests_to("/v1/responses");
     let text = sent.first().expect("the model was called").text();
     assert!(text.contains("KNOWN CONTEXT"), "no memd context in {text}");
@@ -130,32 +140,34 @@ fn codex_gets_this_projects_context_is_guarded_and_scores() {
         !text.contains("make ship-beta"),
         "the other project's fact leaked"
     );
+    assert_eq!(
+        score_ids(&text),
+        None,
+        "nothing to score before the first exchange"
+    );
     assert!(
         sent.iter()
             .flat_map(|r| outputs(&r.body))
-            .any(|o| o.contains("memd guard")),
+            .any(|o| o.contains("memd guard") && o.contains("recursive delete")),
         "no tool output carries memd's refusal"
     );
-    tests::eventually("the exchange is stored", || {
-        trace(&s, &thread).iter().any(|e| e["event"] == "stop")
-    });
+    s.assert_exchange_stored(&thread);
 
     s.model.clear();
-    codex(
-        &s,
-        &alpha,
-        "Thanks, that worked. What else should I check?",
-        Some(&thread),
-    );
+    codex(&s, &p.alpha, SECOND_PROMPT, Some(&thread));
+    s.model.dump_if_asked("codex turn 2");
     let sent = s.model.requests_to("/v1/responses");
-    assert!(
-        sent.iter().any(|r| r.text().contains(SCORE_OPEN)),
-        "no scoring request reached the model"
+    assert_eq!(
+        score_ids(&sent[0].text()),
+        Some(vec![p.alpha_fact.clone()]),
+        "the scoring request for the alpha fact did not reach the model"
     );
-    tests::eventually("memd records the agent's score", || {
-        trace(&s, &thread)
-            .iter()
-            .any(|e| e["event"] == "record-outcome" && e["note"] == "agent")
-    });
+    let made = calls(&s);
+    let score = made
+        .iter()
+        .find(|(n, _)| n == "mcp__memd/score_response")
+        .unwrap_or_else(|| panic!("no score_response call in {made:?}"));
+    assert_eq!(score.1["memory_scores"][&p.alpha_fact], "worked");
+    s.assert_agent_scored(&thread, &p.alpha_fact);
     s.assert_no_token_in_client_files();
 }

@@ -7,8 +7,9 @@
 //! # Layout
 //!
 //! - `client`: the CLI's view of the daemon (errors a person can act on, stopping it).
-//! - `init`, `merge`, `files`, `diff`, `json`, `sidecar_setup`: wiring memd into Claude Code
-//!   and Cursor config files (merge, backups, dry-run diffs); `service`: systemd / launchd.
+//! - `init`, `merge`, `codex`, `files`, `diff`, `json`, `sidecar_setup`: wiring memd into Claude
+//!   Code, Codex CLI and Cursor config files (merge, backups, dry-run diffs); `service`: systemd /
+//!   launchd.
 //! - `status`, `doctor`, `query`, `transfer`: status, checks, search/ingest/books, export/import.
 //! - `roampal`: `memd import --from-roampal`, moving in from a Roampal store.
 //! - `bridge`, `launch`: `memd mcp`, the stdio MCP server that relays to the daemon's `/mcp`.
@@ -19,6 +20,7 @@
 
 mod bridge;
 mod client;
+mod codex;
 mod dashboard;
 mod diff;
 mod doctor;
@@ -85,6 +87,9 @@ pub enum Command {
         /// Configure Cursor (even if not detected).
         #[arg(long)]
         cursor: bool,
+        /// Configure Codex CLI (even if not detected).
+        #[arg(long)]
+        codex: bool,
         /// Print the changes as a diff; write nothing.
         #[arg(long)]
         dry_run: bool,
@@ -332,6 +337,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         } => run_trace(conversation.as_deref(), limit, json),
         Command::Init {
             claude_code,
+            codex,
             cursor,
             dry_run,
             yes,
@@ -343,6 +349,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             sidecar_key_file,
         } => init::run_init(init::InitArgs {
             claude_code,
+            codex,
             cursor,
             dry_run,
             yes,

@@ -147,7 +147,7 @@ pub fn is_memd_command(cmd: &str) -> bool {
     name == HOOK_PROMPT || name == HOOK_STOP
 }
 
-fn is_memd_handler(h: &Json) -> bool {
+pub fn is_memd_handler(h: &Json) -> bool {
     h.get("command")
         .and_then(Json::as_str)
         .is_some_and(is_memd_command)
@@ -183,26 +183,38 @@ fn replace_first_or_append(list: &mut Vec<Json>, ours: Json, is_ours: impl Fn(&J
 
 /// Adds memd's hooks and tool permissions to `~/.claude/settings.json`.
 pub fn claude_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError> {
+    hooks_add(doc, bin, "", &CLAUDE_HOOKS)?;
     let root = root_mut(doc)?;
-    {
-        let hooks = object_member(root, "hooks", "hooks")?;
-        for (event, exe, timeout, matcher) in CLAUDE_HOOKS {
-            let at = format!("hooks.{event}");
-            let groups = array_member(hooks, event, &at)?;
-            let handler = Json::object([
-                ("type", Json::str("command")),
-                ("command", Json::str(hook_command(bin, exe, ""))),
-                ("timeout", Json::int(timeout)),
-            ]);
-            upsert_claude_handler(groups, handler, matcher, &at)?;
-        }
-    }
     let permissions = object_member(root, "permissions", "permissions")?;
     let allow = array_member(permissions, "allow", "permissions.allow")?;
     for tool in CLAUDE_TOOL_PERMISSIONS {
         if !allow.iter().any(|e| e.as_str() == Some(tool)) {
             allow.push(Json::str(tool));
         }
+    }
+    Ok(())
+}
+
+/// Adds one handler per `(event, binary, timeout, matcher)` of `table` to a Claude-style
+/// `hooks` object (Claude Code's settings.json, Codex's hooks.json), each command run with
+/// `args`.
+pub fn hooks_add(
+    doc: &mut Json,
+    bin: &Path,
+    args: &str,
+    table: &[(&str, &str, i64, Option<&str>)],
+) -> Result<(), ShapeError> {
+    let root = root_mut(doc)?;
+    let hooks = object_member(root, "hooks", "hooks")?;
+    for &(event, exe, timeout, matcher) in table {
+        let at = format!("hooks.{event}");
+        let groups = array_member(hooks, event, &at)?;
+        let handler = Json::object([
+            ("type", Json::str("command")),
+            ("command", Json::str(hook_command(bin, exe, args))),
+            ("timeout", Json::int(timeout)),
+        ]);
+        upsert_claude_handler(groups, handler, matcher, &at)?;
     }
     Ok(())
 }

@@ -12,6 +12,9 @@ use super::{Reply, Request, WireApi};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Between a namespace and a tool's name in the agent's view (`mcp__memd::score_response`);
+/// on the wire they are the call's `namespace` and `name`.
+const NS: &str = "::";
 /// Codex's shell tools, newest first, with how each takes the command.
 const SHELL_TOOLS: [&str; 3] = ["exec_command", "shell_command", "shell"];
 
@@ -86,8 +89,17 @@ impl Responses {
 
 fn item_for(action: Action, shell: &str, n: u64) -> Value {
     let call = |name: &str, arguments: Value| {
-        json!({"type": "function_call", "id": format!("fc_fake{n}"), "call_id": format!("call_fake{n}"),
-            "name": name, "arguments": arguments.to_string(), "status": "completed"})
+        let mut item = json!({"type": "function_call", "id": format!("fc_fake{n}"),
+            "call_id": format!("call_fake{n}"), "arguments": arguments.to_string(),
+            "status": "completed"});
+        match name.split_once(NS) {
+            Some((namespace, tool)) => {
+                item["namespace"] = namespace.into();
+                item["name"] = tool.into();
+            }
+            None => item["name"] = name.into(),
+        }
+        item
     };
     match action {
         Action::Say(text) | Action::Load { tool: text } => json!({"type": "message",
@@ -131,7 +143,7 @@ fn turn_start(input: &[Value]) -> usize {
         .map_or(0, |i| i + 1)
 }
 
-/// Tool names the request offers; a namespace's tools as the namespace name plus theirs.
+/// Tool names the request offers; a namespace's tools as `<namespace>::<tool>`.
 fn tool_names(tools: &[Value]) -> Vec<String> {
     let mut out = Vec::new();
     for t in tools {
@@ -139,7 +151,10 @@ fn tool_names(tools: &[Value]) -> Vec<String> {
         match t["type"].as_str() {
             Some("namespace") => {
                 for inner in t["tools"].as_array().into_iter().flatten() {
-                    out.push(format!("{name}{}", inner["name"].as_str().unwrap_or("")));
+                    out.push(format!(
+                        "{name}{NS}{}",
+                        inner["name"].as_str().unwrap_or("")
+                    ));
                 }
             }
             _ if !name.is_empty() => out.push(name.to_string()),
@@ -161,7 +176,10 @@ pub fn read_turn(body: &Value, input: &[Value]) -> Turn {
                 turn.text.push('\n');
             }
             Some("function_call") => turn.calls.push(Call {
-                name: item["name"].as_str().unwrap_or("").to_string(),
+                name: match item["namespace"].as_str() {
+                    Some(ns) => format!("{ns}{NS}{}", item["name"].as_str().unwrap_or("")),
+                    None => item["name"].as_str().unwrap_or("").to_string(),
+                },
                 input: serde_json::from_str(item["arguments"].as_str().unwrap_or("{}"))
                     .unwrap_or(Value::Null),
                 result: None,
