@@ -301,6 +301,39 @@ impl Sandbox {
         text
     }
 
+    /// `memd doctor --json` for this HOME: each check's status by name.
+    pub fn doctor(&self) -> std::collections::BTreeMap<String, String> {
+        let out = self
+            .command(&bin("memd"), self.root())
+            .args(["doctor", "--json"])
+            .output()
+            .expect("memd doctor");
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("memd doctor --json: {e}: {}", output_text(&out)));
+        report["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let detail = c["detail"].as_str().unwrap_or("");
+                let status = format!("{}: {detail}", c["status"].as_str().unwrap_or(""));
+                (c["check"].as_str().unwrap_or("").to_string(), status)
+            })
+            .collect()
+    }
+
+    /// `memd uninstall -y` for this HOME; panics with its output when it fails.
+    pub fn memd_uninstall(&self) -> String {
+        let out = self
+            .command(&bin("memd"), self.root())
+            .args(["uninstall", "-y"])
+            .output()
+            .expect("memd uninstall");
+        let text = output_text(&out);
+        assert!(out.status.success(), "memd uninstall failed:\n{text}");
+        text
+    }
+
     /// Runs a client command to completion (at most `limit`).
     pub fn run(&self, mut cmd: Command, limit: Duration) -> Run {
         let started = Instant::now();

@@ -151,4 +151,9 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
     assert_ne!(score_result["is_error"], true, "{score_result}");
     s.assert_agent_scored(&session, &p.alpha_fact);
     s.assert_no_token_in_client_files();
+    let checks = s.doctor();
+    for name in ["claude hooks", "claude mcp"] {
+        let status = checks.get(name).map(String::as_str).unwrap_or("missing");
+        assert!(status.starts_with("ok"), "doctor {name}: {status}");
+    }
 }

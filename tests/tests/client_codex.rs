@@ -22,14 +22,17 @@ const KEY_VAR: &str = "MEMD_TEST_MODEL_KEY";
 fn codex_config(s: &Sandbox) {
     let dir = s.home.join(".codex");
     std::fs::create_dir_all(&dir).expect("~/.codex");
-    let text = format!(
+    std::fs::write(dir.join("config.toml"), user_config(s)).expect("config.toml");
+}
+
+fn user_config(s: &Sandbox) -> String {
+    format!(
         "# the user's own settings\nmodel = \"gpt-fake\"\nmodel_provider = \"fake\"\n\
          check_for_update_on_startup = false\n\n[analytics]\nenabled = false\n\n\
          [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\nenv_key = \"{KEY_VAR}\"\n\
          wire_api = \"responses\"\n",
         s.model.base_url
-    );
-    std::fs::write(dir.join("config.toml"), text).expect("config.toml");
+    )
 }
 
 /// One `codex exec` turn in `dir` (resuming `thread` when given); the thread id.
@@ -170,4 +173,22 @@ fn codex_gets_this_projects_context_is_guarded_and_scores() {
     assert_eq!(score.1["memory_scores"][&p.alpha_fact], "worked");
     s.assert_agent_scored(&thread, &p.alpha_fact);
     s.assert_no_token_in_client_files();
+
+    // doctor sees what init wrote; uninstall takes exactly that away again.
+    let checks = s.doctor();
+    for name in ["codex hooks", "codex mcp", "codex trust"] {
+        let status = checks.get(name).map(String::as_str).unwrap_or("missing");
+        assert!(status.starts_with("ok"), "doctor {name}: {status}");
+    }
+    s.memd_uninstall();
+    assert!(
+        !s.home.join(".codex/hooks.json").exists(),
+        "hooks.json held only memd's hooks"
+    );
+    let config = std::fs::read_to_string(s.home.join(".codex/config.toml")).expect("config.toml");
+    assert_eq!(
+        config.trim_end(),
+        user_config(&s).trim_end(),
+        "the user's config.toml, as it was"
+    );
 }
