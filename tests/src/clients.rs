@@ -130,6 +130,10 @@ pub struct Sandbox {
     pub daemon: Arc<Daemon>,
     pub model: FakeModel,
     pub home: PathBuf,
+    /// The client whose command is on PATH (as an installed client is for `memd init`), and
+    /// that command, checked once.
+    pub client: ClientSpec,
+    pub client_bin: PathBuf,
     dir: tempfile::TempDir,
 }
 
@@ -143,7 +147,8 @@ pub struct Run {
 }
 
 impl Sandbox {
-    pub fn new(api: impl WireApi) -> Sandbox {
+    /// A sandbox for `client`, whose model API `api` fakes.
+    pub fn new(client: ClientSpec, api: impl WireApi) -> Sandbox {
         let daemon = shared_daemon();
         let dir = tempfile::Builder::new()
             .prefix("memd-client")
@@ -155,6 +160,8 @@ impl Sandbox {
             daemon,
             model: FakeModel::start(api),
             home,
+            client,
+            client_bin: client.binary(),
             dir,
         }
     }
@@ -269,11 +276,17 @@ impl Sandbox {
             .filter(|(k, _)| k != "HOME")
             .collect();
         env.push(("HOME".into(), self.home.display().to_string()));
-        for k in ["PATH", "LANG", "TMPDIR"] {
+        for k in ["LANG", "TMPDIR"] {
             if let Ok(v) = std::env::var(k) {
                 env.push((k.into(), v));
             }
         }
+        let mut path = vec![self.client_bin.parent().expect("bin dir").to_path_buf()];
+        path.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
+        let path = std::env::join_paths(path).expect("PATH");
+        env.push(("PATH".into(), path.to_string_lossy().into_owned()));
         env
     }
 

@@ -2,8 +2,9 @@
 //! Messages stand-in, after `memd init --claude-code` in a temp HOME, in real git repositories.
 //! What the model was sent and what memd recorded: this project's memories injected (not the
 //! other project's), `rm -rf /` refused with memd's reason in the tool result, the exchange
-//! stored, the scoring request answered by a `score_response` call memd records as the
-//! agent's, no token in any client file, and nothing the client complains about.
+//! stored, the scoring request answered by a `score_response` call (through the always-loaded
+//! `memd-score` entry, without a `ToolSearch` first) memd records as the agent's, no token in any
+//! client file, and nothing the client complains about.
 
 use serde_json::Value;
 use std::path::Path;
@@ -16,7 +17,7 @@ const LIMIT: Duration = Duration::from_secs(180);
 
 /// One `claude -p` turn in `dir`; the parsed `--output-format json` result.
 fn claude(s: &Sandbox, dir: &Path, prompt: &str, resume: Option<&str>) -> Value {
-    let mut cmd = s.command(&CLAUDE_CODE.binary(), dir);
+    let mut cmd = s.command(&s.client_bin, dir);
     cmd.args(["-p", prompt, "--output-format", "json"]);
     if let Some(id) = resume {
         cmd.args(["--resume", id]);
@@ -84,7 +85,7 @@ fn tool_uses(s: &Sandbox) -> Vec<(String, Value)> {
 
 #[test]
 fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
-    let s = Sandbox::new(Messages::default());
+    let s = Sandbox::new(CLAUDE_CODE, Messages::default());
     let p = s.two_projects();
     s.memd_init(&["--claude-code"]);
 
@@ -136,10 +137,14 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
         "the scoring request for the alpha fact did not reach the model"
     );
     let calls = tool_uses(&s);
-    let score = calls
-        .iter()
-        .find(|(n, _)| n == "mcp__memd__score_response")
-        .unwrap_or_else(|| panic!("no score_response call in {calls:?}"));
+    // The always-loaded scoring entry: no ToolSearch before the call.
+    let names: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["Bash", "mcp__memd-score__score_response"],
+        "turn 2's calls"
+    );
+    let score = &calls[1];
     assert_eq!(score.1["memory_scores"][&p.alpha_fact], "worked");
     let score_result = sent
         .last()

@@ -37,7 +37,7 @@ fn user_config(s: &Sandbox) -> String {
 
 /// One `codex exec` turn in `dir` (resuming `thread` when given); the thread id.
 fn codex(s: &Sandbox, dir: &Path, prompt: &str, thread: Option<&str>) -> String {
-    let mut cmd = s.command(&CODEX.binary(), dir);
+    let mut cmd = s.command(&s.client_bin, dir);
     cmd.arg("exec");
     if let Some(id) = thread {
         cmd.args(["resume", id]);
@@ -125,7 +125,7 @@ fn calls(s: &Sandbox) -> Vec<(String, Value)> {
 
 #[test]
 fn codex_gets_this_projects_context_is_guarded_and_scores() {
-    let s = Sandbox::new(Responses::default());
+    let s = Sandbox::new(CODEX, Responses::default());
     let p = s.two_projects();
     codex_config(&s);
     s.memd_init(&["--codex"]);

@@ -191,6 +191,33 @@ fn select_clients(files: &ClientFiles, args: &InitArgs) -> Vec<(ClientKind, Stri
         .collect()
 }
 
+/// Whether the installed Claude Code accepts `alwaysLoad` on a server entry (2.1.121 and later);
+/// says what it found. Without a `claude` to ask, memd writes only what every version accepts.
+fn claude_takes_always_load() -> bool {
+    match super::claude::installed_version() {
+        Some(v) if super::claude::takes_always_load(v) => {
+            println!(
+                "Claude Code {}.{}.{}: memd-score (score_response only) is always loaded",
+                v.0, v.1, v.2
+            );
+            true
+        }
+        Some(v) => {
+            println!(
+                "Claude Code {}.{}.{} predates alwaysLoad (2.1.121): the scoring tool stays deferred, one ToolSearch per session",
+                v.0, v.1, v.2
+            );
+            false
+        }
+        None => {
+            println!(
+                "Claude Code's version is unknown (no `claude` on PATH): the scoring tool stays deferred; run `memd init` again from a shell where `claude` runs"
+            );
+            false
+        }
+    }
+}
+
 /// This `memd`, by its real path: what the stdio MCP entry starts.
 fn memd_exe() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find the memd executable")?;
@@ -259,8 +286,35 @@ fn mcp_job(path: &Path, entry: Json, secret: bool) -> Job {
     }
 }
 
-fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, mcp: &McpTarget) -> Vec<Job> {
+/// Claude Code's `~/.claude.json`: the `memd` entry, and the always-loaded scoring entry when
+/// `score` (a stdio bridge, a Claude Code that knows `alwaysLoad`) or none.
+fn claude_mcp_job(files: &ClientFiles, mcp: &McpTarget, score: Option<Json>) -> Job {
+    let entry = mcp.entry(true);
+    let secret = mcp.secret();
+    Job {
+        path: files.claude_json.clone(),
+        new_mode: if secret { 0o600 } else { 0o644 },
+        secret,
+        edit: Box::new(move |d| {
+            merge::mcp_add(d, entry.clone())?;
+            merge::mcp_set_score(d, score.clone())?;
+            Ok(EditResult::Keep)
+        }),
+    }
+}
+
+fn add_jobs(
+    kind: ClientKind,
+    files: &ClientFiles,
+    bin: &Path,
+    mcp: &McpTarget,
+    always_load: bool,
+) -> Vec<Job> {
     let bin = bin.to_path_buf();
+    let score = match mcp {
+        McpTarget::Stdio { memd } if always_load => Some(merge::mcp_score_entry(memd)),
+        _ => None,
+    };
     match kind {
         ClientKind::ClaudeCode => {
             vec![
@@ -273,7 +327,7 @@ fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, mcp: &McpTarget) 
                         Ok(EditResult::Keep)
                     }),
                 },
-                mcp_job(&files.claude_json, mcp.entry(true), mcp.secret()),
+                claude_mcp_job(files, mcp, score),
             ]
         }
         // Codex always gets the stdio bridge: its config.toml is not kept private.
@@ -547,9 +601,11 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
         },
         None => McpTarget::Stdio { memd: memd_exe()? },
     };
+    let always_load =
+        clients.iter().any(|(k, _)| *k == ClientKind::ClaudeCode) && claude_takes_always_load();
     let jobs: Vec<Job> = clients
         .iter()
-        .flat_map(|(k, _)| add_jobs(*k, &files, &bin, &mcp))
+        .flat_map(|(k, _)| add_jobs(*k, &files, &bin, &mcp, always_load))
         .collect();
     let plans = jobs.iter().map(Job::plan).collect::<Result<Vec<_>>>()?;
     let sidecar = if args.dry_run && args.sidecar.mode.is_none() {

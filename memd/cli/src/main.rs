@@ -19,6 +19,7 @@
 //! they never ship inside the user's binary.
 
 mod bridge;
+mod claude;
 mod client;
 mod codex;
 mod dashboard;
@@ -74,7 +75,12 @@ pub enum Command {
         json: bool,
     },
     /// Serve memd's MCP tools over stdio, for clients that only launch stdio servers (starts the daemon if needed).
-    Mcp,
+    Mcp {
+        /// Expose only these tools (comma-separated), with one-line descriptions: the small
+        /// always-loaded scoring entry `memd init` registers next to the full server.
+        #[arg(long, value_delimiter = ',', value_name = "TOOL,...")]
+        only: Vec<String>,
+    },
     /// Wire memd into Claude Code and Cursor: hooks, MCP server, tool permissions.
     ///
     /// Configures the clients it finds (~/.claude or `claude` on PATH; ~/.cursor) unless
@@ -329,7 +335,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),
         // The bridge owns stdout: nothing else may print there.
-        Command::Mcp => crate::bridge::run_stdio_bridge().map(|()| ExitCode::SUCCESS),
+        Command::Mcp { only } => crate::bridge::run_stdio_bridge(only).map(|()| ExitCode::SUCCESS),
         Command::Trace {
             conversation,
             limit,

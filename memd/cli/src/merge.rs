@@ -16,6 +16,10 @@ pub const HOOK_PROMPT: &str = "hook-prompt";
 pub const HOOK_STOP: &str = "hook-stop";
 /// The MCP server name in every client.
 pub const SERVER_NAME: &str = "memd";
+/// Claude Code's second, always-loaded entry: `memd mcp --only score_response`.
+pub const SCORE_SERVER: &str = "memd-score";
+/// The scoring tool under that entry, pre-allowed like the others.
+pub const SCORE_PERMISSION: &str = "mcp__memd-score__score_response";
 
 /// Claude Code tools pre-allowed in `permissions.allow`.
 pub const CLAUDE_TOOL_PERMISSIONS: [&str; 8] = [
@@ -187,9 +191,9 @@ pub fn claude_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError>
     let root = root_mut(doc)?;
     let permissions = object_member(root, "permissions", "permissions")?;
     let allow = array_member(permissions, "allow", "permissions.allow")?;
-    for tool in CLAUDE_TOOL_PERMISSIONS {
+    for tool in CLAUDE_TOOL_PERMISSIONS.iter().chain([&SCORE_PERMISSION]) {
         if !allow.iter().any(|e| e.as_str() == Some(tool)) {
-            allow.push(Json::str(tool));
+            allow.push(Json::str(*tool));
         }
     }
     Ok(())
@@ -316,7 +320,7 @@ pub fn claude_settings_remove(doc: &mut Json) -> Result<bool, ShapeError> {
             let before = allow.len();
             allow.retain(|e| {
                 !e.as_str()
-                    .is_some_and(|s| CLAUDE_TOOL_PERMISSIONS.contains(&s))
+                    .is_some_and(|s| CLAUDE_TOOL_PERMISSIONS.contains(&s) || s == SCORE_PERMISSION)
             });
             if allow.len() != before {
                 removed = true;
@@ -379,13 +383,45 @@ pub fn mcp_add(doc: &mut Json, entry: Json) -> Result<(), ShapeError> {
     Ok(())
 }
 
-/// Removes root `mcpServers.memd` (and `mcpServers` if that emptied it).
+/// Claude Code's always-loaded scoring entry: only `score_response`, with a one-line
+/// description, so a scored turn needs no `ToolSearch` round trip (Claude Code 2.1.121+).
+pub fn mcp_score_entry(memd: &Path) -> Json {
+    let args = ["mcp", "--only", "score_response"];
+    Json::object([
+        ("type", Json::str("stdio")),
+        ("command", Json::str(memd.to_string_lossy())),
+        (
+            "args",
+            Json::Array(args.iter().map(|a| Json::str(*a)).collect()),
+        ),
+        ("alwaysLoad", Json::Bool(true)),
+    ])
+}
+
+/// Sets (`Some`) or removes (`None`) root `mcpServers.memd-score`.
+pub fn mcp_set_score(doc: &mut Json, entry: Option<Json>) -> Result<(), ShapeError> {
+    let root = root_mut(doc)?;
+    match entry {
+        Some(e) => {
+            object_member(root, "mcpServers", "mcpServers")?.insert(SCORE_SERVER, e);
+        }
+        None => {
+            if let Some(servers) = root.get_mut("mcpServers").and_then(Json::as_object_mut) {
+                servers.remove(SCORE_SERVER);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes root `mcpServers.memd` and `memd-score` (and `mcpServers` if that emptied it).
 pub fn mcp_remove(doc: &mut Json) -> Result<bool, ShapeError> {
     let root = root_mut(doc)?;
     let Some(servers) = root.get_mut("mcpServers").and_then(Json::as_object_mut) else {
         return Ok(false);
     };
-    if servers.remove(SERVER_NAME).is_none() {
+    let score = servers.remove(SCORE_SERVER).is_some();
+    if servers.remove(SERVER_NAME).is_none() && !score {
         return Ok(false);
     }
     if servers.is_empty() {
