@@ -156,6 +156,25 @@ fn codex_gets_this_projects_context_is_guarded_and_scores() {
     );
     s.assert_exchange_stored(&thread);
 
+    // memd's tool schemas in every request: the scoring surface only.
+    let memd_tools: Vec<&Value> = sent[0].body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["name"] == "mcp__memd")
+        .collect();
+    assert_eq!(memd_tools.len(), 1, "memd's namespace is offered");
+    let bytes = memd_tools[0].to_string().len();
+    println!(
+        "Codex {}: memd's tools add {bytes} bytes (≈{} tokens) per request",
+        CODEX.version,
+        bytes.div_ceil(4)
+    );
+    assert!(
+        bytes.div_ceil(4) <= 1000,
+        "memd's tools cost {bytes} bytes per request"
+    );
+
     s.model.clear();
     codex(&s, &p.alpha, SECOND_PROMPT, Some(&thread));
     s.model.dump_if_asked("codex turn 2");
@@ -171,6 +190,7 @@ fn codex_gets_this_projects_context_is_guarded_and_scores() {
         .find(|(n, _)| n == "mcp__memd/score_response")
         .unwrap_or_else(|| panic!("no score_response call in {made:?}"));
     assert_eq!(score.1["memory_scores"][&p.alpha_fact], "worked");
+    assert_eq!(sent.len(), 2, "the scored turn: the score call and the answer, nothing more");
     s.assert_agent_scored(&thread, &p.alpha_fact);
     s.assert_no_token_in_client_files();
 

@@ -4,8 +4,8 @@
 //! Two files under `$CODEX_HOME` (default `~/.codex`): `hooks.json` gets memd's hooks
 //! (`UserPromptSubmit`, `PreToolUse` and `PostToolUse` for Bash, `Stop`, each running
 //! `hook-prompt --codex` or `hook-stop --codex`), and `config.toml` gets the stdio MCP server
-//! `[mcp_servers.memd]` (`memd mcp`: no token; memd's tools approved, the variables that locate
-//! the daemon passed on) and, because Codex runs a user's hook only once it
+//! `[mcp_servers.memd]` (`memd mcp --only score_response`: no token; the tool approved, the
+//! variables that locate the daemon passed on) and, because Codex runs a user's hook only once it
 //! is trusted, one `[hooks.state."<hooks.json>:<event>:<group>:<handler>"]` entry per memd hook
 //! holding the `trusted_hash` Codex computes for that hook (the SHA-256 of its normalized
 //! definition: checked against Codex 0.169.0 by tests/tests/client_codex.rs). Running
@@ -48,6 +48,11 @@ pub const FORWARDED_ENV: [&str; 13] = [
     "XDG_CONFIG_HOME",
     "XDG_CACHE_HOME",
 ];
+/// What Codex starts: the scoring surface only. Codex loads every tool of every server into
+/// every request (memd's eight: 18,427 bytes, about 4,600 tokens, measured with Codex 0.169.0),
+/// and the hooks already bring the memories; `score_response` alone costs about 400 tokens.
+pub const SERVER_ARGS: [&str; 3] = ["mcp", "--only", "score_response"];
+pub const SERVER_TOOLS: [&str; 1] = ["score_response"];
 /// The flag every memd command in Codex's hooks.json carries.
 pub const FLAG: &str = "--codex";
 
@@ -204,7 +209,7 @@ pub fn config_add(
     let mut entry = Table::new();
     entry.insert("command", value(memd.to_string_lossy().as_ref()));
     let mut args = toml_edit::Array::new();
-    for a in merge::STDIO_ARGS {
+    for a in SERVER_ARGS {
         args.push(a);
     }
     entry.insert("args", value(args));
@@ -217,8 +222,7 @@ pub fn config_add(
     // `approval_policy = "never"`, as `codex exec` runs), as Claude Code's are pre-allowed.
     let mut tools = Table::new();
     tools.set_implicit(true);
-    for tool in merge::CLAUDE_TOOL_PERMISSIONS {
-        let name = tool.trim_start_matches("mcp__memd__");
+    for name in SERVER_TOOLS {
         let mut t = Table::new();
         t.insert("approval_mode", value("approve"));
         tools.insert(name, Item::Table(t));

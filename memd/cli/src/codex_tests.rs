@@ -95,7 +95,10 @@ fn config_toml_keeps_the_users_text_and_loses_only_memds() {
     assert!(after.starts_with(user), "{after}");
     assert_eq!(
         mcp_registered(&after),
-        Some(("/bin/memd".to_string(), vec!["mcp".to_string()]))
+        Some((
+            "/bin/memd".to_string(),
+            SERVER_ARGS.iter().map(|a| a.to_string()).collect()
+        ))
     );
     assert_eq!(
         trusted_hash(&after, "/h/.codex/hooks.json:stop:0:0").as_deref(),

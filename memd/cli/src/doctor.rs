@@ -609,13 +609,18 @@ fn check_codex(r: &mut Report, files: &ClientFiles) {
         }
     };
     match codex::mcp_registered(&text) {
-        Some((command, args)) if stdio_command_runs(&command) && args == merge::STDIO_ARGS => r.ok(
-            "codex mcp",
-            format!(
-                "registered in {} (stdio: {command} mcp)",
-                files.codex_config.display()
-            ),
-        ),
+        Some((command, args))
+            if stdio_command_runs(&command) && args.first().is_some_and(|a| a == "mcp") =>
+        {
+            r.ok(
+                "codex mcp",
+                format!(
+                    "registered in {} (stdio: {command} {})",
+                    files.codex_config.display(),
+                    args.join(" ")
+                ),
+            )
+        }
         Some((command, _)) => r.fail(
             "codex mcp",
             format!(
