@@ -55,11 +55,13 @@ fn answer(event: Event, deadline: &Deadline) {
         Event::ClaudeSessionStart {
             client,
             session_id,
+            source,
             cwd,
             project_dir,
         } => {
             let mut request = context_request(String::new(), session_id, cwd, client, true);
             request.project_dir = project_dir;
+            request.session_source = source;
             if let Some(context) = fetch_context(&request, deadline) {
                 output::emit(&claude_answer("SessionStart", &context));
             }
@@ -120,6 +122,7 @@ fn context_request(
         project_dir: None,
         client: Some(client),
         session_start,
+        session_source: None,
     }
 }
 

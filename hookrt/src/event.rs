@@ -30,6 +30,9 @@ struct RawInput {
     cursor_version: Option<String>,
     #[serde(default)]
     prompt: Option<String>,
+    /// SessionStart: `startup`, `resume`, `clear` or `compact`.
+    #[serde(default)]
+    source: Option<String>,
     #[serde(default)]
     stop_hook_active: Option<bool>,
     #[serde(default)]
@@ -67,6 +70,8 @@ pub enum Event {
     ClaudeSessionStart {
         client: Client,
         session_id: String,
+        /// `startup`, `resume`, `clear` or `compact`.
+        source: Option<String>,
         cwd: Option<String>,
         project_dir: Option<String>,
     },
@@ -218,6 +223,7 @@ fn claude_event(
         "SessionStart" => Ok(Event::ClaudeSessionStart {
             client,
             session_id: session_id()?,
+            source: non_empty(input.source.clone()),
             cwd,
             project_dir,
         }),

@@ -112,6 +112,20 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
         None,
         "nothing to score before the first exchange"
     );
+    // SessionStart brought the project's brief; the prompt's context only points back at it.
+    assert!(
+        text.contains("SessionStart hook additional context"),
+        "no SessionStart brief"
+    );
+    assert_eq!(
+        text.matches("make ship-alpha").count(),
+        1,
+        "the fact shown once"
+    );
+    assert!(
+        text.contains("shown earlier in this conversation"),
+        "{text}"
+    );
     let refused = sent
         .iter()
         .flat_map(|r| tool_results(&r.body))
@@ -156,6 +170,22 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
     assert_ne!(score_result["is_error"], true, "{score_result}");
     s.assert_agent_scored(&session, &p.alpha_fact);
     s.assert_no_token_in_client_files();
+    // Compaction empties the model's context: the SessionStart `compact` brief shows the
+    // project's facts in full again, where a resumed session only points back at them.
+    claude(&s, &p.alpha, "/compact", Some(&session));
+    s.model.clear();
+    claude(&s, &p.alpha, "And the tests?", Some(&session));
+    s.model.dump_if_asked("claude after compact");
+    let after = s.model.requests_to("/v1/messages")[0].text();
+    assert!(
+        !after.contains("How does the service deploy?"),
+        "the history was compacted"
+    );
+    assert!(
+        after.contains("make ship-alpha"),
+        "the compact brief shows the fact in full"
+    );
+
     let checks = s.doctor();
     for name in ["claude hooks", "claude mcp"] {
         let status = checks.get(name).map(String::as_str).unwrap_or("missing");

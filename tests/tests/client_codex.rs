@@ -190,7 +190,11 @@ fn codex_gets_this_projects_context_is_guarded_and_scores() {
         .find(|(n, _)| n == "mcp__memd/score_response")
         .unwrap_or_else(|| panic!("no score_response call in {made:?}"));
     assert_eq!(score.1["memory_scores"][&p.alpha_fact], "worked");
-    assert_eq!(sent.len(), 2, "the scored turn: the score call and the answer, nothing more");
+    assert_eq!(
+        sent.len(),
+        2,
+        "the scored turn: the score call and the answer, nothing more"
+    );
     s.assert_agent_scored(&thread, &p.alpha_fact);
     s.assert_no_token_in_client_files();
 

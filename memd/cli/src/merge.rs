@@ -35,7 +35,13 @@ pub const CLAUDE_TOOL_PERMISSIONS: [&str; 8] = [
 
 /// Claude Code events → (binary, timeout seconds, matcher). The tool events match only the
 /// tools memd guards or learns from, so a search or a web fetch does not start a hook.
-const CLAUDE_HOOKS: [(&str, &str, i64, Option<&str>); 5] = [
+const CLAUDE_HOOKS: [(&str, &str, i64, Option<&str>); 6] = [
+    (
+        "SessionStart",
+        HOOK_PROMPT,
+        10,
+        Some("startup|resume|clear|compact"),
+    ),
     ("UserPromptSubmit", HOOK_PROMPT, 10, None),
     ("Stop", HOOK_STOP, 30, None),
     ("PreToolUse", HOOK_PROMPT, 10, Some(GUARDED_TOOLS)),
