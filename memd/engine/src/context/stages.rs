@@ -36,6 +36,9 @@ pub struct Prompt {
     /// The agent asking for context itself (MCP) sees disputed memories, flagged, so it can
     /// verify and fix them; the hooks never inject them.
     pub with_disputed: bool,
+    /// A session start after `clear` / `compact`: the model no longer sees earlier memories,
+    /// so they are shown again in full.
+    pub fresh_context: bool,
 }
 
 impl Prompt {
@@ -54,6 +57,8 @@ impl Prompt {
             session_start: req.session_start,
             client: req.client,
             with_disputed: req.client == Some(proto::Client::Mcp),
+            fresh_context: req.session_start
+                && matches!(req.session_source.as_deref(), Some("clear" | "compact")),
         })
     }
 
@@ -97,7 +102,8 @@ impl Turn {
                 false => s.sessions.plan(conv),
             };
             let scoring_hints = plan.ids.iter().map(|id| hint(s, id)).collect();
-            let already = s.sessions.get(conv).map_or_else(HashSet::new, |c| {
+            let seen = s.sessions.get(conv).filter(|_| !p.fresh_context);
+            let already = seen.map_or_else(HashSet::new, |c| {
                 c.shown
                     .iter()
                     .filter_map(|id| s.by_id(id).map(|r| r.key))
@@ -313,7 +319,11 @@ pub fn record(
         }),
     });
     let evidence_scored = unscored.is_some();
-    core.commit_queued(unscored.into_iter().chain([op]).collect())?;
+    let reset = p.fresh_context.then(|| {
+        let conv = p.conv.clone();
+        Op::Session(SessionOp::ContextReset { conv })
+    });
+    core.commit_queued(unscored.into_iter().chain(reset).chain([op]).collect())?;
     if evidence_scored {
         // The lifecycle pass must see the scores: wake it once the queued ops are applied.
         let core = core.clone();
