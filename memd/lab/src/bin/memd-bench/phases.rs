@@ -497,8 +497,8 @@ impl Bench {
     /// The prompt path's floor beside `hook_prompt` (p50 `prompt_p50`), and the ratio.
     fn floor_figures(&mut self, floor: &floor::Floor, prompt_p50: f64, label: &str, at: &str) {
         let encodings = match self.opts.rerank {
-            true => "the embedding beside the late-interaction states",
-            false => "the embedding",
+            true => "embedding beside their late-interaction states",
+            false => "embedding",
         };
         self.report.add(
             Figure::latency(&format!("hook_prompt.floor_spawn.{label}"), &floor.spawn).with_note(
