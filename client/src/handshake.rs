@@ -188,7 +188,11 @@ fn complete(buf: &[u8]) -> Result<Option<(usize, Vec<u8>)>, ureq::Error> {
     if status.split(' ').nth(1) != Some("200") {
         return Err(impostor(format!(
             "no proof: it answered {}",
-            status.chars().filter(char::is_ascii_graphic).take(40).collect::<String>()
+            status
+                .chars()
+                .filter(char::is_ascii_graphic)
+                .take(40)
+                .collect::<String>()
         )));
     }
     let mut length = None;
@@ -197,7 +201,9 @@ fn complete(buf: &[u8]) -> Result<Option<(usize, Vec<u8>)>, ureq::Error> {
         match (name.trim(), value.trim()) {
             ("content-length", v) => length = v.parse::<usize>().ok(),
             ("connection", "close") => {
-                return Err(impostor("no proof: it closes the connection after the proof"));
+                return Err(impostor(
+                    "no proof: it closes the connection after the proof",
+                ));
             }
             _ => {}
         }
@@ -218,7 +224,8 @@ mod tests {
 
     #[test]
     fn an_answer_is_complete_only_with_its_whole_body() {
-        let head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 4\r\n\r\n";
+        let head =
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 4\r\n\r\n";
         assert!(complete(&head[..20]).unwrap().is_none());
         let mut partial = head.to_vec();
         partial.extend_from_slice(b"{}");

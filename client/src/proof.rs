@@ -106,8 +106,14 @@ mod tests {
         let p = daemon_proof("token-a", &n, &here);
         assert!(same(&p, &daemon_proof("token-a", &n, &here)));
         assert!(!same(&p, &daemon_proof("token-b", &n, &here)));
-        assert!(!same(&p, &daemon_proof("token-a", &new_nonce().unwrap(), &here)));
-        assert!(!same(&p, &daemon_proof("token-a", &n, &other)), "bound to the port");
+        assert!(!same(
+            &p,
+            &daemon_proof("token-a", &new_nonce().unwrap(), &here)
+        ));
+        assert!(
+            !same(&p, &daemon_proof("token-a", &n, &other)),
+            "bound to the port"
+        );
         assert_ne!(dashboard_host("token-a"), dashboard_host("token-b"));
         assert!(dashboard_host("token-a").ends_with(".localhost"));
         assert!(!nonce_ok("xyz") && !nonce_ok(&"g".repeat(NONCE_HEX_CHARS)));
