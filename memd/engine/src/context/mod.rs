@@ -149,7 +149,10 @@ pub async fn get_context_for(
         let already = shown_keys(s, &conv);
         let (keys, views): (Vec<u64>, Vec<MemoryView>) = picked
             .iter()
-            .filter_map(|(k, h)| Some((*k, search::view(s.by_key(*k)?, now, h.as_ref()))))
+            .filter_map(|(k, h)| {
+                let view = search::view(s.by_key(*k)?, now, h.as_ref());
+                Some((*k, format::attributed(view, s.sync().role.as_deref())))
+            })
             .unzip();
         let seen: Vec<bool> = keys.iter().map(|k| already.contains(k)).collect();
         let first_context = already.is_empty();
