@@ -132,24 +132,25 @@ fn outcomes_follow_memds_rules_in_the_database() {
     assert_eq!(after[1], "0.1", "confidence below its floor: {after:?}");
     assert_eq!(after[2], "8");
     assert_eq!(after[3], bobs_store, "the writer is the caller's store");
-    // Thirty more: at most thirty outcomes per sender and memory an hour are applied, each
-    // adding what one outcome adds.
-    for i in 0..30 {
-        let _ = outcome(
-            &format!("{bobs_store}:w{i}"),
-            "'worked'",
-            5.0,
-            5.0,
-            bobs_store,
-        );
-    }
+    // 120 more: at most 120 outcomes per sender and memory an hour are applied, each adding
+    // what one outcome adds.
+    let worked: Vec<String> = (0..120)
+        .map(|i| {
+            format!(
+                "SELECT memd_record_outcome('{bobs_store}:w{i}', '{uid}', 'worked', \
+                 1700000000000, 5, true, 100, 5, '{bobs_store}');"
+            )
+        })
+        .collect();
+    let _ = as_role(&pg, "bob", &worked.concat());
     let after: Vec<String> = row().split(' ').map(str::to_string).collect();
-    assert_eq!(after[2], "30", "uses beyond the rate: {after:?}");
+    assert_eq!(after[2], "120", "uses beyond the rate: {after:?}");
+    assert_eq!(after[1], "1", "confidence above 1: {after:?}");
     let success = admin(
         &pg,
         &format!("SELECT success_count FROM memd_memories WHERE uid = '{uid}'"),
     );
-    assert_eq!(success, "22", "22 worked outcomes at one success each");
+    assert_eq!(success, "112", "112 worked outcomes at one success each");
     // A writer that is not one of the caller's stores is refused.
     let forged = outcome(
         &format!("{bobs_store}:x1"),

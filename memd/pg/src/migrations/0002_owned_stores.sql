@@ -51,7 +51,7 @@ CREATE INDEX memd_outcomes_sender ON memd_outcomes (owner, uid, received_at);
 -- worked +0.2, partial +0.05, failed -0.3 on a scored memory's score (clamped to [0, 1]); a
 -- memory-bank fact's score does not move, its confidence goes +0.1 (at most 1) or -0.2 (at
 -- least 0.1); books take no outcomes; unknown only marks the memory used. At most
--- 30 outcomes per sender and memory are applied per hour; the rest are kept, unapplied.
+-- 120 outcomes per sender and memory are applied per hour; the rest are kept, unapplied.
 -- The writer is one of the caller's own stores.
 CREATE OR REPLACE FUNCTION memd_record_outcome(
   p_event text, p_uid text, p_outcome text, p_at bigint, p_score double precision,
@@ -99,7 +99,7 @@ BEGIN
   SELECT count(*) INTO recent FROM memd_outcomes
     WHERE owner = session_user AND uid = p_uid AND applied
       AND received_at > now() - interval '1 hour';
-  IF recent >= 30 THEN
+  IF recent >= 120 THEN
     RETURN false;
   END IF;
   rule := CASE p_outcome WHEN 'worked' THEN 0.2 WHEN 'partial' THEN 0.05
