@@ -32,7 +32,7 @@ fn login_link(d: &tests::Daemon) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// A page server on its own port: every request's `Cookie` header is kept; every answer sets
+/// A page server on its own port: every request's `Cookie` header is kept; `/toss` sets
 /// cookies named like memd's session (`memd_ui_<port>`), host-only and for `localhost`.
 fn attacker(memd_port: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -53,6 +53,8 @@ fn attacker(memd_port: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
 fn serve(stream: std::net::TcpStream, memd_port: u16, log: &Mutex<Vec<String>>) {
     let mut reader = BufReader::new(stream);
     let mut cookies = String::new();
+    let mut first = String::new();
+    let _ = reader.read_line(&mut first);
     let mut line = String::new();
     while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
         if line == "\r\n" {
@@ -66,11 +68,18 @@ fn serve(stream: std::net::TcpStream, memd_port: u16, log: &Mutex<Vec<String>>) 
     log.lock().unwrap().push(cookies);
     let page = "<!doctype html><title>a page on this machine</title><p>hello</p>";
     let name = format!("memd_ui_{memd_port}");
+    // Only `/toss` sets cookies: the other pages show what the browser sends on its own.
+    let toss = if first.contains("/toss") {
+        format!(
+            "set-cookie: {name}=tossed-host; Path=/ui; SameSite=Lax\r\n\
+             set-cookie: {name}=tossed-domain; Domain=localhost; Path=/ui/memories; SameSite=Lax\r\n"
+        )
+    } else {
+        String::new()
+    };
     let _ = write!(
         reader.get_mut(),
-        "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n\
-         set-cookie: {name}=tossed-host; Path=/ui; SameSite=Lax\r\n\
-         set-cookie: {name}=tossed-domain; Domain=localhost; Path=/ui/memories; SameSite=Lax\r\n\
+        "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n{toss}\
          content-length: {}\r\nconnection: close\r\n\r\n{page}",
         page.len()
     );
@@ -120,7 +129,15 @@ fn another_local_page_is_never_sent_the_session_and_cannot_log_the_user_out() {
         "another program's page was sent memd's session: {received:?}"
     );
 
-    // The cookies that page set do not replace the session: the dashboard still knows the user.
+    // Such a page sets cookies of the session's name: they do not replace the session, the
+    // dashboard still knows the user.
+    for page in [
+        format!("http://127.0.0.1:{port}/toss"),
+        format!("http://evil.localhost:{port}/toss"),
+    ] {
+        b.goto(&page).unwrap();
+        b.wait_for("p", WAIT).unwrap();
+    }
     b.goto(&format!("{dashboard}/ui/memories")).unwrap();
     b.wait_for("form.filters", WAIT)
         .expect("still logged in after the other page set cookies of the session's name");
