@@ -1,5 +1,5 @@
 //! `hook-stop`: the hook that runs after something happened, for Claude Code (`Stop`,
-//! `PostToolUse`) and Cursor (`--cursor`: `afterAgentResponse`, `stop`, `afterShellExecution`,
+//! `PostToolUse`), Codex CLI (`--codex`: the same events) and Cursor (`--cursor`: `afterAgentResponse`, `stop`, `afterShellExecution`,
 //! `afterFileEdit`).
 //!
 //! It sends the finished exchange to memd (`POST /api/hooks/stop`) and, when memd asks for it
@@ -49,6 +49,7 @@ fn answer(event: Event, deadline: &Deadline) {
             ..
         } => return,
         Event::ClaudeStop {
+            client,
             session_id,
             transcript_path,
             last_assistant_message,
@@ -57,6 +58,7 @@ fn answer(event: Event, deadline: &Deadline) {
         } => {
             let mut request =
                 claude_stop_request(session_id, transcript_path, last_assistant_message);
+            request.client = Some(client);
             request.project_dir = project_dir;
             request
         }

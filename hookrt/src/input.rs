@@ -15,16 +15,24 @@ pub enum Mode {
     Claude,
     /// Invoked from `~/.cursor/hooks.json` (`--cursor`).
     Cursor,
+    /// Invoked from Codex CLI's `~/.codex/hooks.json` (`--codex`): Claude Code's event shapes,
+    /// without `CLAUDE_PROJECT_DIR` and with a transcript in Codex's own format.
+    Codex,
 }
 
 /// The mode from the command-line arguments (program name excluded). Any `--cursor*` flag counts,
 /// so variants such as `--cursor-response` in older configs still select Cursor.
 pub fn mode_from_args<I: IntoIterator<Item = String>>(args: I) -> Mode {
-    if args.into_iter().any(|a| a.starts_with("--cursor")) {
-        Mode::Cursor
-    } else {
-        Mode::Claude
+    let mut mode = Mode::Claude;
+    for a in args {
+        if a.starts_with("--cursor") {
+            return Mode::Cursor;
+        }
+        if a == "--codex" {
+            mode = Mode::Codex;
+        }
     }
+    mode
 }
 
 /// True when Cursor is running the copy of the hook registered in Claude Code's settings: Cursor
@@ -88,6 +96,7 @@ mod tests {
             Mode::Cursor
         );
         assert_eq!(mode_from_args(vec!["--verbose".to_string()]), Mode::Claude);
+        assert_eq!(mode_from_args(vec!["--codex".to_string()]), Mode::Codex);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! token, and its file must be private). Read-only: must never change a file or start the daemon.
 
 use super::client::{Client, ClientError};
+use super::codex;
 use super::files;
 use super::init::{ClientFiles, is_executable, on_path};
 use super::json::Json;
@@ -363,13 +364,24 @@ fn read_json(path: &Path) -> Result<Option<Json>, String> {
 fn check_clients(r: &mut Report, files: &ClientFiles, port: u16, token: &str) {
     let claude = files.claude_detected();
     let cursor = files.cursor_detected();
-    if claude.is_none() && cursor.is_none() {
+    let codex = files.codex_detected();
+    if claude.is_none() && cursor.is_none() && codex.is_none() {
         r.warn(
             "clients",
-            "neither Claude Code nor Cursor found",
+            "none of Claude Code, Codex CLI or Cursor found",
             "install one, then `memd init`",
         );
         return;
+    }
+    if codex.is_some() {
+        check_hooks(
+            r,
+            "codex hooks",
+            &files.codex_hooks,
+            codex::events(),
+            merge::claude_hook_commands,
+        );
+        check_codex(r, files);
     }
     let expected_url = format!("http://127.0.0.1:{port}/mcp");
     if claude.is_some() {
@@ -381,6 +393,7 @@ fn check_clients(r: &mut Report, files: &ClientFiles, port: u16, token: &str) {
             merge::claude_hook_commands,
         );
         check_mcp(r, "claude mcp", &files.claude_json, &expected_url, token);
+        check_claude_score(r, &files.claude_json);
     }
     if cursor.is_some() {
         check_hooks(
@@ -573,5 +586,105 @@ fn check_secret_mode(r: &mut Report, name: &'static str, path: &Path) {
             ),
             format!("chmod 600 {}", path.display()),
         );
+    }
+}
+
+/// Codex: memd's MCP server in config.toml starts `memd mcp`, and every memd hook in hooks.json
+/// is trusted under its current definition (Codex skips an untrusted or changed hook silently).
+fn check_codex(r: &mut Report, files: &ClientFiles) {
+    let text = match files::read_optional(&files.codex_config) {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return r.fail(
+                "codex mcp",
+                format!("{} does not exist", files.codex_config.display()),
+                "memd init --codex",
+            );
+        }
+        Err(e) => {
+            return r.fail(
+                "codex mcp",
+                e.to_string(),
+                "fix the file, then memd init --codex",
+            );
+        }
+    };
+    match codex::mcp_registered(&text) {
+        Some((command, args))
+            if stdio_command_runs(&command) && args.first().is_some_and(|a| a == "mcp") =>
+        {
+            r.ok(
+                "codex mcp",
+                format!(
+                    "registered in {} (stdio: {command} {})",
+                    files.codex_config.display(),
+                    args.join(" ")
+                ),
+            )
+        }
+        Some((command, _)) => r.fail(
+            "codex mcp",
+            format!(
+                "{} starts {command:?} without a runnable `memd mcp`",
+                files.codex_config.display()
+            ),
+            "memd init --codex",
+        ),
+        None => r.fail(
+            "codex mcp",
+            format!("no [mcp_servers.memd] in {}", files.codex_config.display()),
+            "memd init --codex",
+        ),
+    }
+    let hooks = match read_json(&files.codex_hooks) {
+        Ok(Some(doc)) => doc,
+        _ => return,
+    };
+    let trust = codex::trust_entries(&files.codex_hooks, &hooks);
+    let untrusted: Vec<&str> = trust
+        .iter()
+        .filter(|t| codex::trusted_hash(&text, &t.key).as_deref() != Some(t.hash.as_str()))
+        .map(|t| {
+            t.key
+                .rsplit_once(".json:")
+                .map_or(t.key.as_str(), |(_, k)| k)
+        })
+        .collect();
+    if untrusted.is_empty() {
+        r.ok("codex trust", format!("{} memd hooks trusted", trust.len()));
+    } else {
+        r.fail(
+            "codex trust",
+            format!(
+                "Codex will skip memd's hooks {} (not trusted under their current definition)",
+                untrusted.join(", ")
+            ),
+            "memd init --codex",
+        );
+    }
+}
+
+/// A Claude Code that takes `alwaysLoad` should have memd's scoring entry, or each session's
+/// first score costs a `ToolSearch` round trip.
+fn check_claude_score(r: &mut Report, path: &Path) {
+    let Some(v) = super::claude::installed_version() else {
+        return;
+    };
+    let registered = read_json(path).ok().flatten().is_some_and(|d| {
+        d.get("mcpServers")
+            .and_then(|s| s.get(merge::SCORE_SERVER))
+            .is_some()
+    });
+    match (super::claude::takes_always_load(v), registered) {
+        (true, true) => r.ok("claude score", "memd-score is always loaded: scoring needs no ToolSearch"),
+        (true, false) => r.warn(
+            "claude score",
+            format!("Claude Code {}.{}.{} could load memd's scoring tool up front, but memd-score is not registered", v.0, v.1, v.2),
+            "memd init",
+        ),
+        (false, _) => r.ok(
+            "claude score",
+            format!("Claude Code {}.{}.{} predates alwaysLoad: the first score of a session loads the tool with ToolSearch", v.0, v.1, v.2),
+        ),
     }
 }

@@ -1,7 +1,9 @@
-//! `memd init` and `memd uninstall`: wire memd into Claude Code and Cursor, and out again.
+//! `memd init` and `memd uninstall`: wire memd into Claude Code, Codex CLI and Cursor, and out
+//! again.
 //!
 //! Owns which client files are touched (`~/.claude/settings.json`, `~/.claude.json`,
-//! `~/.cursor/hooks.json`, `~/.cursor/mcp.json`, memd's own `config.toml`), client detection,
+//! `~/.codex/hooks.json` and `config.toml` (see `codex`), `~/.cursor/hooks.json`,
+//! `~/.cursor/mcp.json`, memd's own `config.toml`), client detection,
 //! and the plan → dry-run diff / apply → report flow. Every file is planned before any is
 //! written, so one malformed file stops the run with nothing changed. The MCP entry runs
 //! `memd mcp` (stdio) by default, so no client file holds the token; only `--mcp http` writes
@@ -11,6 +13,7 @@
 //! memd's.
 
 use super::client;
+use super::codex;
 use super::files::{self, Applied, Conflict, EditResult, Planned};
 use super::json::Json;
 use super::merge;
@@ -30,6 +33,9 @@ pub struct ClientFiles {
     pub cursor_dir: PathBuf,
     pub cursor_hooks: PathBuf,
     pub cursor_mcp: PathBuf,
+    pub codex_dir: PathBuf,
+    pub codex_hooks: PathBuf,
+    pub codex_config: PathBuf,
 }
 
 impl ClientFiles {
@@ -41,6 +47,9 @@ impl ClientFiles {
             cursor_dir: home.join(".cursor"),
             cursor_hooks: home.join(".cursor").join("hooks.json"),
             cursor_mcp: home.join(".cursor").join("mcp.json"),
+            codex_dir: codex::codex_dir(home),
+            codex_hooks: codex::codex_dir(home).join("hooks.json"),
+            codex_config: codex::codex_dir(home).join("config.toml"),
         }
     }
 
@@ -57,6 +66,13 @@ impl ClientFiles {
             return Some(format!("{} exists", self.claude_dir.display()));
         }
         on_path("claude").map(|p| format!("`claude` is on PATH ({})", p.display()))
+    }
+
+    pub fn codex_detected(&self) -> Option<String> {
+        if self.codex_dir.is_dir() {
+            return Some(format!("{} exists", self.codex_dir.display()));
+        }
+        on_path("codex").map(|p| format!("`codex` is on PATH ({})", p.display()))
     }
 
     pub fn cursor_detected(&self) -> Option<String> {
@@ -90,6 +106,7 @@ pub fn is_executable(p: &Path) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ClientKind {
     ClaudeCode,
+    Codex,
     Cursor,
 }
 
@@ -97,6 +114,7 @@ impl ClientKind {
     pub fn name(self) -> &'static str {
         match self {
             ClientKind::ClaudeCode => "Claude Code",
+            ClientKind::Codex => "Codex CLI",
             ClientKind::Cursor => "Cursor",
         }
     }
@@ -114,6 +132,7 @@ pub enum McpKind {
 
 pub struct InitArgs {
     pub claude_code: bool,
+    pub codex: bool,
     pub cursor: bool,
     pub dry_run: bool,
     pub yes: bool,
@@ -148,25 +167,28 @@ impl Job {
 }
 
 /// The clients to configure: the ones named by flags, else the ones detected.
-fn select_clients(files: &ClientFiles, claude: bool, cursor: bool) -> Vec<(ClientKind, String)> {
-    if claude || cursor {
-        let mut out = Vec::new();
-        if claude {
-            out.push((ClientKind::ClaudeCode, "--claude-code".to_string()));
-        }
-        if cursor {
-            out.push((ClientKind::Cursor, "--cursor".to_string()));
-        }
-        return out;
+fn select_clients(files: &ClientFiles, args: &InitArgs) -> Vec<(ClientKind, String)> {
+    let named = [
+        (args.claude_code, ClientKind::ClaudeCode, "--claude-code"),
+        (args.codex, ClientKind::Codex, "--codex"),
+        (args.cursor, ClientKind::Cursor, "--cursor"),
+    ];
+    if named.iter().any(|(on, _, _)| *on) {
+        return named
+            .iter()
+            .filter(|(on, _, _)| *on)
+            .map(|(_, kind, flag)| (*kind, flag.to_string()))
+            .collect();
     }
-    let mut out = Vec::new();
-    if let Some(why) = files.claude_detected() {
-        out.push((ClientKind::ClaudeCode, why));
-    }
-    if let Some(why) = files.cursor_detected() {
-        out.push((ClientKind::Cursor, why));
-    }
-    out
+    let detected = [
+        (ClientKind::ClaudeCode, files.claude_detected()),
+        (ClientKind::Codex, files.codex_detected()),
+        (ClientKind::Cursor, files.cursor_detected()),
+    ];
+    detected
+        .into_iter()
+        .filter_map(|(kind, why)| why.map(|w| (kind, w)))
+        .collect()
 }
 
 /// This `memd`, by its real path: what the stdio MCP entry starts.
@@ -237,8 +259,35 @@ fn mcp_job(path: &Path, entry: Json, secret: bool) -> Job {
     }
 }
 
-fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, mcp: &McpTarget) -> Vec<Job> {
+/// Claude Code's `~/.claude.json`: the `memd` entry, and the always-loaded scoring entry when
+/// `score` (a stdio bridge, a Claude Code that knows `alwaysLoad`) or none.
+fn claude_mcp_job(files: &ClientFiles, mcp: &McpTarget, score: Option<Json>) -> Job {
+    let entry = mcp.entry(true);
+    let secret = mcp.secret();
+    Job {
+        path: files.claude_json.clone(),
+        new_mode: if secret { 0o600 } else { 0o644 },
+        secret,
+        edit: Box::new(move |d| {
+            merge::mcp_add(d, entry.clone())?;
+            merge::mcp_set_score(d, score.clone())?;
+            Ok(EditResult::Keep)
+        }),
+    }
+}
+
+fn add_jobs(
+    kind: ClientKind,
+    files: &ClientFiles,
+    bin: &Path,
+    mcp: &McpTarget,
+    always_load: bool,
+) -> Vec<Job> {
     let bin = bin.to_path_buf();
+    let score = match mcp {
+        McpTarget::Stdio { memd } if always_load => Some(merge::mcp_score_entry(memd)),
+        _ => None,
+    };
     match kind {
         ClientKind::ClaudeCode => {
             vec![
@@ -251,9 +300,19 @@ fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, mcp: &McpTarget) 
                         Ok(EditResult::Keep)
                     }),
                 },
-                mcp_job(&files.claude_json, mcp.entry(true), mcp.secret()),
+                claude_mcp_job(files, mcp, score),
             ]
         }
+        // Codex always gets the stdio bridge: its config.toml is not kept private.
+        ClientKind::Codex => vec![Job {
+            path: files.codex_hooks.clone(),
+            new_mode: 0o644,
+            secret: false,
+            edit: Box::new(move |d| {
+                codex::hooks_add(d, &bin)?;
+                Ok(EditResult::Keep)
+            }),
+        }],
         ClientKind::Cursor => {
             vec![
                 Job {
@@ -292,6 +351,7 @@ fn remove_jobs(files: &ClientFiles) -> Vec<Job> {
     vec![
         job(&files.claude_settings, merge::claude_settings_remove),
         job(&files.claude_json, merge::mcp_remove),
+        job(&files.codex_hooks, merge::claude_settings_remove),
         job(&files.cursor_hooks, merge::cursor_hooks_remove),
         job(&files.cursor_mcp, merge::mcp_remove),
     ]
@@ -475,16 +535,17 @@ fn config_plan(choice: &SidecarChoice) -> Result<Option<Planned>> {
 pub fn run_init(args: InitArgs) -> Result<ExitCode> {
     let cfg = Config::load(None)?;
     let files = ClientFiles::for_user()?;
-    let clients = select_clients(&files, args.claude_code, args.cursor);
+    let clients = select_clients(&files, &args);
     let bin = resolve_bin_dir(args.bin_dir.clone())?;
     if clients.is_empty() {
         println!(
-            "memd init: no supported client found (looked for {}, `claude` on PATH, {}).",
+            "memd init: no supported client found (looked for {}, `claude` on PATH, {}, `codex` on PATH, {}).",
             files.claude_dir.display(),
+            files.codex_dir.display(),
             files.cursor_dir.display()
         );
         println!(
-            "Install Claude Code or Cursor first, or pass --claude-code / --cursor to configure one anyway."
+            "Install Claude Code, Codex CLI or Cursor first, or pass --claude-code / --codex / --cursor to configure one anyway."
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -513,9 +574,11 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
         },
         None => McpTarget::Stdio { memd: memd_exe()? },
     };
+    let always_load = clients.iter().any(|(k, _)| *k == ClientKind::ClaudeCode)
+        && super::claude::announce_always_load();
     let jobs: Vec<Job> = clients
         .iter()
-        .flat_map(|(k, _)| add_jobs(*k, &files, &bin, &mcp))
+        .flat_map(|(k, _)| add_jobs(*k, &files, &bin, &mcp, always_load))
         .collect();
     let plans = jobs.iter().map(Job::plan).collect::<Result<Vec<_>>>()?;
     let sidecar = if args.dry_run && args.sidecar.mode.is_none() {
@@ -523,7 +586,11 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
     } else {
         sidecar_setup::choose(&args.sidecar, args.yes)?
     };
-    let extra: Vec<Planned> = config_plan(&sidecar)?.into_iter().collect();
+    let mut extra: Vec<Planned> = config_plan(&sidecar)?.into_iter().collect();
+    if let Some(i) = jobs.iter().position(|j| j.path == files.codex_hooks) {
+        let memd = memd_exe()?;
+        extra.extend(codex::config_plan(&files, &plans[i], Some(&memd))?);
+    }
     if args.dry_run {
         let mut all = plans.clone();
         all.extend(extra);
@@ -535,7 +602,7 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
     let done = apply_all(&jobs, plans, extra, &files::timestamp(), &token)?;
     if report(&done) {
         println!(
-            "Done. Start a new Claude Code / Cursor session to load the hooks and the memd MCP server."
+            "Done. Start a new Claude Code / Codex / Cursor session to load the hooks and the memd MCP server."
         );
         println!("Undo with `memd uninstall` (backups are kept next to each changed file).");
     } else {
@@ -549,12 +616,20 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
     let files = ClientFiles::for_user()?;
     let jobs = remove_jobs(&files);
     let plans = jobs.iter().map(Job::plan).collect::<Result<Vec<_>>>()?;
+    let codex_plan = jobs
+        .iter()
+        .position(|j| j.path == files.codex_hooks)
+        .map(|i| codex::config_plan(&files, &plans[i], None))
+        .transpose()?
+        .flatten();
     let token = std::fs::read_to_string(cfg.token_path())
         .unwrap_or_default()
         .trim()
         .to_string();
     if args.dry_run {
-        if !print_diffs(&plans, &token) {
+        let mut all = plans.clone();
+        all.extend(codex_plan.clone());
+        if !print_diffs(&all, &token) {
             println!("memd uninstall --dry-run: no memd entries in any client config.");
         }
         if args.purge {
@@ -565,7 +640,8 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let done = apply_all(&jobs, plans, Vec::new(), &files::timestamp(), &token)?;
+    let extra: Vec<Planned> = codex_plan.into_iter().collect();
+    let done = apply_all(&jobs, plans, extra, &files::timestamp(), &token)?;
     if !report(&done) {
         println!("No memd entries found in any client config.");
     }

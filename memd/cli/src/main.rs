@@ -7,8 +7,9 @@
 //! # Layout
 //!
 //! - `client`: the CLI's view of the daemon (errors a person can act on, stopping it).
-//! - `init`, `merge`, `files`, `diff`, `json`, `sidecar_setup`: wiring memd into Claude Code
-//!   and Cursor config files (merge, backups, dry-run diffs); `service`: systemd / launchd.
+//! - `init`, `merge`, `codex`, `files`, `diff`, `json`, `sidecar_setup`: wiring memd into Claude
+//!   Code, Codex CLI and Cursor config files (merge, backups, dry-run diffs); `service`: systemd /
+//!   launchd.
 //! - `status`, `doctor`, `query`, `transfer`: status, checks, search/ingest/books, export/import.
 //! - `roampal`: `memd import --from-roampal`, moving in from a Roampal store.
 //! - `bridge`, `launch`: `memd mcp`, the stdio MCP server that relays to the daemon's `/mcp`.
@@ -18,7 +19,9 @@
 //! they never ship inside the user's binary.
 
 mod bridge;
+mod claude;
 mod client;
+mod codex;
 mod dashboard;
 mod diff;
 mod doctor;
@@ -72,7 +75,12 @@ pub enum Command {
         json: bool,
     },
     /// Serve memd's MCP tools over stdio, for clients that only launch stdio servers (starts the daemon if needed).
-    Mcp,
+    Mcp {
+        /// Expose only these tools (comma-separated), with one-line descriptions: the small
+        /// always-loaded scoring entry `memd init` registers next to the full server.
+        #[arg(long, value_delimiter = ',', value_name = "TOOL,...")]
+        only: Vec<String>,
+    },
     /// Wire memd into Claude Code and Cursor: hooks, MCP server, tool permissions.
     ///
     /// Configures the clients it finds (~/.claude or `claude` on PATH; ~/.cursor) unless
@@ -85,6 +93,9 @@ pub enum Command {
         /// Configure Cursor (even if not detected).
         #[arg(long)]
         cursor: bool,
+        /// Configure Codex CLI (even if not detected).
+        #[arg(long)]
+        codex: bool,
         /// Print the changes as a diff; write nothing.
         #[arg(long)]
         dry_run: bool,
@@ -324,7 +335,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),
         // The bridge owns stdout: nothing else may print there.
-        Command::Mcp => crate::bridge::run_stdio_bridge().map(|()| ExitCode::SUCCESS),
+        Command::Mcp { only } => crate::bridge::run_stdio_bridge(only).map(|()| ExitCode::SUCCESS),
         Command::Trace {
             conversation,
             limit,
@@ -332,6 +343,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         } => run_trace(conversation.as_deref(), limit, json),
         Command::Init {
             claude_code,
+            codex,
             cursor,
             dry_run,
             yes,
@@ -343,6 +355,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             sidecar_key_file,
         } => init::run_init(init::InitArgs {
             claude_code,
+            codex,
             cursor,
             dry_run,
             yes,
