@@ -15,16 +15,25 @@ pub enum Mode {
     Claude,
     /// Invoked from `~/.cursor/hooks.json` (`--cursor`).
     Cursor,
+    /// Invoked from `~/.gemini/settings.json` (`--gemini`): Gemini CLI, Antigravity's `agy`.
+    Gemini,
+    /// Invoked by memd's OpenCode plugin (`--opencode`), with the plugin's own JSON.
+    Opencode,
 }
 
 /// The mode from the command-line arguments (program name excluded). Any `--cursor*` flag counts,
 /// so variants such as `--cursor-response` in older configs still select Cursor.
 pub fn mode_from_args<I: IntoIterator<Item = String>>(args: I) -> Mode {
-    if args.into_iter().any(|a| a.starts_with("--cursor")) {
-        Mode::Cursor
-    } else {
-        Mode::Claude
+    let mut mode = Mode::Claude;
+    for arg in args {
+        match arg.as_str() {
+            "--gemini" => mode = Mode::Gemini,
+            "--opencode" => mode = Mode::Opencode,
+            a if a.starts_with("--cursor") => mode = Mode::Cursor,
+            _ => {}
+        }
     }
+    mode
 }
 
 /// True when Cursor is running the copy of the hook registered in Claude Code's settings: Cursor
@@ -88,6 +97,11 @@ mod tests {
             Mode::Cursor
         );
         assert_eq!(mode_from_args(vec!["--verbose".to_string()]), Mode::Claude);
+        assert_eq!(mode_from_args(vec!["--gemini".to_string()]), Mode::Gemini);
+        assert_eq!(
+            mode_from_args(vec!["--opencode".to_string()]),
+            Mode::Opencode
+        );
     }
 
     #[test]

@@ -3,11 +3,12 @@
 //! Owns the check list: config, data dir and token permissions, embedding runtime files,
 //! daemon, model, token accepted, a search round trip, and each detected client's hooks and MCP
 //! registration (a stdio entry must start `memd mcp`; an HTTP entry must carry the current URL and
-//! token, and its file must be private). Read-only: must never change a file or start the daemon.
+//! token, and its file must be private), OpenCode's plugin included. Read-only: must never change
+//! a file or start the daemon.
 
 use super::client::{Client, ClientError};
 use super::files;
-use super::init::{ClientFiles, is_executable, on_path};
+use super::init::{ClientFiles, ClientKind, is_executable, on_path};
 use super::json::Json;
 use super::merge;
 use anyhow::Result;
@@ -350,6 +351,9 @@ fn check_daemon(r: &mut Report, cfg: &Config) -> u16 {
     health.port
 }
 
+#[path = "doctor_agents.rs"]
+mod agents;
+
 fn read_json(path: &Path) -> Result<Option<Json>, String> {
     match files::read_optional(path) {
         Ok(None) => Ok(None),
@@ -361,36 +365,64 @@ fn read_json(path: &Path) -> Result<Option<Json>, String> {
 }
 
 fn check_clients(r: &mut Report, files: &ClientFiles, port: u16, token: &str) {
-    let claude = files.claude_detected();
-    let cursor = files.cursor_detected();
-    if claude.is_none() && cursor.is_none() {
+    let detected: Vec<ClientKind> = ClientKind::ALL
+        .into_iter()
+        .filter(|k| files.detected(*k).is_some())
+        .collect();
+    if detected.is_empty() {
         r.warn(
             "clients",
-            "neither Claude Code nor Cursor found",
+            "no Claude Code, Cursor, Gemini CLI, OpenCode or Copilot CLI found",
             "install one, then `memd init`",
         );
         return;
     }
     let expected_url = format!("http://127.0.0.1:{port}/mcp");
-    if claude.is_some() {
-        check_hooks(
-            r,
-            "claude hooks",
-            &files.claude_settings,
-            merge::claude_events(),
-            merge::claude_hook_commands,
-        );
-        check_mcp(r, "claude mcp", &files.claude_json, &expected_url, token);
-    }
-    if cursor.is_some() {
-        check_hooks(
-            r,
-            "cursor hooks",
-            &files.cursor_hooks,
-            merge::cursor_events(),
-            merge::cursor_hook_commands,
-        );
-        check_mcp(r, "cursor mcp", &files.cursor_mcp, &expected_url, token);
+    for kind in detected {
+        match kind {
+            ClientKind::ClaudeCode => {
+                check_hooks(
+                    r,
+                    "claude hooks",
+                    &files.claude_settings,
+                    merge::claude_events(),
+                    merge::claude_hook_commands,
+                );
+                check_mcp(r, "claude mcp", &files.claude_json, &expected_url, token);
+            }
+            ClientKind::Cursor => {
+                check_hooks(
+                    r,
+                    "cursor hooks",
+                    &files.cursor_hooks,
+                    merge::cursor_events(),
+                    merge::cursor_hook_commands,
+                );
+                check_mcp(r, "cursor mcp", &files.cursor_mcp, &expected_url, token);
+            }
+            ClientKind::Gemini => {
+                check_hooks(
+                    r,
+                    "gemini hooks",
+                    &files.gemini_settings,
+                    merge::agents::gemini_events(),
+                    merge::claude_hook_commands,
+                );
+                check_mcp(
+                    r,
+                    "gemini mcp",
+                    &files.gemini_settings,
+                    &expected_url,
+                    token,
+                );
+            }
+            ClientKind::Opencode => {
+                agents::check_opencode(r, files, &expected_url, token);
+            }
+            ClientKind::Copilot => {
+                check_mcp(r, "copilot mcp", &files.copilot_mcp, &expected_url, token);
+            }
+        }
     }
 }
 
@@ -532,7 +564,12 @@ fn check_mcp_http(
     expected_url: &str,
     token: &str,
 ) {
-    let url = entry.get("url").and_then(Json::as_str).unwrap_or("");
+    // Gemini CLI names a streamable HTTP server's address `httpUrl`.
+    let url = entry
+        .get("url")
+        .or_else(|| entry.get("httpUrl"))
+        .and_then(Json::as_str)
+        .unwrap_or("");
     let auth = entry
         .get("headers")
         .and_then(|h| h.get("Authorization"))

@@ -1,7 +1,9 @@
-//! `memd init` and `memd uninstall`: wire memd into Claude Code and Cursor, and out again.
+//! `memd init` and `memd uninstall`: wire memd into Claude Code, Cursor, Gemini CLI and
+//! OpenCode, and out again.
 //!
 //! Owns which client files are touched (`~/.claude/settings.json`, `~/.claude.json`,
-//! `~/.cursor/hooks.json`, `~/.cursor/mcp.json`, memd's own `config.toml`), client detection,
+//! `~/.cursor/hooks.json`, `~/.cursor/mcp.json`, `~/.gemini/settings.json`, OpenCode's
+//! `opencode.json` and `plugins/memd.ts`, memd's own `config.toml`),
 //! and the plan → dry-run diff / apply → report flow. Every file is planned before any is
 //! written, so one malformed file stops the run with nothing changed. The MCP entry runs
 //! `memd mcp` (stdio) by default, so no client file holds the token; only `--mcp http` writes
@@ -11,96 +13,17 @@
 //! memd's.
 
 use super::client;
+pub use super::clients::{ClientFiles, ClientKind, is_executable, on_path};
 use super::files::{self, Applied, Conflict, EditResult, Planned};
 use super::json::Json;
-use super::merge;
+use super::merge::{self, agents};
+use super::opencode;
 use super::sidecar_setup::{self, SidecarChoice, SidecarFlags};
 use anyhow::{Context, Result, bail};
 use memd_engine::config::Config;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// Where each client keeps what memd edits, under one home directory.
-#[derive(Debug, Clone)]
-pub struct ClientFiles {
-    pub claude_dir: PathBuf,
-    pub claude_settings: PathBuf,
-    pub claude_json: PathBuf,
-    pub cursor_dir: PathBuf,
-    pub cursor_hooks: PathBuf,
-    pub cursor_mcp: PathBuf,
-}
-
-impl ClientFiles {
-    pub fn under(home: &Path) -> ClientFiles {
-        ClientFiles {
-            claude_dir: home.join(".claude"),
-            claude_settings: home.join(".claude").join("settings.json"),
-            claude_json: home.join(".claude.json"),
-            cursor_dir: home.join(".cursor"),
-            cursor_hooks: home.join(".cursor").join("hooks.json"),
-            cursor_mcp: home.join(".cursor").join("mcp.json"),
-        }
-    }
-
-    pub fn for_user() -> Result<ClientFiles> {
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .context("HOME is not set")?;
-        Ok(ClientFiles::under(Path::new(&home)))
-    }
-
-    /// Why Claude Code looks installed, if it does.
-    pub fn claude_detected(&self) -> Option<String> {
-        if self.claude_dir.is_dir() {
-            return Some(format!("{} exists", self.claude_dir.display()));
-        }
-        on_path("claude").map(|p| format!("`claude` is on PATH ({})", p.display()))
-    }
-
-    pub fn cursor_detected(&self) -> Option<String> {
-        self.cursor_dir
-            .is_dir()
-            .then(|| format!("{} exists", self.cursor_dir.display()))
-    }
-}
-
-/// The first executable called `name` on PATH.
-pub fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
-}
-
-pub fn is_executable(p: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(p) else {
-        return false;
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        meta.is_file() && meta.permissions().mode() & 0o111 != 0
-    }
-    #[cfg(not(unix))]
-    meta.is_file()
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ClientKind {
-    ClaudeCode,
-    Cursor,
-}
-
-impl ClientKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ClientKind::ClaudeCode => "Claude Code",
-            ClientKind::Cursor => "Cursor",
-        }
-    }
-}
 
 /// How the clients reach memd's MCP server.
 #[derive(Debug, Clone, Copy, PartialEq, Default, clap::ValueEnum)]
@@ -113,8 +36,8 @@ pub enum McpKind {
 }
 
 pub struct InitArgs {
-    pub claude_code: bool,
-    pub cursor: bool,
+    /// The clients named by flags (empty: the detected ones).
+    pub clients: Vec<ClientKind>,
     pub dry_run: bool,
     pub yes: bool,
     pub bin_dir: Option<PathBuf>,
@@ -145,28 +68,6 @@ impl Job {
         plan.secret = self.secret;
         Ok(plan)
     }
-}
-
-/// The clients to configure: the ones named by flags, else the ones detected.
-fn select_clients(files: &ClientFiles, claude: bool, cursor: bool) -> Vec<(ClientKind, String)> {
-    if claude || cursor {
-        let mut out = Vec::new();
-        if claude {
-            out.push((ClientKind::ClaudeCode, "--claude-code".to_string()));
-        }
-        if cursor {
-            out.push((ClientKind::Cursor, "--cursor".to_string()));
-        }
-        return out;
-    }
-    let mut out = Vec::new();
-    if let Some(why) = files.claude_detected() {
-        out.push((ClientKind::ClaudeCode, why));
-    }
-    if let Some(why) = files.cursor_detected() {
-        out.push((ClientKind::Cursor, why));
-    }
-    out
 }
 
 /// This `memd`, by its real path: what the stdio MCP entry starts.
@@ -209,11 +110,32 @@ enum McpTarget {
 }
 
 impl McpTarget {
-    /// Claude Code's entries carry `type`; Cursor's do not.
+    /// Claude Code's entries carry `type`; Cursor's and Gemini CLI's stdio entries do not.
     fn entry(&self, with_type: bool) -> Json {
         match self {
             McpTarget::Stdio { memd } => merge::mcp_stdio_entry(memd, with_type),
             McpTarget::Http { url, token } => merge::mcp_http_entry(url, token, with_type),
+        }
+    }
+
+    fn gemini_entry(&self) -> Json {
+        match self {
+            McpTarget::Stdio { memd } => merge::mcp_stdio_entry(memd, false),
+            McpTarget::Http { url, token } => agents::gemini_http_entry(url, token),
+        }
+    }
+
+    fn copilot_entry(&self) -> Json {
+        match self {
+            McpTarget::Stdio { memd } => agents::copilot_entry(&memd.to_string_lossy(), None),
+            McpTarget::Http { url, token } => agents::copilot_entry(url, Some(token)),
+        }
+    }
+
+    fn opencode_entry(&self) -> Json {
+        match self {
+            McpTarget::Stdio { memd } => agents::opencode_stdio_entry(memd),
+            McpTarget::Http { url, token } => agents::opencode_http_entry(url, token),
         }
     }
 
@@ -226,48 +148,82 @@ impl McpTarget {
 /// The job that registers memd in one client's `mcpServers`. A file that gets the token is
 /// created private and narrowed if open; otherwise it is an ordinary config file.
 fn mcp_job(path: &Path, entry: Json, secret: bool) -> Job {
+    mcp_job_with(path, entry, secret, merge::mcp_add)
+}
+
+fn mcp_job_with(
+    path: &Path,
+    entry: Json,
+    secret: bool,
+    add: fn(&mut Json, Json) -> Result<(), merge::ShapeError>,
+) -> Job {
     Job {
         path: path.to_path_buf(),
         new_mode: if secret { 0o600 } else { 0o644 },
         secret,
         edit: Box::new(move |d| {
-            merge::mcp_add(d, entry.clone())?;
+            add(d, entry.clone())?;
+            Ok(EditResult::Keep)
+        }),
+    }
+}
+
+/// A job that adds hooks with `add` (which gets the hook directory).
+fn hooks_job(
+    path: &Path,
+    bin: &Path,
+    add: fn(&mut Json, &Path) -> Result<(), merge::ShapeError>,
+) -> Job {
+    let bin = bin.to_path_buf();
+    Job {
+        path: path.to_path_buf(),
+        new_mode: 0o644,
+        secret: false,
+        edit: Box::new(move |d| {
+            add(d, &bin)?;
             Ok(EditResult::Keep)
         }),
     }
 }
 
 fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, mcp: &McpTarget) -> Vec<Job> {
-    let bin = bin.to_path_buf();
     match kind {
-        ClientKind::ClaudeCode => {
-            vec![
-                Job {
-                    path: files.claude_settings.clone(),
-                    new_mode: 0o644,
-                    secret: false,
-                    edit: Box::new(move |d| {
-                        merge::claude_settings_add(d, &bin)?;
-                        Ok(EditResult::Keep)
-                    }),
-                },
-                mcp_job(&files.claude_json, mcp.entry(true), mcp.secret()),
-            ]
+        ClientKind::ClaudeCode => vec![
+            hooks_job(&files.claude_settings, bin, merge::claude_settings_add),
+            mcp_job(&files.claude_json, mcp.entry(true), mcp.secret()),
+        ],
+        ClientKind::Cursor => vec![
+            hooks_job(&files.cursor_hooks, bin, merge::cursor_hooks_add),
+            mcp_job(&files.cursor_mcp, mcp.entry(false), mcp.secret()),
+        ],
+        // Hooks and server share one file: one job, one plan, one diff.
+        ClientKind::Gemini => {
+            let (bin, entry) = (bin.to_path_buf(), mcp.gemini_entry());
+            vec![Job {
+                path: files.gemini_settings.clone(),
+                new_mode: if mcp.secret() { 0o600 } else { 0o644 },
+                secret: mcp.secret(),
+                edit: Box::new(move |d| {
+                    agents::gemini_settings_add(d, &bin)?;
+                    merge::mcp_add(d, entry.clone())?;
+                    Ok(EditResult::Keep)
+                }),
+            }]
         }
-        ClientKind::Cursor => {
-            vec![
-                Job {
-                    path: files.cursor_hooks.clone(),
-                    new_mode: 0o644,
-                    secret: false,
-                    edit: Box::new(move |d| {
-                        merge::cursor_hooks_add(d, &bin)?;
-                        Ok(EditResult::Keep)
-                    }),
-                },
-                mcp_job(&files.cursor_mcp, mcp.entry(false), mcp.secret()),
-            ]
-        }
+        // Copilot CLI's hooks live in each repository (`.github/hooks/`) and cannot inject
+        // context; memd registers only its MCP server there.
+        ClientKind::Copilot => vec![mcp_job(
+            &files.copilot_mcp,
+            mcp.copilot_entry(),
+            mcp.secret(),
+        )],
+        // The plugin file is planned apart (`opencode::plan_install`): it is not JSON.
+        ClientKind::Opencode => vec![mcp_job_with(
+            &files.opencode_config,
+            mcp.opencode_entry(),
+            mcp.secret(),
+            agents::opencode_mcp_add,
+        )],
     }
 }
 
@@ -294,6 +250,9 @@ fn remove_jobs(files: &ClientFiles) -> Vec<Job> {
         job(&files.claude_json, merge::mcp_remove),
         job(&files.cursor_hooks, merge::cursor_hooks_remove),
         job(&files.cursor_mcp, merge::mcp_remove),
+        job(&files.gemini_settings, agents::gemini_settings_remove),
+        job(&files.opencode_config, agents::opencode_mcp_remove),
+        job(&files.copilot_mcp, merge::mcp_remove),
     ]
 }
 
@@ -475,16 +434,19 @@ fn config_plan(choice: &SidecarChoice) -> Result<Option<Planned>> {
 pub fn run_init(args: InitArgs) -> Result<ExitCode> {
     let cfg = Config::load(None)?;
     let files = ClientFiles::for_user()?;
-    let clients = select_clients(&files, args.claude_code, args.cursor);
+    let clients = super::clients::select(&files, &args.clients);
     let bin = resolve_bin_dir(args.bin_dir.clone())?;
     if clients.is_empty() {
         println!(
-            "memd init: no supported client found (looked for {}, `claude` on PATH, {}).",
+            "memd init: no supported client found (looked for {}, {}, {}, {}, {} and `claude`, `gemini`, `opencode`, `copilot` on PATH).",
             files.claude_dir.display(),
-            files.cursor_dir.display()
+            files.cursor_dir.display(),
+            files.gemini_dir.display(),
+            files.opencode_dir.display(),
+            files.copilot_dir.display(),
         );
         println!(
-            "Install Claude Code or Cursor first, or pass --claude-code / --cursor to configure one anyway."
+            "Install a client first, or name one (--claude-code, --cursor, --gemini, --opencode, --copilot) to configure it anyway."
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -523,7 +485,10 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
     } else {
         sidecar_setup::choose(&args.sidecar, args.yes)?
     };
-    let extra: Vec<Planned> = config_plan(&sidecar)?.into_iter().collect();
+    let mut extra: Vec<Planned> = config_plan(&sidecar)?.into_iter().collect();
+    if clients.iter().any(|(k, _)| *k == ClientKind::Opencode) {
+        extra.push(opencode::plan_install(&files.opencode_plugin, &bin)?);
+    }
     if args.dry_run {
         let mut all = plans.clone();
         all.extend(extra);
@@ -534,8 +499,10 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
     }
     let done = apply_all(&jobs, plans, extra, &files::timestamp(), &token)?;
     if report(&done) {
+        let names: Vec<&str> = clients.iter().map(|(k, _)| k.name()).collect();
         println!(
-            "Done. Start a new Claude Code / Cursor session to load the hooks and the memd MCP server."
+            "Done. Start a new {} session to load memd's hooks and MCP server.",
+            names.join(" / ")
         );
         println!("Undo with `memd uninstall` (backups are kept next to each changed file).");
     } else {
@@ -549,12 +516,15 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
     let files = ClientFiles::for_user()?;
     let jobs = remove_jobs(&files);
     let plans = jobs.iter().map(Job::plan).collect::<Result<Vec<_>>>()?;
+    let plugin = opencode::plan_remove(&files.opencode_plugin)?;
     let token = std::fs::read_to_string(cfg.token_path())
         .unwrap_or_default()
         .trim()
         .to_string();
     if args.dry_run {
-        if !print_diffs(&plans, &token) {
+        let mut all = plans.clone();
+        all.push(plugin);
+        if !print_diffs(&all, &token) {
             println!("memd uninstall --dry-run: no memd entries in any client config.");
         }
         if args.purge {
@@ -565,7 +535,7 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let done = apply_all(&jobs, plans, Vec::new(), &files::timestamp(), &token)?;
+    let done = apply_all(&jobs, plans, vec![plugin], &files::timestamp(), &token)?;
     if !report(&done) {
         println!("No memd entries found in any client config.");
     }

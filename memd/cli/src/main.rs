@@ -7,8 +7,9 @@
 //! # Layout
 //!
 //! - `client`: the CLI's view of the daemon (errors a person can act on, stopping it).
-//! - `init`, `merge`, `files`, `diff`, `json`, `sidecar_setup`: wiring memd into Claude Code
-//!   and Cursor config files (merge, backups, dry-run diffs); `service`: systemd / launchd.
+//! - `init`, `clients`, `merge`, `opencode`, `files`, `diff`, `json`, `sidecar_setup`: wiring
+//!   memd into Claude Code, Cursor, Gemini CLI and OpenCode (merge, the OpenCode plugin file,
+//!   backups, dry-run diffs); `service`: systemd / launchd.
 //! - `status`, `doctor`, `query`, `transfer`: status, checks, search/ingest/books, export/import.
 //! - `roampal`: `memd import --from-roampal`, moving in from a Roampal store.
 //! - `bridge`, `launch`: `memd mcp`, the stdio MCP server that relays to the daemon's `/mcp`.
@@ -19,6 +20,7 @@
 
 mod bridge;
 mod client;
+mod clients;
 mod dashboard;
 mod diff;
 mod doctor;
@@ -27,6 +29,7 @@ mod init;
 mod json;
 mod launch;
 mod merge;
+mod opencode;
 mod projects;
 mod query;
 mod roampal;
@@ -73,11 +76,13 @@ pub enum Command {
     },
     /// Serve memd's MCP tools over stdio, for clients that only launch stdio servers (starts the daemon if needed).
     Mcp,
-    /// Wire memd into Claude Code and Cursor: hooks, MCP server, tool permissions.
+    /// Wire memd into Claude Code, Cursor, Gemini CLI and OpenCode: hooks (OpenCode: a
+    /// plugin), MCP server, tool permissions.
     ///
-    /// Configures the clients it finds (~/.claude or `claude` on PATH; ~/.cursor) unless
-    /// --claude-code / --cursor name them. Keeps every entry that is not memd's, backs up each
-    /// changed file as <file>.memd-backup-<time>, and changes nothing on a second run.
+    /// Configures the clients it finds (~/.claude or `claude` on PATH; ~/.cursor; ~/.gemini
+    /// or `gemini`; ~/.config/opencode or `opencode`) unless flags name them. Keeps every entry
+    /// that is not memd's, backs up each changed file as <file>.memd-backup-<time>, and
+    /// changes nothing on a second run.
     Init {
         /// Configure Claude Code (even if not detected).
         #[arg(long)]
@@ -85,6 +90,16 @@ pub enum Command {
         /// Configure Cursor (even if not detected).
         #[arg(long)]
         cursor: bool,
+        /// Configure Gemini CLI (and Antigravity's `agy`, which reads the same settings).
+        #[arg(long)]
+        gemini: bool,
+        /// Configure OpenCode: memd's plugin and MCP server.
+        #[arg(long)]
+        opencode: bool,
+        /// Configure GitHub Copilot CLI: memd's MCP server only (its hooks cannot inject
+        /// context, and live in each repository).
+        #[arg(long)]
+        copilot: bool,
         /// Print the changes as a diff; write nothing.
         #[arg(long)]
         dry_run: bool,
@@ -333,6 +348,9 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Init {
             claude_code,
             cursor,
+            gemini,
+            opencode,
+            copilot,
             dry_run,
             yes,
             bin_dir,
@@ -342,8 +360,16 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             sidecar_models,
             sidecar_key_file,
         } => init::run_init(init::InitArgs {
-            claude_code,
-            cursor,
+            clients: [
+                (claude_code, init::ClientKind::ClaudeCode),
+                (cursor, init::ClientKind::Cursor),
+                (gemini, init::ClientKind::Gemini),
+                (opencode, init::ClientKind::Opencode),
+                (copilot, init::ClientKind::Copilot),
+            ]
+            .into_iter()
+            .filter_map(|(named, kind)| named.then_some(kind))
+            .collect(),
             dry_run,
             yes,
             bin_dir,

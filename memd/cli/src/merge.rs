@@ -77,7 +77,7 @@ impl fmt::Display for ShapeError {
 
 impl std::error::Error for ShapeError {}
 
-fn root_mut(doc: &mut Json) -> Result<&mut Obj, ShapeError> {
+pub(crate) fn root_mut(doc: &mut Json) -> Result<&mut Obj, ShapeError> {
     let found = doc.kind();
     doc.as_object_mut().ok_or(ShapeError {
         at: "(top level)".into(),
@@ -86,7 +86,11 @@ fn root_mut(doc: &mut Json) -> Result<&mut Obj, ShapeError> {
     })
 }
 
-fn object_member<'a>(obj: &'a mut Obj, key: &str, at: &str) -> Result<&'a mut Obj, ShapeError> {
+pub(crate) fn object_member<'a>(
+    obj: &'a mut Obj,
+    key: &str,
+    at: &str,
+) -> Result<&'a mut Obj, ShapeError> {
     let v = obj.get_or_insert_with(key, || Json::Object(Obj::new()));
     let found = v.kind();
     v.as_object_mut().ok_or(ShapeError {
@@ -183,26 +187,38 @@ fn replace_first_or_append(list: &mut Vec<Json>, ours: Json, is_ours: impl Fn(&J
 
 /// Adds memd's hooks and tool permissions to `~/.claude/settings.json`.
 pub fn claude_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError> {
+    grouped_hooks_add(doc, &CLAUDE_HOOKS, bin, "")?;
     let root = root_mut(doc)?;
-    {
-        let hooks = object_member(root, "hooks", "hooks")?;
-        for (event, exe, timeout, matcher) in CLAUDE_HOOKS {
-            let at = format!("hooks.{event}");
-            let groups = array_member(hooks, event, &at)?;
-            let handler = Json::object([
-                ("type", Json::str("command")),
-                ("command", Json::str(hook_command(bin, exe, ""))),
-                ("timeout", Json::int(timeout)),
-            ]);
-            upsert_claude_handler(groups, handler, matcher, &at)?;
-        }
-    }
     let permissions = object_member(root, "permissions", "permissions")?;
     let allow = array_member(permissions, "allow", "permissions.allow")?;
     for tool in CLAUDE_TOOL_PERMISSIONS {
         if !allow.iter().any(|e| e.as_str() == Some(tool)) {
             allow.push(Json::str(tool));
         }
+    }
+    Ok(())
+}
+
+/// Adds memd's handlers to a `hooks.<Event>[] = {matcher?, hooks: [...]}` document (Claude
+/// Code's and Gemini CLI's shape): `table` is (event, binary, timeout in the client's unit,
+/// matcher), `args` what every command gets after the binary.
+pub(crate) fn grouped_hooks_add(
+    doc: &mut Json,
+    table: &[(&str, &str, i64, Option<&str>)],
+    bin: &Path,
+    args: &str,
+) -> Result<(), ShapeError> {
+    let root = root_mut(doc)?;
+    let hooks = object_member(root, "hooks", "hooks")?;
+    for (event, exe, timeout, matcher) in table {
+        let at = format!("hooks.{event}");
+        let groups = array_member(hooks, event, &at)?;
+        let handler = Json::object([
+            ("type", Json::str("command")),
+            ("command", Json::str(hook_command(bin, exe, args))),
+            ("timeout", Json::int(*timeout)),
+        ]);
+        upsert_claude_handler(groups, handler, *matcher, &at)?;
     }
     Ok(())
 }
@@ -391,7 +407,8 @@ pub fn mcp_registered(doc: &Json) -> Option<&Json> {
 /// Cursor and older Claude Code entries say it). Anything else is reached by URL.
 pub fn mcp_is_stdio(entry: &Json) -> bool {
     match entry.get("type").and_then(Json::as_str) {
-        Some(t) => t == "stdio",
+        // Copilot CLI calls a command server `local`.
+        Some(t) => t == "stdio" || t == "local",
         None => entry.get("command").is_some(),
     }
 }
@@ -496,6 +513,9 @@ pub fn claude_events() -> impl Iterator<Item = &'static str> {
 pub fn cursor_events() -> impl Iterator<Item = &'static str> {
     CURSOR_HOOKS.iter().map(|(e, _, _)| *e)
 }
+
+#[path = "merge_agents.rs"]
+pub mod agents;
 
 #[cfg(test)]
 #[path = "merge_tests.rs"]

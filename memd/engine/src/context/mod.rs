@@ -120,10 +120,11 @@ pub async fn get_context_for(
         Some(f) => core.embed_query(f).await,
         None => None,
     };
-    let scoring_prompt = if plan.required {
-        format::scoring_prompt(&plan.ids)
-    } else {
-        String::new()
+    let scoring_memories = scoring_hints(core, &plan.ids);
+    let scoring_prompt = match (plan.required, req.client) {
+        (false, _) => String::new(),
+        (true, Some(proto::Client::Opencode)) => format::scoring_with_reference(&scoring_memories),
+        (true, _) => format::scoring_prompt(&plan.ids),
     };
     let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
     let (memories, lines_text, shown_now, first_context) = core.store.read(|s| {
@@ -168,7 +169,6 @@ pub async fn get_context_for(
         .copied()
         .collect::<Vec<_>>()
         .join("\n\n");
-    let scoring_memories = scoring_hints(core, &plan.ids);
     let injected: Vec<String> = lines_text
         .iter()
         .map(|(i, _)| memories[*i].id.clone())
