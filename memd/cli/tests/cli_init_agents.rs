@@ -127,7 +127,10 @@ fn init_wires_gemini_opencode_and_copilot_and_uninstall_gives_the_files_back() {
             (format!("{prompt} --gemini"), 10_000)
         ]
     );
-    assert_eq!(g["hooks"]["AfterTool"][0]["matcher"], "run_shell_command|write_file|replace");
+    assert_eq!(
+        g["hooks"]["AfterTool"][0]["matcher"],
+        "run_shell_command|write_file|replace"
+    );
     assert_eq!(
         g["mcpServers"]["memd"],
         json!({"command": memd_path(), "args": ["mcp"]})
@@ -137,7 +140,10 @@ fn init_wires_gemini_opencode_and_copilot_and_uninstall_gives_the_files_back() {
     // OpenCode: the plugin names the hook directory; the local server starts `memd mcp`.
     let plugin = std::fs::read_to_string(&f.plugin).unwrap();
     assert!(plugin.starts_with("// memd for OpenCode:"));
-    let decl = format!("const HOOK_DIR: string = {};", json!(bin.display().to_string()));
+    let decl = format!(
+        "const HOOK_DIR: string = {};",
+        json!(bin.display().to_string())
+    );
     assert!(plugin.contains(&decl), "{decl} not in the plugin");
     assert!(!plugin.contains("__MEMD_HOOK_DIR__"));
     let o = read_json(&f.opencode);
@@ -162,7 +168,13 @@ fn init_wires_gemini_opencode_and_copilot_and_uninstall_gives_the_files_back() {
     assert!(again.contains("Nothing to change"), "{again}");
 
     let report = text(&user.memd(&["doctor"]).stdout);
-    for check in ["gemini hooks", "gemini mcp", "opencode plugin", "opencode mcp", "copilot mcp"] {
+    for check in [
+        "gemini hooks",
+        "gemini mcp",
+        "opencode plugin",
+        "opencode mcp",
+        "copilot mcp",
+    ] {
         let line = doctor_line(&report, check);
         assert!(line.starts_with("[ok]"), "{line}");
     }
@@ -178,7 +190,10 @@ fn init_wires_gemini_opencode_and_copilot_and_uninstall_gives_the_files_back() {
         assert_eq!(now, then, "{}", path.display());
     }
     assert!(!f.plugin.exists(), "memd's plugin is removed");
-    assert_eq!(std::fs::read_to_string(&f.other_plugin).unwrap(), OTHER_PLUGIN);
+    assert_eq!(
+        std::fs::read_to_string(&f.other_plugin).unwrap(),
+        OTHER_PLUGIN
+    );
     let report = text(&user.memd(&["doctor"]).stdout);
     assert!(doctor_line(&report, "opencode plugin").starts_with("[FAIL]"));
 }
@@ -208,7 +223,10 @@ fn http_entries_carry_the_token_in_private_files() {
     init(&user, &bin, &["--gemini", "--opencode", "--mcp", "http"]);
     let token = user.token();
     let g = read_json(&f.gemini);
-    assert_eq!(g["mcpServers"]["memd"]["httpUrl"], "http://127.0.0.1:47111/mcp");
+    assert_eq!(
+        g["mcpServers"]["memd"]["httpUrl"],
+        "http://127.0.0.1:47111/mcp"
+    );
     assert_eq!(
         g["mcpServers"]["memd"]["headers"]["Authorization"],
         format!("Bearer {token}")
