@@ -1,8 +1,9 @@
 //! `hook-prompt`: the hook that runs before something happens, for Claude Code
-//! (`UserPromptSubmit`, `SessionStart`, `PreToolUse`), Cursor (`--cursor`: `sessionStart`,
-//! `beforeSubmitPrompt`, `beforeShellExecution`, `beforeMCPExecution`, `beforeReadFile`),
-//! Gemini CLI (`--gemini`: `BeforeAgent`, `BeforeTool`) and memd's OpenCode plugin
-//! (`--opencode`: `chat.message`, `tool.execute.before`).
+//! (`UserPromptSubmit`, `SessionStart`, `PreToolUse`), Codex CLI (`--codex`: the same events
+//! and answers), Cursor (`--cursor`: `sessionStart`, `beforeSubmitPrompt`,
+//! `beforeShellExecution`, `beforeMCPExecution`, `beforeReadFile`), Gemini CLI (`--gemini`:
+//! `BeforeAgent`, `BeforeTool`) and memd's OpenCode plugin (`--opencode`: `chat.message`,
+//! `tool.execute.before`).
 //!
 //! Before a prompt it asks memd for context (`POST /api/hooks/get-context`) and prints it in the
 //! client's format; before a tool it asks the guard (`guard`).
@@ -41,25 +42,28 @@ fn main() {
 fn answer(event: Event, deadline: &Deadline) {
     match event {
         Event::ClaudePrompt {
+            client,
             session_id,
             prompt,
             cwd,
             project_dir,
         } => {
-            let mut request = context_request(prompt, session_id, cwd, Client::ClaudeCode, false);
+            let mut request = context_request(prompt, session_id, cwd, client, false);
             request.project_dir = project_dir;
             if let Some(context) = fetch_context(&request, deadline) {
                 output::emit(&claude_answer("UserPromptSubmit", &context));
             }
         }
         Event::ClaudeSessionStart {
+            client,
             session_id,
+            source,
             cwd,
             project_dir,
         } => {
-            let mut request =
-                context_request(String::new(), session_id, cwd, Client::ClaudeCode, true);
+            let mut request = context_request(String::new(), session_id, cwd, client, true);
             request.project_dir = project_dir;
+            request.session_source = source;
             if let Some(context) = fetch_context(&request, deadline) {
                 output::emit(&claude_answer("SessionStart", &context));
             }
@@ -137,6 +141,7 @@ fn context_request(
         project_dir: None,
         client: Some(client),
         session_start,
+        session_source: None,
     }
 }
 

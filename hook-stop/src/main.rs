@@ -1,7 +1,8 @@
 //! `hook-stop`: the hook that runs after something happened, for Claude Code (`Stop`,
-//! `PostToolUse`), Cursor (`--cursor`: `afterAgentResponse`, `stop`, `afterShellExecution`,
-//! `afterFileEdit`), Gemini CLI (`--gemini`: `AfterAgent`, `AfterTool`) and memd's OpenCode
-//! plugin (`--opencode`: `session.idle`, `tool.execute.after`).
+//! `PostToolUse`), Codex CLI (`--codex`: the same events), Cursor (`--cursor`:
+//! `afterAgentResponse`, `stop`, `afterShellExecution`, `afterFileEdit`), Gemini CLI
+//! (`--gemini`: `AfterAgent`, `AfterTool`) and memd's OpenCode plugin (`--opencode`:
+//! `session.idle`, `tool.execute.after`).
 //!
 //! It sends the finished exchange to memd (`POST /api/hooks/stop`) and, when memd asks for it
 //! (`needs_sidecar`), scores the previous exchange with the sidecar chain. After a tool it sends
@@ -51,6 +52,7 @@ fn answer(event: Event, deadline: &Deadline) {
             ..
         } => return,
         Event::ClaudeStop {
+            client,
             session_id,
             transcript_path,
             last_assistant_message,
@@ -59,6 +61,7 @@ fn answer(event: Event, deadline: &Deadline) {
         } => {
             let mut request =
                 claude_stop_request(session_id, transcript_path, last_assistant_message);
+            request.client = Some(client);
             request.project_dir = project_dir;
             request
         }

@@ -31,6 +31,9 @@ struct RawInput {
     cursor_version: Option<String>,
     #[serde(default)]
     prompt: Option<String>,
+    /// SessionStart: `startup`, `resume`, `clear` or `compact`.
+    #[serde(default)]
+    source: Option<String>,
     #[serde(default)]
     stop_hook_active: Option<bool>,
     #[serde(default)]
@@ -74,21 +77,27 @@ struct RawInput {
 /// One parsed hook invocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// Claude Code `UserPromptSubmit`.
+    /// Claude Code (or Codex CLI) `UserPromptSubmit`.
     ClaudePrompt {
+        client: Client,
         session_id: String,
         prompt: String,
         cwd: Option<String>,
         project_dir: Option<String>,
     },
-    /// Claude Code `SessionStart` (context before the first prompt).
+    /// Claude Code (or Codex CLI) `SessionStart` (context before the first prompt).
     ClaudeSessionStart {
+        client: Client,
         session_id: String,
+        /// `startup`, `resume`, `clear` or `compact`.
+        source: Option<String>,
         cwd: Option<String>,
         project_dir: Option<String>,
     },
-    /// Claude Code `Stop`.
+    /// Claude Code (or Codex CLI) `Stop`. Codex's transcript is not Claude Code's format, so
+    /// its `transcript_path` is left out.
     ClaudeStop {
+        client: Client,
         session_id: String,
         transcript_path: Option<String>,
         stop_hook_active: bool,
@@ -207,7 +216,18 @@ pub fn parse_event_in(
         Mode::Claude if input.hook_event_name.is_none() && input.vscode_event_name.is_some() => {
             Ok(agents::vscode_event(input))
         }
-        Mode::Claude => claude_event(&name, input, non_empty(claude_project_dir)),
+        Mode::Claude => claude_event(
+            &name,
+            input,
+            non_empty(claude_project_dir),
+            Client::ClaudeCode,
+        ),
+        // Codex sets no CLAUDE_PROJECT_DIR of its own; an inherited one names another session.
+        Mode::Codex => {
+            let mut input = input;
+            input.transcript_path = None;
+            claude_event(&name, input, None, Client::Codex)
+        }
         Mode::Cursor => cursor_event(&name, input),
         Mode::Gemini => agents::gemini_event(&name, input),
         Mode::Opencode => agents::opencode_event(&name, input),
@@ -226,27 +246,33 @@ fn describe_json_error(e: &serde_json::Error) -> String {
     format!("{what} at line {} column {}", e.line(), e.column())
 }
 
+/// Claude Code's events, which Codex CLI sends in the same shapes (`client` says which).
 fn claude_event(
     name: &str,
     input: RawInput,
     env_project_dir: Option<String>,
+    client: Client,
 ) -> Result<Event, EventError> {
     let session_id = || required(input.session_id.clone(), "session_id");
     let cwd = non_empty(input.cwd.clone());
     let project_dir = env_project_dir.or_else(|| cwd.clone());
     match name {
         "UserPromptSubmit" => Ok(Event::ClaudePrompt {
+            client,
             session_id: session_id()?,
             prompt: input.prompt.unwrap_or_default(),
             cwd,
             project_dir,
         }),
         "SessionStart" => Ok(Event::ClaudeSessionStart {
+            client,
             session_id: session_id()?,
+            source: non_empty(input.source.clone()),
             cwd,
             project_dir,
         }),
         "Stop" => Ok(Event::ClaudeStop {
+            client,
             session_id: session_id()?,
             transcript_path: non_empty(input.transcript_path),
             stop_hook_active: input.stop_hook_active.unwrap_or(false),
@@ -255,7 +281,7 @@ fn claude_event(
         }),
         "PreToolUse" => Ok(Event::ToolBefore {
             event: BeforeEvent::ClaudePreToolUse,
-            client: Client::ClaudeCode,
+            client,
             conversation_id: session_id()?,
             tool: tools::claude_tool(
                 input.tool_name.as_deref().unwrap_or(""),
@@ -271,7 +297,7 @@ fn claude_event(
                 _ => tools::claude_failure(input.tool_response.as_ref()),
             };
             Ok(Event::ToolAfter {
-                client: Client::ClaudeCode,
+                client,
                 conversation_id: session_id()?,
                 tool: tools::claude_tool(
                     input.tool_name.as_deref().unwrap_or(""),
@@ -283,7 +309,7 @@ fn claude_event(
             })
         }
         other => Ok(Event::Ignored {
-            reason: format!("Claude Code event `{other}` is not handled"),
+            reason: format!("{client:?} event `{other}` is not handled"),
         }),
     }
 }

@@ -15,6 +15,9 @@ pub enum Mode {
     Claude,
     /// Invoked from `~/.cursor/hooks.json` (`--cursor`).
     Cursor,
+    /// Invoked from Codex CLI's `~/.codex/hooks.json` (`--codex`): Claude Code's event shapes,
+    /// without `CLAUDE_PROJECT_DIR` and with a transcript in Codex's own format.
+    Codex,
     /// Invoked from `~/.gemini/settings.json` (`--gemini`): Gemini CLI, Antigravity's `agy`.
     Gemini,
     /// Invoked by memd's OpenCode plugin (`--opencode`), with the plugin's own JSON.
@@ -27,9 +30,10 @@ pub fn mode_from_args<I: IntoIterator<Item = String>>(args: I) -> Mode {
     let mut mode = Mode::Claude;
     for arg in args {
         match arg.as_str() {
+            "--codex" => mode = Mode::Codex,
             "--gemini" => mode = Mode::Gemini,
             "--opencode" => mode = Mode::Opencode,
-            a if a.starts_with("--cursor") => mode = Mode::Cursor,
+            a if a.starts_with("--cursor") => return Mode::Cursor,
             _ => {}
         }
     }
@@ -102,6 +106,7 @@ mod tests {
             mode_from_args(vec!["--opencode".to_string()]),
             Mode::Opencode
         );
+        assert_eq!(mode_from_args(vec!["--codex".to_string()]), Mode::Codex);
     }
 
     #[test]

@@ -12,6 +12,8 @@ pub enum Client {
     #[default]
     ClaudeCode,
     Cursor,
+    /// Codex CLI: Claude Code's hook shapes, from `~/.codex/hooks.json`.
+    Codex,
     Mcp,
     Other,
     /// Gemini CLI (and Antigravity's `agy`, same hooks): `hook-prompt --gemini`.
@@ -47,6 +49,11 @@ pub struct GetContextRequest {
     /// Cursor `sessionStart`: a new conversation, no user prompt yet; context only.
     #[serde(default)]
     pub session_start: bool,
+    /// Claude Code's `SessionStart` source (`startup`, `resume`, `clear`, `compact`): after
+    /// `clear` and `compact` the model no longer sees what memd showed before, so the brief
+    /// shows it in full again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_source: Option<String>,
 }
 
 /// One memory the scoring prompt asks about: id plus a short hint (never the full text).

@@ -2,10 +2,13 @@
 //! `memd-testkit` (the one helper that starts daemons for tests, memd-eval and memd-bench).
 //!
 //! Adds only the test-flavoured entry points: a daemon with defaults that panics when it cannot
-//! start, the one whose data dir comes from config.toml, and (in [`project`]) repositories with
-//! hooks, the CLI and the MCP bridge run inside them.
+//! start, the one whose data dir comes from config.toml, (in [`project`]) repositories with
+//! hooks, the CLI and the MCP bridge run inside them, and (in [`clients`], [`fake_model`]) real
+//! agent clients run headless against a local stand-in for their model API.
 
 pub mod browser;
+pub mod clients;
+pub mod fake_model;
 pub mod project;
 pub mod shared_store;
 

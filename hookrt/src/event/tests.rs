@@ -18,6 +18,7 @@ fn claude_prompt_submit() {
         prompt,
         cwd,
         project_dir,
+        ..
     } = event
     else {
         panic!("wrong event {event:?}");

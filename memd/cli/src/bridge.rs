@@ -6,6 +6,10 @@
 //! replays the client's `initialize` to get a new session). Must never write anything but MCP
 //! messages to stdout (diagnostics go to stderr), and never answer a request twice or not at
 //! all: a request whose answer cannot be obtained gets a JSON-RPC error.
+//!
+//! `memd mcp --only score_response` narrows what the client sees to the named tools, each with a
+//! one-line description and no server instructions: a second, always-loaded server entry whose
+//! schemas cost little on every request (the full server stays registered, deferred).
 
 use crate::launch::{self, Endpoint};
 use anyhow::Context;
@@ -23,16 +27,26 @@ const MAX_JSON_BYTES: u64 = 16 * 1024 * 1024;
 const DRAIN_WAIT: Duration = Duration::from_secs(5);
 /// JSON-RPC codes used for answers the bridge makes up itself.
 const PARSE_ERROR: i64 = -32700;
+const INVALID_PARAMS: i64 = -32602;
 const BRIDGE_ERROR: i64 = -32000;
 const PROTOCOL_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 /// First protocol version whose requests carry `Mcp-Method` / `Mcp-Name` headers.
 const STANDARD_HEADERS_VERSION: &str = "2026-07-28";
 
-/// `memd mcp`: runs the bridge until stdin closes.
-pub fn run_stdio_bridge() -> anyhow::Result<()> {
+/// The one-line descriptions `--only` gives; a tool without one keeps the daemon's.
+const SHORT_DESCRIPTIONS: [(&str, &str); 1] = [(
+    "score_response",
+    "Score the previous exchange when a <memd-score-required> block asks for it: the outcome, \
+and memory_scores with an outcome for every id the block lists.",
+)];
+
+/// `memd mcp`: runs the bridge until stdin closes. `only`: the tools to expose (all if empty).
+pub fn run_stdio_bridge(only: Vec<String>) -> anyhow::Result<()> {
     let mut endpoint = Endpoint::locate()?;
     endpoint.ensure_running()?;
-    let bridge = Arc::new(Bridge::new(endpoint));
+    let mut bridge = Bridge::new(endpoint);
+    bridge.only = (!only.is_empty()).then_some(only);
+    let bridge = Arc::new(bridge);
     for line in std::io::stdin().lock().lines() {
         let line = line.context("reading stdin")?;
         if !line.trim().is_empty() {
@@ -78,6 +92,8 @@ struct Bridge {
     inflight: (Mutex<usize>, Condvar),
     /// Sent as `memd-project-dir`: the tools then work in this project.
     project_dir: Option<String>,
+    /// `--only`: the tools the client may list and call.
+    only: Option<Vec<String>>,
 }
 
 /// Where the client started this bridge: Claude Code's `CLAUDE_PROJECT_DIR` when set, else
@@ -120,7 +136,53 @@ impl Bridge {
             stdout: Mutex::new(std::io::stdout()),
             inflight: (Mutex::new(0), Condvar::new()),
             project_dir: project_dir(),
+            only: None,
         }
+    }
+
+    /// A `tools/call` of a tool `--only` hides: answered here, never sent to memd.
+    fn refused_call(&self, msg: &Value) -> Option<Value> {
+        let only = self.only.as_ref()?;
+        let name = msg.pointer("/params/name").and_then(Value::as_str)?;
+        let id = request_id(msg)?;
+        (method_of(msg) == Some("tools/call") && !only.iter().any(|t| t == name)).then(|| {
+            rpc_error(
+                id,
+                INVALID_PARAMS,
+                &format!(
+                    "unknown tool {name:?}: this memd mcp serves only {}",
+                    only.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// The daemon's answer as `--only` shows it: fewer tools, short descriptions, and no
+    /// instructions (the full server entry carries them).
+    fn narrowed(&self, mut m: Value, msg: &Value) -> Value {
+        let Some(only) = &self.only else {
+            return m;
+        };
+        match method_of(msg) {
+            Some("initialize") => {
+                if let Some(result) = m.get_mut("result").and_then(Value::as_object_mut) {
+                    result.remove("instructions");
+                }
+            }
+            Some("tools/list") => {
+                if let Some(tools) = m.pointer_mut("/result/tools").and_then(Value::as_array_mut) {
+                    tools.retain(|t| only.iter().any(|o| t["name"] == o.as_str()));
+                    for t in tools.iter_mut() {
+                        let short = SHORT_DESCRIPTIONS.iter().find(|(n, _)| t["name"] == *n);
+                        if let Some((_, text)) = short {
+                            t["description"] = json!(text);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        m
     }
 
     /// Requests run on their own thread so a slow call does not hold up the next message;
@@ -137,6 +199,10 @@ impl Bridge {
                 return;
             }
         };
+        if let Some(refusal) = self.refused_call(&msg) {
+            self.write(&refusal);
+            return;
+        }
         if request_id(&msg).is_none() || method_of(&msg) == Some("initialize") {
             self.forward(&msg);
             return;
@@ -413,7 +479,11 @@ impl Bridge {
                 .map(str::to_string);
             lock(&self.session).protocol_version = version;
         }
-        self.write(m);
+        if answers {
+            self.write(&self.narrowed(m.clone(), msg));
+        } else {
+            self.write(m);
+        }
         answers
     }
 }

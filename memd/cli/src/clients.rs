@@ -1,7 +1,8 @@
 //! The clients memd wires itself into: where each keeps its config, how it is detected, which
 //! ones a `memd init` run configures.
 //!
-//! Owns paths and detection only (Claude Code, Cursor, Gemini CLI, OpenCode, Copilot CLI). Must never read or
+//! Owns paths and detection only (Claude Code, Codex CLI, Cursor, Gemini CLI, OpenCode, Copilot
+//! CLI). Must never read or
 //! write a client's files: `init`, `opencode` and `doctor` do that.
 
 use anyhow::{Context, Result};
@@ -16,6 +17,10 @@ pub struct ClientFiles {
     pub cursor_dir: PathBuf,
     pub cursor_hooks: PathBuf,
     pub cursor_mcp: PathBuf,
+    /// `~/.codex` (`$CODEX_HOME` when set).
+    pub codex_dir: PathBuf,
+    pub codex_hooks: PathBuf,
+    pub codex_config: PathBuf,
     /// `~/.gemini` (`$GEMINI_CLI_HOME/.gemini` when set): Gemini CLI and Antigravity's `agy`.
     pub gemini_dir: PathBuf,
     pub gemini_settings: PathBuf,
@@ -45,6 +50,9 @@ impl ClientFiles {
             cursor_dir: home.join(".cursor"),
             cursor_hooks: home.join(".cursor").join("hooks.json"),
             cursor_mcp: home.join(".cursor").join("mcp.json"),
+            codex_dir: super::codex::codex_dir(home),
+            codex_hooks: super::codex::codex_dir(home).join("hooks.json"),
+            codex_config: super::codex::codex_dir(home).join("config.toml"),
             gemini_dir: gemini_dir.to_path_buf(),
             gemini_settings: gemini_dir.join("settings.json"),
             opencode_config: opencode_dir.join("opencode.json"),
@@ -75,14 +83,28 @@ impl ClientFiles {
         ))
     }
 
-    /// Why a client looks installed, if it does.
+    /// The directory whose presence says a client is installed.
+    pub fn dir_of(&self, kind: ClientKind) -> &Path {
+        match kind {
+            ClientKind::ClaudeCode => &self.claude_dir,
+            ClientKind::Codex => &self.codex_dir,
+            ClientKind::Cursor => &self.cursor_dir,
+            ClientKind::Gemini => &self.gemini_dir,
+            ClientKind::Opencode => &self.opencode_dir,
+            ClientKind::Copilot => &self.copilot_dir,
+        }
+    }
+
+    /// Why a client looks installed, if it does: its directory, else its command on PATH.
     pub fn detected(&self, kind: ClientKind) -> Option<String> {
-        let (dir, program) = match kind {
-            ClientKind::ClaudeCode => (&self.claude_dir, Some("claude")),
-            ClientKind::Cursor => (&self.cursor_dir, None),
-            ClientKind::Gemini => (&self.gemini_dir, Some("gemini")),
-            ClientKind::Opencode => (&self.opencode_dir, Some("opencode")),
-            ClientKind::Copilot => (&self.copilot_dir, Some("copilot")),
+        let dir = self.dir_of(kind);
+        let program = match kind {
+            ClientKind::ClaudeCode => Some("claude"),
+            ClientKind::Codex => Some("codex"),
+            ClientKind::Cursor => None,
+            ClientKind::Gemini => Some("gemini"),
+            ClientKind::Opencode => Some("opencode"),
+            ClientKind::Copilot => Some("copilot"),
         };
         if dir.is_dir() {
             return Some(format!("{} exists", dir.display()));
@@ -117,6 +139,7 @@ pub fn is_executable(p: &Path) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ClientKind {
     ClaudeCode,
+    Codex,
     Cursor,
     Gemini,
     Opencode,
@@ -124,8 +147,9 @@ pub enum ClientKind {
 }
 
 impl ClientKind {
-    pub const ALL: [ClientKind; 5] = [
+    pub const ALL: [ClientKind; 6] = [
         ClientKind::ClaudeCode,
+        ClientKind::Codex,
         ClientKind::Cursor,
         ClientKind::Gemini,
         ClientKind::Opencode,
@@ -135,6 +159,7 @@ impl ClientKind {
     pub fn name(self) -> &'static str {
         match self {
             ClientKind::ClaudeCode => "Claude Code",
+            ClientKind::Codex => "Codex CLI",
             ClientKind::Cursor => "Cursor",
             ClientKind::Gemini => "Gemini CLI",
             ClientKind::Opencode => "OpenCode",
@@ -146,6 +171,7 @@ impl ClientKind {
     pub fn flag(self) -> &'static str {
         match self {
             ClientKind::ClaudeCode => "--claude-code",
+            ClientKind::Codex => "--codex",
             ClientKind::Cursor => "--cursor",
             ClientKind::Gemini => "--gemini",
             ClientKind::Opencode => "--opencode",

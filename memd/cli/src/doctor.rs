@@ -7,6 +7,7 @@
 //! a file or start the daemon.
 
 use super::client::{Client, ClientError};
+use super::codex;
 use super::files;
 use super::init::{ClientFiles, ClientKind, is_executable, on_path};
 use super::json::Json;
@@ -372,7 +373,7 @@ fn check_clients(r: &mut Report, files: &ClientFiles, port: u16, token: &str) {
     if detected.is_empty() {
         r.warn(
             "clients",
-            "no Claude Code, Cursor, Gemini CLI, OpenCode or Copilot CLI found",
+            "none of Claude Code, Codex CLI, Cursor, Gemini CLI, OpenCode or Copilot CLI found",
             "install one, then `memd init`",
         );
         return;
@@ -389,6 +390,16 @@ fn check_clients(r: &mut Report, files: &ClientFiles, port: u16, token: &str) {
                     merge::claude_hook_commands,
                 );
                 check_mcp(r, "claude mcp", &files.claude_json, &expected_url, token);
+            }
+            ClientKind::Codex => {
+                check_hooks(
+                    r,
+                    "codex hooks",
+                    &files.codex_hooks,
+                    codex::events(),
+                    merge::claude_hook_commands,
+                );
+                check_codex(r, files);
             }
             ClientKind::Cursor => {
                 check_hooks(
@@ -609,6 +620,81 @@ fn check_secret_mode(r: &mut Report, name: &'static str, path: &Path) {
                 mode & 0o777
             ),
             format!("chmod 600 {}", path.display()),
+        );
+    }
+}
+
+/// Codex: memd's MCP server in config.toml starts `memd mcp`, and every memd hook in hooks.json
+/// is trusted under its current definition (Codex skips an untrusted or changed hook silently).
+fn check_codex(r: &mut Report, files: &ClientFiles) {
+    let text = match files::read_optional(&files.codex_config) {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return r.fail(
+                "codex mcp",
+                format!("{} does not exist", files.codex_config.display()),
+                "memd init --codex",
+            );
+        }
+        Err(e) => {
+            return r.fail(
+                "codex mcp",
+                e.to_string(),
+                "fix the file, then memd init --codex",
+            );
+        }
+    };
+    match codex::mcp_registered(&text) {
+        Some((command, args))
+            if stdio_command_runs(&command) && args.first().is_some_and(|a| a == "mcp") =>
+        {
+            r.ok(
+                "codex mcp",
+                format!(
+                    "registered in {} (stdio: {command} {})",
+                    files.codex_config.display(),
+                    args.join(" ")
+                ),
+            )
+        }
+        Some((command, _)) => r.fail(
+            "codex mcp",
+            format!(
+                "{} starts {command:?} without a runnable `memd mcp`",
+                files.codex_config.display()
+            ),
+            "memd init --codex",
+        ),
+        None => r.fail(
+            "codex mcp",
+            format!("no [mcp_servers.memd] in {}", files.codex_config.display()),
+            "memd init --codex",
+        ),
+    }
+    let hooks = match read_json(&files.codex_hooks) {
+        Ok(Some(doc)) => doc,
+        _ => return,
+    };
+    let trust = codex::trust_entries(&files.codex_hooks, &hooks);
+    let untrusted: Vec<&str> = trust
+        .iter()
+        .filter(|t| codex::trusted_hash(&text, &t.key).as_deref() != Some(t.hash.as_str()))
+        .map(|t| {
+            t.key
+                .rsplit_once(".json:")
+                .map_or(t.key.as_str(), |(_, k)| k)
+        })
+        .collect();
+    if untrusted.is_empty() {
+        r.ok("codex trust", format!("{} memd hooks trusted", trust.len()));
+    } else {
+        r.fail(
+            "codex trust",
+            format!(
+                "Codex will skip memd's hooks {} (not trusted under their current definition)",
+                untrusted.join(", ")
+            ),
+            "memd init --codex",
         );
     }
 }

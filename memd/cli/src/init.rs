@@ -1,9 +1,11 @@
-//! `memd init` and `memd uninstall`: wire memd into Claude Code, Cursor, Gemini CLI and
-//! OpenCode, and out again.
+//! `memd init` and `memd uninstall`: wire memd into Claude Code, Codex CLI, Cursor, Gemini CLI,
+//! OpenCode and Copilot CLI, and out again.
 //!
 //! Owns which client files are touched (`~/.claude/settings.json`, `~/.claude.json`,
-//! `~/.cursor/hooks.json`, `~/.cursor/mcp.json`, `~/.gemini/settings.json`, OpenCode's
-//! `opencode.json` and `plugins/memd.ts`, memd's own `config.toml`),
+//! `~/.codex/hooks.json` and `config.toml` (see `codex`), `~/.cursor/hooks.json`,
+//! `~/.cursor/mcp.json`, `~/.gemini/settings.json`, OpenCode's `opencode.json` and
+//! `plugins/memd.ts` (see `opencode`), `~/.copilot/mcp-config.json`, memd's own
+//! `config.toml`),
 //! and the plan → dry-run diff / apply → report flow. Every file is planned before any is
 //! written, so one malformed file stops the run with nothing changed. The MCP entry runs
 //! `memd mcp` (stdio) by default, so no client file holds the token; only `--mcp http` writes
@@ -13,7 +15,7 @@
 //! memd's.
 
 use super::client;
-pub use super::clients::{ClientFiles, ClientKind, is_executable, on_path};
+use super::codex;
 use super::files::{self, Applied, Conflict, EditResult, Planned};
 use super::json::Json;
 use super::merge::{self, agents};
@@ -24,6 +26,8 @@ use memd_engine::config::Config;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+pub use super::clients::{ClientFiles, ClientKind, is_executable, on_path};
 
 /// How the clients reach memd's MCP server.
 #[derive(Debug, Clone, Copy, PartialEq, Default, clap::ValueEnum)]
@@ -70,6 +74,33 @@ impl Job {
     }
 }
 
+/// Whether the installed Claude Code accepts `alwaysLoad` on a server entry (2.1.121 and later);
+/// says what it found. Without a `claude` to ask, memd writes only what every version accepts.
+fn claude_takes_always_load() -> bool {
+    match super::claude::installed_version() {
+        Some(v) if super::claude::takes_always_load(v) => {
+            println!(
+                "Claude Code {}.{}.{}: memd-score (score_response only) is always loaded",
+                v.0, v.1, v.2
+            );
+            true
+        }
+        Some(v) => {
+            println!(
+                "Claude Code {}.{}.{} predates alwaysLoad (2.1.121): the scoring tool stays deferred, one ToolSearch per session",
+                v.0, v.1, v.2
+            );
+            false
+        }
+        None => {
+            println!(
+                "Claude Code's version is unknown (no `claude` on PATH): the scoring tool stays deferred; run `memd init` again from a shell where `claude` runs"
+            );
+            false
+        }
+    }
+}
+
 /// This `memd`, by its real path: what the stdio MCP entry starts.
 fn memd_exe() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find the memd executable")?;
@@ -110,7 +141,7 @@ enum McpTarget {
 }
 
 impl McpTarget {
-    /// Claude Code's entries carry `type`; Cursor's and Gemini CLI's stdio entries do not.
+    /// Claude Code's entries carry `type`; Cursor's do not.
     fn entry(&self, with_type: bool) -> Json {
         match self {
             McpTarget::Stdio { memd } => merge::mcp_stdio_entry(memd, with_type),
@@ -168,61 +199,103 @@ fn mcp_job_with(
     }
 }
 
-/// A job that adds hooks with `add` (which gets the hook directory).
-fn hooks_job(
-    path: &Path,
-    bin: &Path,
-    add: fn(&mut Json, &Path) -> Result<(), merge::ShapeError>,
-) -> Job {
-    let bin = bin.to_path_buf();
+/// Gemini CLI keeps hooks and servers in one file: one job, one plan, one diff.
+fn gemini_job(files: &ClientFiles, bin: &Path, mcp: &McpTarget) -> Job {
+    let (bin, entry) = (bin.to_path_buf(), mcp.gemini_entry());
     Job {
-        path: path.to_path_buf(),
-        new_mode: 0o644,
-        secret: false,
+        path: files.gemini_settings.clone(),
+        new_mode: if mcp.secret() { 0o600 } else { 0o644 },
+        secret: mcp.secret(),
         edit: Box::new(move |d| {
-            add(d, &bin)?;
+            agents::gemini_settings_add(d, &bin)?;
+            merge::mcp_add(d, entry.clone())?;
             Ok(EditResult::Keep)
         }),
     }
 }
 
-fn add_jobs(kind: ClientKind, files: &ClientFiles, bin: &Path, mcp: &McpTarget) -> Vec<Job> {
+/// Claude Code's `~/.claude.json`: the `memd` entry, and the always-loaded scoring entry when
+/// `score` (a stdio bridge, a Claude Code that knows `alwaysLoad`) or none.
+fn claude_mcp_job(files: &ClientFiles, mcp: &McpTarget, score: Option<Json>) -> Job {
+    let entry = mcp.entry(true);
+    let secret = mcp.secret();
+    Job {
+        path: files.claude_json.clone(),
+        new_mode: if secret { 0o600 } else { 0o644 },
+        secret,
+        edit: Box::new(move |d| {
+            merge::mcp_add(d, entry.clone())?;
+            merge::mcp_set_score(d, score.clone())?;
+            Ok(EditResult::Keep)
+        }),
+    }
+}
+
+fn add_jobs(
+    kind: ClientKind,
+    files: &ClientFiles,
+    bin: &Path,
+    mcp: &McpTarget,
+    always_load: bool,
+) -> Vec<Job> {
+    let bin = bin.to_path_buf();
+    let score = match mcp {
+        McpTarget::Stdio { memd } if always_load => Some(merge::mcp_score_entry(memd)),
+        _ => None,
+    };
     match kind {
-        ClientKind::ClaudeCode => vec![
-            hooks_job(&files.claude_settings, bin, merge::claude_settings_add),
-            mcp_job(&files.claude_json, mcp.entry(true), mcp.secret()),
-        ],
-        ClientKind::Cursor => vec![
-            hooks_job(&files.cursor_hooks, bin, merge::cursor_hooks_add),
-            mcp_job(&files.cursor_mcp, mcp.entry(false), mcp.secret()),
-        ],
-        // Hooks and server share one file: one job, one plan, one diff.
-        ClientKind::Gemini => {
-            let (bin, entry) = (bin.to_path_buf(), mcp.gemini_entry());
-            vec![Job {
-                path: files.gemini_settings.clone(),
-                new_mode: if mcp.secret() { 0o600 } else { 0o644 },
-                secret: mcp.secret(),
-                edit: Box::new(move |d| {
-                    agents::gemini_settings_add(d, &bin)?;
-                    merge::mcp_add(d, entry.clone())?;
-                    Ok(EditResult::Keep)
-                }),
-            }]
+        ClientKind::ClaudeCode => {
+            vec![
+                Job {
+                    path: files.claude_settings.clone(),
+                    new_mode: 0o644,
+                    secret: false,
+                    edit: Box::new(move |d| {
+                        merge::claude_settings_add(d, &bin)?;
+                        Ok(EditResult::Keep)
+                    }),
+                },
+                claude_mcp_job(files, mcp, score),
+            ]
         }
-        // Copilot CLI's hooks live in each repository (`.github/hooks/`) and cannot inject
-        // context; memd registers only its MCP server there.
-        ClientKind::Copilot => vec![mcp_job(
-            &files.copilot_mcp,
-            mcp.copilot_entry(),
-            mcp.secret(),
-        )],
+        // Codex always gets the stdio bridge: its config.toml is not kept private.
+        ClientKind::Codex => vec![Job {
+            path: files.codex_hooks.clone(),
+            new_mode: 0o644,
+            secret: false,
+            edit: Box::new(move |d| {
+                codex::hooks_add(d, &bin)?;
+                Ok(EditResult::Keep)
+            }),
+        }],
+        ClientKind::Cursor => {
+            vec![
+                Job {
+                    path: files.cursor_hooks.clone(),
+                    new_mode: 0o644,
+                    secret: false,
+                    edit: Box::new(move |d| {
+                        merge::cursor_hooks_add(d, &bin)?;
+                        Ok(EditResult::Keep)
+                    }),
+                },
+                mcp_job(&files.cursor_mcp, mcp.entry(false), mcp.secret()),
+            ]
+        }
+        ClientKind::Gemini => vec![gemini_job(files, &bin, mcp)],
         // The plugin file is planned apart (`opencode::plan_install`): it is not JSON.
         ClientKind::Opencode => vec![mcp_job_with(
             &files.opencode_config,
             mcp.opencode_entry(),
             mcp.secret(),
             agents::opencode_mcp_add,
+        )],
+        // Copilot CLI's hooks live in each repository (`.github/hooks/`) and cannot inject
+        // context; memd registers only its MCP server there.
+        ClientKind::Copilot => vec![mcp_job(
+            &files.copilot_mcp,
+            mcp.copilot_entry(),
+            mcp.secret(),
         )],
     }
 }
@@ -248,6 +321,7 @@ fn remove_jobs(files: &ClientFiles) -> Vec<Job> {
     vec![
         job(&files.claude_settings, merge::claude_settings_remove),
         job(&files.claude_json, merge::mcp_remove),
+        job(&files.codex_hooks, merge::claude_settings_remove),
         job(&files.cursor_hooks, merge::cursor_hooks_remove),
         job(&files.cursor_mcp, merge::mcp_remove),
         job(&files.gemini_settings, agents::gemini_settings_remove),
@@ -437,16 +511,16 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
     let clients = super::clients::select(&files, &args.clients);
     let bin = resolve_bin_dir(args.bin_dir.clone())?;
     if clients.is_empty() {
+        let looked: Vec<String> = ClientKind::ALL
+            .iter()
+            .map(|k| files.dir_of(*k).display().to_string())
+            .collect();
         println!(
-            "memd init: no supported client found (looked for {}, {}, {}, {}, {} and `claude`, `gemini`, `opencode`, `copilot` on PATH).",
-            files.claude_dir.display(),
-            files.cursor_dir.display(),
-            files.gemini_dir.display(),
-            files.opencode_dir.display(),
-            files.copilot_dir.display(),
+            "memd init: no supported client found (looked for {} and `claude`, `codex`, `gemini`, `opencode`, `copilot` on PATH).",
+            looked.join(", ")
         );
         println!(
-            "Install a client first, or name one (--claude-code, --cursor, --gemini, --opencode, --copilot) to configure it anyway."
+            "Install a client first, or name one (--claude-code, --codex, --cursor, --gemini, --opencode, --copilot) to configure it anyway."
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -475,9 +549,11 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
         },
         None => McpTarget::Stdio { memd: memd_exe()? },
     };
+    let always_load =
+        clients.iter().any(|(k, _)| *k == ClientKind::ClaudeCode) && claude_takes_always_load();
     let jobs: Vec<Job> = clients
         .iter()
-        .flat_map(|(k, _)| add_jobs(*k, &files, &bin, &mcp))
+        .flat_map(|(k, _)| add_jobs(*k, &files, &bin, &mcp, always_load))
         .collect();
     let plans = jobs.iter().map(Job::plan).collect::<Result<Vec<_>>>()?;
     let sidecar = if args.dry_run && args.sidecar.mode.is_none() {
@@ -486,6 +562,10 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
         sidecar_setup::choose(&args.sidecar, args.yes)?
     };
     let mut extra: Vec<Planned> = config_plan(&sidecar)?.into_iter().collect();
+    if let Some(i) = jobs.iter().position(|j| j.path == files.codex_hooks) {
+        let memd = memd_exe()?;
+        extra.extend(codex::config_plan(&files, &plans[i], Some(&memd))?);
+    }
     if clients.iter().any(|(k, _)| *k == ClientKind::Opencode) {
         extra.push(opencode::plan_install(&files.opencode_plugin, &bin)?);
     }
@@ -516,6 +596,12 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
     let files = ClientFiles::for_user()?;
     let jobs = remove_jobs(&files);
     let plans = jobs.iter().map(Job::plan).collect::<Result<Vec<_>>>()?;
+    let codex_plan = jobs
+        .iter()
+        .position(|j| j.path == files.codex_hooks)
+        .map(|i| codex::config_plan(&files, &plans[i], None))
+        .transpose()?
+        .flatten();
     let plugin = opencode::plan_remove(&files.opencode_plugin)?;
     let token = std::fs::read_to_string(cfg.token_path())
         .unwrap_or_default()
@@ -523,7 +609,8 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
         .to_string();
     if args.dry_run {
         let mut all = plans.clone();
-        all.push(plugin);
+        all.extend(codex_plan.clone());
+        all.push(plugin.clone());
         if !print_diffs(&all, &token) {
             println!("memd uninstall --dry-run: no memd entries in any client config.");
         }
@@ -535,7 +622,9 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let done = apply_all(&jobs, plans, vec![plugin], &files::timestamp(), &token)?;
+    let mut extra: Vec<Planned> = codex_plan.into_iter().collect();
+    extra.push(plugin);
+    let done = apply_all(&jobs, plans, extra, &files::timestamp(), &token)?;
     if !report(&done) {
         println!("No memd entries found in any client config.");
     }

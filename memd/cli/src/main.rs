@@ -7,9 +7,9 @@
 //! # Layout
 //!
 //! - `client`: the CLI's view of the daemon (errors a person can act on, stopping it).
-//! - `init`, `clients`, `merge`, `opencode`, `files`, `diff`, `json`, `sidecar_setup`: wiring
-//!   memd into Claude Code, Cursor, Gemini CLI and OpenCode (merge, the OpenCode plugin file,
-//!   backups, dry-run diffs); `service`: systemd / launchd.
+//! - `init`, `clients`, `merge`, `codex`, `opencode`, `files`, `diff`, `json`, `sidecar_setup`:
+//!   wiring memd into Claude Code, Codex CLI, Cursor, Gemini CLI, OpenCode and Copilot CLI
+//!   (merge, the OpenCode plugin file, backups, dry-run diffs); `service`: systemd / launchd.
 //! - `status`, `doctor`, `query`, `transfer`: status, checks, search/ingest/books, export/import.
 //! - `roampal`: `memd import --from-roampal`, moving in from a Roampal store.
 //! - `bridge`, `launch`: `memd mcp`, the stdio MCP server that relays to the daemon's `/mcp`.
@@ -19,8 +19,10 @@
 //! they never ship inside the user's binary.
 
 mod bridge;
+mod claude;
 mod client;
 mod clients;
+mod codex;
 mod dashboard;
 mod diff;
 mod doctor;
@@ -75,9 +77,14 @@ pub enum Command {
         json: bool,
     },
     /// Serve memd's MCP tools over stdio, for clients that only launch stdio servers (starts the daemon if needed).
-    Mcp,
-    /// Wire memd into Claude Code, Cursor, Gemini CLI and OpenCode: hooks (OpenCode: a
-    /// plugin), MCP server, tool permissions.
+    Mcp {
+        /// Expose only these tools (comma-separated), with one-line descriptions: the small
+        /// always-loaded scoring entry `memd init` registers next to the full server.
+        #[arg(long, value_delimiter = ',', value_name = "TOOL,...")]
+        only: Vec<String>,
+    },
+    /// Wire memd into Claude Code, Codex CLI, Cursor, Gemini CLI, OpenCode and Copilot CLI:
+    /// hooks (OpenCode: a plugin), MCP server, tool permissions.
     ///
     /// Configures the clients it finds (~/.claude or `claude` on PATH; ~/.cursor; ~/.gemini
     /// or `gemini`; ~/.config/opencode or `opencode`) unless flags name them. Keeps every entry
@@ -90,6 +97,9 @@ pub enum Command {
         /// Configure Cursor (even if not detected).
         #[arg(long)]
         cursor: bool,
+        /// Configure Codex CLI (even if not detected).
+        #[arg(long)]
+        codex: bool,
         /// Configure Gemini CLI (and Antigravity's `agy`, which reads the same settings).
         #[arg(long)]
         gemini: bool,
@@ -339,7 +349,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { port } => run_serve(port).map(|()| ExitCode::SUCCESS),
         // The bridge owns stdout: nothing else may print there.
-        Command::Mcp => crate::bridge::run_stdio_bridge().map(|()| ExitCode::SUCCESS),
+        Command::Mcp { only } => crate::bridge::run_stdio_bridge(only).map(|()| ExitCode::SUCCESS),
         Command::Trace {
             conversation,
             limit,
@@ -347,6 +357,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         } => run_trace(conversation.as_deref(), limit, json),
         Command::Init {
             claude_code,
+            codex,
             cursor,
             gemini,
             opencode,
@@ -362,6 +373,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         } => init::run_init(init::InitArgs {
             clients: [
                 (claude_code, init::ClientKind::ClaudeCode),
+                (codex, init::ClientKind::Codex),
                 (cursor, init::ClientKind::Cursor),
                 (gemini, init::ClientKind::Gemini),
                 (opencode, init::ClientKind::Opencode),

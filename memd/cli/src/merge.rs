@@ -16,6 +16,10 @@ pub const HOOK_PROMPT: &str = "hook-prompt";
 pub const HOOK_STOP: &str = "hook-stop";
 /// The MCP server name in every client.
 pub const SERVER_NAME: &str = "memd";
+/// Claude Code's second, always-loaded entry: `memd mcp --only score_response`.
+pub const SCORE_SERVER: &str = "memd-score";
+/// The scoring tool under that entry, pre-allowed like the others.
+pub const SCORE_PERMISSION: &str = "mcp__memd-score__score_response";
 
 /// Claude Code tools pre-allowed in `permissions.allow`.
 pub const CLAUDE_TOOL_PERMISSIONS: [&str; 8] = [
@@ -31,7 +35,13 @@ pub const CLAUDE_TOOL_PERMISSIONS: [&str; 8] = [
 
 /// Claude Code events → (binary, timeout seconds, matcher). The tool events match only the
 /// tools memd guards or learns from, so a search or a web fetch does not start a hook.
-const CLAUDE_HOOKS: [(&str, &str, i64, Option<&str>); 5] = [
+const CLAUDE_HOOKS: [(&str, &str, i64, Option<&str>); 6] = [
+    (
+        "SessionStart",
+        HOOK_PROMPT,
+        10,
+        Some("startup|resume|clear|compact"),
+    ),
     ("UserPromptSubmit", HOOK_PROMPT, 10, None),
     ("Stop", HOOK_STOP, 30, None),
     ("PreToolUse", HOOK_PROMPT, 10, Some(GUARDED_TOOLS)),
@@ -151,7 +161,7 @@ pub fn is_memd_command(cmd: &str) -> bool {
     name == HOOK_PROMPT || name == HOOK_STOP
 }
 
-fn is_memd_handler(h: &Json) -> bool {
+pub fn is_memd_handler(h: &Json) -> bool {
     h.get("command")
         .and_then(Json::as_str)
         .is_some_and(is_memd_command)
@@ -187,38 +197,38 @@ fn replace_first_or_append(list: &mut Vec<Json>, ours: Json, is_ours: impl Fn(&J
 
 /// Adds memd's hooks and tool permissions to `~/.claude/settings.json`.
 pub fn claude_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError> {
-    grouped_hooks_add(doc, &CLAUDE_HOOKS, bin, "")?;
+    hooks_add(doc, bin, "", &CLAUDE_HOOKS)?;
     let root = root_mut(doc)?;
     let permissions = object_member(root, "permissions", "permissions")?;
     let allow = array_member(permissions, "allow", "permissions.allow")?;
-    for tool in CLAUDE_TOOL_PERMISSIONS {
+    for tool in CLAUDE_TOOL_PERMISSIONS.iter().chain([&SCORE_PERMISSION]) {
         if !allow.iter().any(|e| e.as_str() == Some(tool)) {
-            allow.push(Json::str(tool));
+            allow.push(Json::str(*tool));
         }
     }
     Ok(())
 }
 
-/// Adds memd's handlers to a `hooks.<Event>[] = {matcher?, hooks: [...]}` document (Claude
-/// Code's and Gemini CLI's shape): `table` is (event, binary, timeout in the client's unit,
-/// matcher), `args` what every command gets after the binary.
-pub(crate) fn grouped_hooks_add(
+/// Adds one handler per `(event, binary, timeout, matcher)` of `table` to a Claude-style
+/// `hooks` object (Claude Code's settings.json, Codex's hooks.json), each command run with
+/// `args`.
+pub fn hooks_add(
     doc: &mut Json,
-    table: &[(&str, &str, i64, Option<&str>)],
     bin: &Path,
     args: &str,
+    table: &[(&str, &str, i64, Option<&str>)],
 ) -> Result<(), ShapeError> {
     let root = root_mut(doc)?;
     let hooks = object_member(root, "hooks", "hooks")?;
-    for (event, exe, timeout, matcher) in table {
+    for &(event, exe, timeout, matcher) in table {
         let at = format!("hooks.{event}");
         let groups = array_member(hooks, event, &at)?;
         let handler = Json::object([
             ("type", Json::str("command")),
             ("command", Json::str(hook_command(bin, exe, args))),
-            ("timeout", Json::int(*timeout)),
+            ("timeout", Json::int(timeout)),
         ]);
-        upsert_claude_handler(groups, handler, *matcher, &at)?;
+        upsert_claude_handler(groups, handler, matcher, &at)?;
     }
     Ok(())
 }
@@ -320,7 +330,7 @@ pub fn claude_settings_remove(doc: &mut Json) -> Result<bool, ShapeError> {
             let before = allow.len();
             allow.retain(|e| {
                 !e.as_str()
-                    .is_some_and(|s| CLAUDE_TOOL_PERMISSIONS.contains(&s))
+                    .is_some_and(|s| CLAUDE_TOOL_PERMISSIONS.contains(&s) || s == SCORE_PERMISSION)
             });
             if allow.len() != before {
                 removed = true;
@@ -383,13 +393,45 @@ pub fn mcp_add(doc: &mut Json, entry: Json) -> Result<(), ShapeError> {
     Ok(())
 }
 
-/// Removes root `mcpServers.memd` (and `mcpServers` if that emptied it).
+/// Claude Code's always-loaded scoring entry: only `score_response`, with a one-line
+/// description, so a scored turn needs no `ToolSearch` round trip (Claude Code 2.1.121+).
+pub fn mcp_score_entry(memd: &Path) -> Json {
+    let args = ["mcp", "--only", "score_response"];
+    Json::object([
+        ("type", Json::str("stdio")),
+        ("command", Json::str(memd.to_string_lossy())),
+        (
+            "args",
+            Json::Array(args.iter().map(|a| Json::str(*a)).collect()),
+        ),
+        ("alwaysLoad", Json::Bool(true)),
+    ])
+}
+
+/// Sets (`Some`) or removes (`None`) root `mcpServers.memd-score`.
+pub fn mcp_set_score(doc: &mut Json, entry: Option<Json>) -> Result<(), ShapeError> {
+    let root = root_mut(doc)?;
+    match entry {
+        Some(e) => {
+            object_member(root, "mcpServers", "mcpServers")?.insert(SCORE_SERVER, e);
+        }
+        None => {
+            if let Some(servers) = root.get_mut("mcpServers").and_then(Json::as_object_mut) {
+                servers.remove(SCORE_SERVER);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes root `mcpServers.memd` and `memd-score` (and `mcpServers` if that emptied it).
 pub fn mcp_remove(doc: &mut Json) -> Result<bool, ShapeError> {
     let root = root_mut(doc)?;
     let Some(servers) = root.get_mut("mcpServers").and_then(Json::as_object_mut) else {
         return Ok(false);
     };
-    if servers.remove(SERVER_NAME).is_none() {
+    let score = servers.remove(SCORE_SERVER).is_some();
+    if servers.remove(SERVER_NAME).is_none() && !score {
         return Ok(false);
     }
     if servers.is_empty() {

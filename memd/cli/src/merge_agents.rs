@@ -7,8 +7,7 @@
 
 use super::super::json::Json;
 use super::{
-    HOOK_PROMPT, HOOK_STOP, SERVER_NAME, STDIO_ARGS, ShapeError, grouped_hooks_add, object_member,
-    root_mut,
+    HOOK_PROMPT, HOOK_STOP, SERVER_NAME, STDIO_ARGS, ShapeError, hooks_add, object_member, root_mut,
 };
 use std::path::Path;
 
@@ -26,7 +25,7 @@ const GEMINI_EVIDENCE: &str = "run_shell_command|write_file|replace";
 
 /// Adds memd's hooks to Gemini CLI's settings (`hook-prompt --gemini`, `hook-stop --gemini`).
 pub fn gemini_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError> {
-    grouped_hooks_add(doc, &GEMINI_HOOKS, bin, "--gemini")
+    hooks_add(doc, bin, "--gemini", &GEMINI_HOOKS)
 }
 
 /// Removes memd's hooks (Gemini CLI's have Claude Code's shape) and `mcpServers.memd`.

@@ -89,7 +89,11 @@ fn claude_add_keeps_user_entries_and_order() {
         .as_array()
         .unwrap();
     assert_eq!(allow[0].as_str(), Some("Bash(git status)"));
-    assert_eq!(allow.len(), 1 + CLAUDE_TOOL_PERMISSIONS.len());
+    assert_eq!(
+        allow.len(),
+        2 + CLAUDE_TOOL_PERMISSIONS.len(),
+        "memd's tools, memd-score's and the user's"
+    );
     assert!(doc.get("permissions").unwrap().get("deny").is_some());
 }
 
@@ -162,7 +166,7 @@ fn permissions_the_user_already_had_are_not_duplicated() {
         .filter(|e| e.as_str() == Some("mcp__memd__search_memory"))
         .count();
     assert_eq!(n, 1);
-    assert_eq!(allow.len(), CLAUDE_TOOL_PERMISSIONS.len());
+    assert_eq!(allow.len(), CLAUDE_TOOL_PERMISSIONS.len() + 1);
 }
 
 #[test]

@@ -151,7 +151,8 @@ fn init_merges_into_existing_configs_and_keeps_every_user_entry() {
         allow.contains(&"mcp__memd__search_memory")
             && allow.contains(&"mcp__memd__record_response")
     );
-    assert_eq!(allow.len(), 2 + 8);
+    // The user's two, memd's eight, and memd-score's scoring tool.
+    assert_eq!(allow.len(), 2 + 8 + 1);
     assert_eq!(s["permissions"]["deny"], orig["permissions"]["deny"]);
     assert_eq!(s["permissions"]["defaultMode"], "acceptEdits");
     // Key order of the user's file is kept.
@@ -857,4 +858,35 @@ fn status_and_doctor_say_clearly_when_the_daemon_is_down() {
     let s = text(&out.stdout);
     assert!(s.contains("[FAIL] daemon"), "{s}");
     assert!(s.contains("fix: `memd serve`"), "{s}");
+}
+
+#[test]
+fn the_scoring_entry_is_always_loaded_only_where_claude_code_takes_it() {
+    for (version, always) in [
+        ("2.1.328 (Claude Code)", true),
+        ("2.1.120 (Claude Code)", false),
+    ] {
+        let user = User::new();
+        let claude = user.path_dir.join("claude");
+        std::fs::write(&claude, format!("#!/bin/sh\necho '{version}'\n")).unwrap();
+        set_mode(&claude, 0o755);
+        let out = init(&user, &user.fake_bin_dir(), &[]);
+        let servers = read_json(&files(&user).claude_json)["mcpServers"].clone();
+        assert!(servers["memd"].get("alwaysLoad").is_none(), "{servers}");
+        if always {
+            assert_eq!(servers["memd-score"]["alwaysLoad"], true, "{out}");
+            assert_eq!(
+                servers["memd-score"]["args"],
+                json!(["mcp", "--only", "score_response"])
+            );
+        } else {
+            assert!(servers.get("memd-score").is_none(), "{version}: {servers}");
+            assert!(out.contains("predates alwaysLoad"), "{out}");
+        }
+        user.memd(&["uninstall", "-y"]);
+        assert!(
+            !files(&user).claude_json.exists(),
+            "uninstall removes both entries"
+        );
+    }
 }

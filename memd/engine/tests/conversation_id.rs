@@ -29,6 +29,7 @@ fn prompt_request(conv: &str, query: &str) -> GetContextRequest {
         project_dir: None,
         client: None,
         session_start: false,
+        session_source: None,
     }
 }
 

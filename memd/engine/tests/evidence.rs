@@ -43,6 +43,7 @@ async fn prompt(core: &Arc<Core>, conv: &str, query: &str) -> proto::GetContextR
         project_dir: None,
         client: None,
         session_start: false,
+        session_source: None,
     };
     let r = context::get_context(core, &req).await.unwrap();
     core.settle().await;

@@ -83,6 +83,9 @@ pub async fn get_context_for(
     let with_disputed = req.client == Some(proto::Client::Mcp);
     let query: String = prompt.chars().take(QUERY_CHARS).collect();
     let now = clock::now_ms();
+    // After `clear` / `compact` the model no longer sees earlier memories: show them again.
+    let fresh_context =
+        req.session_start && matches!(req.session_source.as_deref(), Some("clear" | "compact"));
     let plan = if req.session_start {
         crate::state::session::ScoringPlan {
             required: false,
@@ -147,7 +150,11 @@ pub async fn get_context_for(
                 with_disputed,
             )
         };
-        let already = shown_keys(s, &conv);
+        let already = if fresh_context {
+            Default::default()
+        } else {
+            shown_keys(s, &conv)
+        };
         let (keys, views): (Vec<u64>, Vec<MemoryView>) = picked
             .iter()
             .filter_map(|(k, h)| Some((*k, search::view(s.by_key(*k)?, now, h.as_ref()))))
@@ -197,6 +204,9 @@ pub async fn get_context_for(
         core.evidence.new_turn(&conv);
     }
     let evidence_scored = !ops.is_empty();
+    if fresh_context {
+        ops.push(Op::Session(SessionOp::ContextReset { conv: conv.clone() }));
+    }
     ops.push(op);
     core.commit_queued(ops)?;
     if evidence_scored {

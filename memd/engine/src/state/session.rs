@@ -116,6 +116,9 @@ pub enum SessionOp {
     SidecarLease { conv: String, at: i64, until: i64 },
     /// Forget conversations idle since before `before`.
     Expire { before: i64 },
+    /// The client cleared or compacted `conv`'s context: nothing memd showed is in view any
+    /// more, so the next context shows memories in full again.
+    ContextReset { conv: String },
 }
 
 impl Sessions {
@@ -248,6 +251,12 @@ impl Sessions {
             SessionOp::Expire { before } => {
                 self.conversations.retain(|_, c| c.last_seen >= *before);
             }
+            SessionOp::ContextReset { conv } => {
+                if let Some(c) = self.conversations.get_mut(conv) {
+                    c.shown.clear();
+                    c.profile_shown.clear();
+                }
+            }
         }
         true
     }
@@ -294,6 +303,23 @@ mod tests {
             session_start: false,
             project: None,
         }
+    }
+
+    #[test]
+    fn a_context_reset_forgets_what_the_conversation_was_shown() {
+        let mut s = Sessions::default();
+        let mut p = prompt("c", 1, &["m1"]);
+        if let SessionOp::Prompt { shown, .. } = &mut p {
+            shown.push("m1".into());
+        }
+        s.apply(&p);
+        assert_eq!(s.get("c").unwrap().shown.len(), 1);
+        s.apply(&SessionOp::ContextReset { conv: "c".into() });
+        assert!(s.get("c").unwrap().shown.is_empty());
+        s.apply(&SessionOp::ContextReset {
+            conv: "other".into(),
+        });
+        assert!(s.get("other").is_none(), "a reset creates no conversation");
     }
 
     fn stop(conv: &str, at: i64, doc: &str) -> SessionOp {

@@ -263,6 +263,7 @@ impl<'a> Simulation<'a> {
                 project_dir: None,
                 client: None,
                 session_start: false,
+                session_source: None,
             },
         )?;
         if self.mode.agent_scores {

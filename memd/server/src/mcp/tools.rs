@@ -193,6 +193,7 @@ async fn get_context_insights(c: &Caller<'_>, args: Args) -> Result<String, ApiE
         project_dir: c.project_dir.clone(),
         client: Some(Client::Mcp),
         session_start: false,
+        session_source: None,
     };
     let resp = context::get_context_for(c.core, &req, c.project.clone()).await?;
     let shown: Vec<String> = resp

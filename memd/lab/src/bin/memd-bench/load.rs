@@ -189,6 +189,7 @@ pub fn get_context_once(c: &Client, prompt: &str, conv: &str) -> Result<GetConte
         project_dir: None,
         client: Some(proto::Client::ClaudeCode),
         session_start: false,
+        session_source: None,
     };
     c.post("/api/hooks/get-context", &req)
 }

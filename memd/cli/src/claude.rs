@@ -1,0 +1,47 @@
+//! Claude Code's version, for writing only what it accepts (`alwaysLoad` on a server entry came
+//! in 2.1.121). Owns running `claude --version` and reading its answer; must never fail
+//! `memd init`: no answer is `None`.
+
+use std::process::{Command, Stdio};
+
+/// The first release that loads an MCP server's tools up front when its entry says
+/// `"alwaysLoad": true`.
+pub const ALWAYS_LOAD_SINCE: (u32, u32, u32) = (2, 1, 121);
+
+/// `(major, minor, patch)` of the `claude` on PATH, if it runs and says.
+pub fn installed_version() -> Option<(u32, u32, u32)> {
+    let claude = super::init::on_path("claude")?;
+    let out = Command::new(claude)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    parse_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `2.1.328 (Claude Code)` → `(2, 1, 328)`.
+pub fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let word = text.split_whitespace().next()?;
+    let mut parts = word.split('.').map(|p| p.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
+}
+
+pub fn takes_always_load(v: (u32, u32, u32)) -> bool {
+    v >= ALWAYS_LOAD_SINCE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_and_compared() {
+        assert_eq!(parse_version("2.1.328 (Claude Code)\n"), Some((2, 1, 328)));
+        assert_eq!(parse_version("claude 2"), None);
+        assert!(takes_always_load((2, 1, 121)));
+        assert!(takes_always_load((3, 0, 0)));
+        assert!(!takes_always_load((2, 1, 120)));
+        assert!(!takes_always_load((1, 9, 999)));
+    }
+}
