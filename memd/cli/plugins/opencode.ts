@@ -88,6 +88,15 @@ function text(value: unknown): string {
   return typeof value === "string" ? value : "";
 }
 
+/**
+ * The prompt as the user wrote it: `opencode run "fix the tests"` hands the agent the message
+ * wrapped in quotes (inner quotes escaped), and memd finds nothing for a prompt in quotes.
+ */
+function unquoted(prompt: string): string {
+  const m = /^"((?:[^"\\]|\\.)*)"$/s.exec(prompt.trim());
+  return m ? m[1].replace(/\\"/g, '"') : prompt;
+}
+
 export const MemdPlugin = async (input: { directory: string; worktree: string }) => {
   const cwd = input.directory;
   const projectDir = input.worktree || input.directory;
@@ -102,10 +111,12 @@ export const MemdPlugin = async (input: { directory: string; worktree: string })
     ) => {
       try {
         if (subagents.has(hook.sessionID)) return;
-        const prompt = output.parts
-          .filter((p) => p.type === "text" && !p.synthetic)
-          .map((p) => text(p.text))
-          .join("\n");
+        const prompt = unquoted(
+          output.parts
+            .filter((p) => p.type === "text" && !p.synthetic)
+            .map((p) => text(p.text))
+            .join("\n"),
+        );
         const turn: Turn = {
           prompt,
           scoring: "",
