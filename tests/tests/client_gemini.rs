@@ -2,12 +2,15 @@
 //! stand-in (`GOOGLE_GEMINI_BASE_URL`), after `memd init --gemini` in a temp HOME, in real git
 //! repositories: this project's memories reach the model through `BeforeAgent`, `rm -rf /` is
 //! refused by `BeforeTool` with memd's reason in the function response the model reads, the
-//! exchange is stored at `AfterAgent`, no token in any client file; doctor and uninstall.
+//! exchange is stored at `AfterAgent` under Gemini's session id, and the resumed session's
+//! next turn carries the scoring request, answered by a `score_response` call (through
+//! `memd mcp`) that memd records as the agent's; no token in any client file; doctor and
+//! uninstall.
 
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
-use tests::clients::{FIRST_PROMPT, GEMINI, Sandbox};
+use tests::clients::{FIRST_PROMPT, GEMINI, SECOND_PROMPT, Sandbox};
 use tests::fake_model::agent::score_ids;
 use tests::fake_model::gemini::Gemini;
 
@@ -29,9 +32,12 @@ fn write_user_settings(s: &Sandbox) {
     std::fs::write(dir.join("settings.json"), user_settings().to_string()).expect("settings");
 }
 
-/// One `gemini -p` turn in `dir`; its JSON output.
-fn gemini(s: &Sandbox, dir: &Path, prompt: &str) -> Value {
+/// One `gemini -p` turn in `dir` (resuming the latest session when `resume`); its JSON output.
+fn gemini(s: &Sandbox, dir: &Path, prompt: &str, resume: bool) -> Value {
     let mut cmd = s.command(&s.client_bin, dir);
+    if resume {
+        cmd.args(["--resume", "latest"]);
+    }
     cmd.args([
         "-p",
         prompt,
@@ -83,7 +89,7 @@ fn gemini_gets_this_projects_context_and_is_guarded() {
     s.memd_init(&["--gemini"]);
     let before = conversations(&s);
 
-    let out = gemini(&s, &p.alpha, FIRST_PROMPT);
+    let out = gemini(&s, &p.alpha, FIRST_PROMPT, false);
     s.model.dump_if_asked("gemini turn 1");
     let agent: Vec<_> = s
         .model
@@ -125,6 +131,33 @@ fn gemini_gets_this_projects_context_and_is_guarded() {
         "memd's conversation is Gemini CLI's session"
     );
     s.assert_exchange_stored(&session);
+
+    // The next turn of the same session carries the scoring request; the agent scores.
+    s.model.clear();
+    let out = gemini(&s, &p.alpha, SECOND_PROMPT, true);
+    s.model.dump_if_asked("gemini turn 2");
+    assert_eq!(
+        out["session_id"].as_str(),
+        Some(session.as_str()),
+        "resumed"
+    );
+    let agent: Vec<_> = s
+        .model
+        .requests()
+        .into_iter()
+        .filter(|r| r.target.contains(":streamGenerateContent"))
+        .collect();
+    // Gemini CLI hands hook context to the model HTML-escaped.
+    let text = agent.first().expect("the model was called").body["contents"]
+        .to_string()
+        .replace("&lt;", "<")
+        .replace("&gt;", ">");
+    assert_eq!(
+        score_ids(&text),
+        Some(vec![p.alpha_fact.clone()]),
+        "the scoring request for the alpha fact did not reach the model"
+    );
+    s.assert_agent_scored(&session, &p.alpha_fact);
     s.assert_no_token_in_client_files();
 
     let checks = s.doctor();

@@ -5,7 +5,7 @@
 //! `{"error":{"code","message","status"}}`.
 //!
 //! Owns reading `contents` into the agent's [`Turn`] (the turn starts at the latest user
-//! content that carries text, where `BeforeAgent` context is appended) and writing the agent's
+//! content that carries text, where `BeforeAgent` context is appended, HTML-escaped) and writing the agent's
 //! action back as a `text` or `functionCall` part. Must never depend on anything but the
 //! request it answers.
 
@@ -143,7 +143,13 @@ pub fn read_turn(body: &Value) -> Turn {
             if let Some(text) = p["text"].as_str()
                 && c["role"] == "user"
             {
-                turn.text.push_str(text);
+                // Gemini CLI escapes `<` and `>` in hook context (`&lt;memd-score-required&gt;`);
+                // a model reads the entities as the characters.
+                let text = text
+                    .replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&amp;", "&");
+                turn.text.push_str(&text);
                 turn.text.push('\n');
             }
             if let Some(call) = p.get("functionCall") {
