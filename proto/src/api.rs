@@ -422,6 +422,20 @@ pub struct IndexStats {
     pub pending_token_states: usize,
     /// `loaded` (from disk), `rebuilt`, or `empty`.
     pub state: String,
+    /// Prompts since start that asked for late interaction, by what they got.
+    #[serde(default)]
+    pub prompt_rerank: PromptRerankStats,
+}
+
+/// How prompts fared against `search.prompt_budget_ms` since the daemon started: reranked in
+/// full, over budget (query encoding or MaxSim ran out of time: the fused order kept, at least
+/// for part of the head), or shed (another prompt's query was still encoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PromptRerankStats {
+    pub reranked: u64,
+    pub over_budget: u64,
+    pub shed: u64,
 }
 
 /// `GET /api/stats`.

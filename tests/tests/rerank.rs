@@ -17,6 +17,11 @@ const NOTES: [&str; 3] = [
 const QUERY: &str = "which port does the staging database listen on?";
 const FUSED_FIRST: &str = NOTES[0];
 const ANSWER: &str = NOTES[1];
+/// The budget of the tests that assert the reranked order: the most the setting allows (about
+/// 150x what the work takes on an idle machine), so the order does not depend on how busy the
+/// machine running the suite is. What the default budget does under load is a benchmark
+/// figure (memd-bench `mixed.rerank_fallback`), not a test.
+const AMPLE_BUDGET: &str = "[search]\nprompt_budget_ms = 1000\n";
 
 fn daemon(config: &str) -> Daemon {
     let d = Daemon::start(Spec {
@@ -57,18 +62,38 @@ fn first_injected(d: &Daemon, conv: &str) -> String {
     r.relevant_memories[0].content.clone()
 }
 
+/// The prompt tally since start: (reranked, over budget, shed).
+fn prompt_tally(d: &Daemon) -> (u64, u64, u64) {
+    let t = d.get::<StatsResponse>("/api/stats").index.prompt_rerank;
+    (t.reranked, t.over_budget, t.shed)
+}
+
+/// The first injected memory of a prompt that must have been reranked within its budget.
+fn first_reranked(d: &Daemon, conv: &str) -> String {
+    let before = prompt_tally(d);
+    let first = first_injected(d, conv);
+    let after = prompt_tally(d);
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+        (1, 0, 0),
+        "the prompt was reranked in full"
+    );
+    first
+}
+
 fn first_found(d: &Daemon) -> SearchResponse {
     d.post("/api/search", &json!({"query": QUERY, "limit": 3}))
 }
 
 #[test]
 fn late_interaction_reorders_prompts_and_searches_by_default() {
-    let d = daemon("");
+    // Late interaction is on by default; only the budget is the test's.
+    let d = daemon(AMPLE_BUDGET);
     wait_late(&d);
     let stats: StatsResponse = d.get("/api/stats");
     assert_eq!(stats.index.token_states, NOTES.len());
     assert!(stats.index.token_state_bytes > NOTES.len() * 10 * 388);
-    assert_eq!(first_injected(&d, "late-on"), ANSWER);
+    assert_eq!(first_reranked(&d, "late-on"), ANSWER);
     let found = first_found(&d);
     assert_eq!(found.results[0].content, ANSWER, "{found:?}");
     // The cross-encoder is opt-in: not loaded, no logits.
@@ -89,6 +114,7 @@ fn off_or_out_of_budget_keeps_the_fused_order() {
     let spent = daemon("[search]\nprompt_budget_ms = 0\n");
     wait_late(&spent);
     assert_eq!(first_injected(&spent, "spent"), FUSED_FIRST);
+    assert_eq!(prompt_tally(&spent), (0, 1, 0), "counted as over budget");
     assert_eq!(first_found(&spent).results[0].content, ANSWER);
 }
 
@@ -143,7 +169,7 @@ fn out_of_range_settings_are_refused_with_their_limits() {
 
 #[test]
 fn token_states_survive_a_restart_and_a_corrupt_file_is_rebuilt() {
-    let mut d = daemon("");
+    let mut d = daemon(AMPLE_BUDGET);
     wait_late(&d);
     assert!(d.terminate(), "clean exit");
     let file = d.data_dir().join("store/token-states.bin");
@@ -156,7 +182,7 @@ fn token_states_survive_a_restart_and_a_corrupt_file_is_rebuilt() {
         "{}",
         d.log_tail()
     );
-    assert_eq!(first_injected(&d, "after-restart"), ANSWER);
+    assert_eq!(first_reranked(&d, "after-restart"), ANSWER);
 
     // A damaged file is derived data: ignored with a warning, the states encoded again.
     assert!(d.terminate(), "clean exit");
@@ -175,5 +201,5 @@ fn token_states_survive_a_restart_and_a_corrupt_file_is_rebuilt() {
         d.get::<StatsResponse>("/api/stats").index.token_states,
         NOTES.len()
     );
-    assert_eq!(first_injected(&d, "after-damage"), ANSWER);
+    assert_eq!(first_reranked(&d, "after-damage"), ANSWER);
 }

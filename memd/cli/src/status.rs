@@ -195,6 +195,24 @@ pub fn run_stats(json: bool) -> Result<ExitCode> {
         "index:     {} vectors, {} waiting for embedding, {} lexical docs ({})",
         ix.vectors, ix.pending_embeddings, ix.lexical_docs, ix.state
     );
+    let pr = &ix.prompt_rerank;
+    let asked = pr.reranked + pr.over_budget + pr.shed;
+    println!(
+        "rerank:    token states of {} memories ({} waiting); prompts since start: {} reranked, \
+         {} over budget, {} shed{}",
+        ix.token_states,
+        ix.pending_token_states,
+        pr.reranked,
+        pr.over_budget,
+        pr.shed,
+        match asked {
+            0 => String::new(),
+            n => format!(
+                " ({:.1}% kept the fused order)",
+                (pr.over_budget + pr.shed) as f64 * 100.0 / n as f64
+            ),
+        }
+    );
     let lifecycle: Vec<String> = stats
         .lifecycle
         .iter()

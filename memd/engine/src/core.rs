@@ -513,6 +513,7 @@ impl Core {
                         false => 0,
                     },
                     state: s.index_origin.clone(),
+                    prompt_rerank: self.late_states.prompts.view(),
                 },
                 lifecycle: s
                     .counters

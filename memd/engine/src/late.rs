@@ -39,6 +39,49 @@ pub struct States {
     /// cap is planned with it instead of an estimate (which could admit, encode and evict the
     /// same memory on every pass), or that it failed (never retried for that text).
     known: std::sync::Mutex<HashMap<(u64, u32), Known>>,
+    /// How prompts fared against the reranking budget since start.
+    pub prompts: PromptTally,
+}
+
+/// Prompts that asked for late interaction since the daemon started, by what they got: the
+/// figure that says how often a busy machine serves the fused order (`/api/stats`
+/// `index.prompt_rerank`, memd-bench's concurrent phase).
+#[derive(Default)]
+pub struct PromptTally {
+    reranked: std::sync::atomic::AtomicU64,
+    over_budget: std::sync::atomic::AtomicU64,
+    shed: std::sync::atomic::AtomicU64,
+}
+
+/// What one prompt's reranking came to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PromptRerank {
+    /// The whole head was scored within the budget.
+    Reranked,
+    /// The query encoding or MaxSim ran past the budget: (part of) the fused order kept.
+    OverBudget,
+    /// Another query was still encoding: the fused order at once (load shedding).
+    Shed,
+}
+
+impl PromptTally {
+    pub fn count(&self, what: PromptRerank) {
+        let counter = match what {
+            PromptRerank::Reranked => &self.reranked,
+            PromptRerank::OverBudget => &self.over_budget,
+            PromptRerank::Shed => &self.shed,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn view(&self) -> proto::PromptRerankStats {
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        proto::PromptRerankStats {
+            reranked: get(&self.reranked),
+            over_budget: get(&self.over_budget),
+            shed: get(&self.shed),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -201,12 +244,20 @@ pub async fn encode_query(
     shed: bool,
 ) -> Option<QueryStates> {
     let model = core.late_model()?;
+    // Only the prompt path sheds, and only its outcomes are tallied.
+    let tally = |what| {
+        if shed {
+            core.late_states.prompts.count(what)
+        }
+    };
     if Instant::now() >= deadline {
+        tally(PromptRerank::OverBudget);
         return None;
     }
     let in_flight = InFlight::enter(core.clone());
     if shed && in_flight.others > 0 {
         tracing::debug!("late-interaction query skipped: another one is encoding");
+        tally(PromptRerank::Shed);
         return None;
     }
     let text = text.to_string();
@@ -227,6 +278,7 @@ pub async fn encode_query(
         }
         Err(_) => {
             tracing::debug!("late-interaction query missed the reranking budget");
+            tally(PromptRerank::OverBudget);
             None
         }
     }

@@ -15,8 +15,10 @@
 //! - [`target_bin`], [`runtime_dir`], [`run_hook`]: locating workspace binaries and the model,
 //!   and running a hook binary with stdin.
 //! - [`postgres`]: a throwaway PostgreSQL 16 with pgvector (from install/fetch-postgres.sh).
+//! - [`proc`]: SIGKILL of a server and everything it forked, returning once none is left.
 
 pub mod postgres;
+pub mod proc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -412,11 +414,13 @@ impl Daemon {
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
-    /// SIGKILL: no flush, no snapshot.
+    /// SIGKILL: no flush, no snapshot. Returns once neither memd nor a child of it (a PDF
+    /// reader) is left, so a restart never meets a process of the old one.
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().ok();
-            c.wait().ok();
+        if let Some(mut c) = self.child.take()
+            && let Err(e) = proc::kill_tree(&mut c)
+        {
+            eprintln!("memd on port {}: {e}", self.port);
         }
     }
 

@@ -77,27 +77,8 @@ impl Postgres {
 
     /// Runs `sql` with `psql` against database `db`; its unaligned, tuples-only output.
     pub fn psql(&self, db: &str, sql: &str) -> Result<String, String> {
-        let out = Command::new(self.bin("psql"))
-            .args([
-                "-X",
-                "-q",
-                "-At",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-h",
-                "127.0.0.1",
-            ])
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                db,
-                "-c",
-                sql,
-            ])
-            .env_remove("PGPASSWORD")
+        let out = self
+            .psql_command(db, sql)
             .output()
             .map_err(|e| format!("running psql: {e}"))?;
         if !out.status.success() {
@@ -106,17 +87,51 @@ impl Postgres {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
-    /// SIGKILL: the server dies mid-whatever (its cluster stays for `restart`).
+    /// The `psql` command [`Postgres::psql`] runs, for a caller that needs a session kept open.
+    pub fn psql_command(&self, db: &str, sql: &str) -> Command {
+        let mut c = Command::new(self.bin("psql"));
+        c.args([
+            "-X",
+            "-q",
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+        ])
+        .args([
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            db,
+            "-c",
+            sql,
+        ])
+        .env_remove("PGPASSWORD");
+        c
+    }
+
+    /// SIGKILL: the server dies mid-whatever (its cluster stays for `restart`). Returns once no
+    /// process of it is left: its backends are in sessions of their own and would otherwise
+    /// keep the cluster's shared memory, and a restart would be refused.
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().ok();
-            c.wait().ok();
+        if let Err(e) = self.try_kill9() {
+            eprintln!("postgres on port {}: {e}", self.port);
+        }
+    }
+
+    fn try_kill9(&mut self) -> Result<(), String> {
+        match self.child.take() {
+            Some(mut c) => crate::proc::kill_tree(&mut c),
+            None => Ok(()),
         }
     }
 
     /// Starts the server again on the same cluster and port.
     pub fn restart(&mut self) -> Result<(), String> {
-        self.kill9();
+        self.try_kill9()?;
         self.spawn()?;
         self.wait_ready()
     }
@@ -229,8 +244,8 @@ impl Postgres {
 }
 
 impl Drop for Postgres {
-    /// Fast shutdown (SIGINT: the server ends its sessions and its own processes), SIGKILL if
-    /// it has not exited within 10 s.
+    /// Fast shutdown (SIGINT: the server ends its sessions and its own processes), SIGKILL of
+    /// the whole tree if it has not exited within 10 s.
     fn drop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
@@ -244,8 +259,7 @@ impl Drop for Postgres {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        child.kill().ok();
-        child.wait().ok();
+        crate::proc::kill_tree(&mut child).ok();
     }
 }
 

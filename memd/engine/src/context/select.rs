@@ -152,6 +152,13 @@ fn late_order(
         keyed.len(),
         Some(deadline),
     );
+    // MaxSim stops at the deadline: past it, (part of) the head kept its fused places.
+    core.late_states
+        .prompts
+        .count(match std::time::Instant::now() < deadline {
+            true => crate::late::PromptRerank::Reranked,
+            false => crate::late::PromptRerank::OverBudget,
+        });
     let mut slots: Vec<Option<Hit>> = hits.into_iter().map(Some).collect();
     order.into_iter().filter_map(|i| slots[i].take()).collect()
 }

@@ -487,12 +487,14 @@ impl Bench {
         if secs == 0 {
             return Ok(());
         }
+        let before = d.stats()?.index.prompt_rerank;
         let m = load::mixed(
             d,
             self.opts.sessions,
             Duration::from_secs(secs),
             self.seed + 1000 + size as u64,
         )?;
+        let after = d.stats()?.index.prompt_rerank;
         let per_s = m.turns as f64 / m.elapsed.as_secs_f64();
         self.report.add(
             Figure::value(&format!("mixed.turns.{label}"), "turns/s", per_s).with_note(format!(
@@ -514,6 +516,10 @@ impl Bench {
             errors = errors.with_note(format!("first: {e}"));
         }
         self.report.add(errors);
+        if self.opts.rerank {
+            self.report
+                .add(fallback_figure(label, before, after, m.sessions));
+        }
         self.save()
     }
 
@@ -603,4 +609,28 @@ fn store_breakdown(store: &Path) -> String {
         .map(|(k, b, files)| format!("{k} ×{files} {:.1} MiB", *b as f64 / MIB))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// `mixed.rerank_fallback.<label>`: the share of the concurrent phase's prompts that kept the
+/// fused order because the reranking budget ran out or another prompt's query was encoding.
+fn fallback_figure(
+    label: &str,
+    before: proto::PromptRerankStats,
+    after: proto::PromptRerankStats,
+    sessions: usize,
+) -> Figure {
+    let reranked = after.reranked - before.reranked;
+    let over = after.over_budget - before.over_budget;
+    let shed = after.shed - before.shed;
+    let asked = (reranked + over + shed).max(1);
+    Figure::value(
+        &format!("mixed.rerank_fallback.{label}"),
+        "%",
+        (over + shed) as f64 * 100.0 / asked as f64,
+    )
+    .with_note(format!(
+        "{sessions} concurrent sessions: of {} prompts asking for late interaction, {reranked} \
+         reranked, {over} over the budget, {shed} shed (fused order kept)",
+        reranked + over + shed
+    ))
 }
