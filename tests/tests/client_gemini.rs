@@ -112,6 +112,30 @@ fn gemini_gets_this_projects_context_and_is_guarded() {
         "the other project's fact leaked"
     );
     assert_eq!(score_ids(&user_text), None);
+    let memd_tools: usize = first.body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|t| {
+            t["functionDeclarations"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|f| {
+            f["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("mcp_memd_"))
+        })
+        .map(|f| f.to_string().len())
+        .sum();
+    let context = user_text
+        .find("<hook_context>")
+        .map_or(0, |i| user_text[i..].find("</hook_context>").unwrap_or(0));
+    println!(
+        "Gemini CLI {}: memd's tools add {memd_tools} bytes, its context {context} bytes (JSON-escaped) to the first request",
+        GEMINI.version
+    );
     let responses: String = agent
         .iter()
         .flat_map(|r| r.body["contents"].as_array().cloned().unwrap_or_default())

@@ -140,6 +140,27 @@ fn opencode_gets_context_in_the_system_prompt_is_guarded_and_scores() {
         None,
         "nothing to score before the first exchange"
     );
+    let memd_tools: usize = first.body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            t["function"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("memd_"))
+        })
+        .map(|t| t.to_string().len())
+        .sum();
+    let context: usize = messages_of(first, "system")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .filter(|t| t.contains("KNOWN CONTEXT"))
+        .map(|t| t[t.find("memd is").unwrap_or(0)..].len())
+        .sum();
+    println!(
+        "OpenCode {}: memd's tools add {memd_tools} bytes, its context {context} bytes to each request",
+        OPENCODE.version
+    );
     let tool_results: String = sent
         .iter()
         .flat_map(|r| messages_of(r, "tool"))
