@@ -220,3 +220,41 @@ fn opencode_gets_context_in_the_system_prompt_is_guarded_and_scores() {
     .expect("json");
     assert_eq!(left, user_config(&s), "the user's opencode.json, as it was");
 }
+
+/// The plugin fails open: with memd's hooks gone (an uninstalled or moved memd), OpenCode
+/// answers as if memd were not there, and the command runs unguarded by memd only because
+/// OpenCode's own permissions allow it (the stand-in asks for a harmless one).
+#[test]
+fn opencode_works_on_when_memds_hooks_are_missing() {
+    let s = Sandbox::new(OPENCODE, ChatCompletions::default());
+    let repo = s.repo("gamma", None);
+    write_user_config(&s);
+    s.memd_init(&["--opencode"]);
+    let plugin_path = config_dir(&s).join("plugins/memd.ts");
+    let plugin = std::fs::read_to_string(&plugin_path).expect("plugin");
+    let gone = s.root().join("no-such-dir");
+    let hook_dir = tests::bin("hook-prompt")
+        .parent()
+        .expect("bin dir")
+        .display()
+        .to_string();
+    std::fs::write(
+        &plugin_path,
+        plugin.replace(&hook_dir, &gone.display().to_string()),
+    )
+    .expect("rewrite the plugin");
+
+    opencode(&s, &repo, "What is here? Then run `ls`", None);
+    let sent = agent_requests(&s);
+    let system = text_of(&messages_of(
+        sent.first().expect("the model was called"),
+        "system",
+    ));
+    assert!(!system.contains("KNOWN CONTEXT"));
+    let results: String = sent
+        .iter()
+        .flat_map(|r| messages_of(r, "tool"))
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(results.contains("README.md"), "`ls` ran: {results}");
+}

@@ -149,7 +149,7 @@ fn write_sse(out: &mut TcpStream, events: &[(String, serde_json::Value)]) -> std
     for (event, data) in events {
         // APIs without event names (OpenAI Chat Completions, Gemini) send `data:` lines only.
         if !event.is_empty() {
-            write!(out, "event: {event}\n")?;
+            writeln!(out, "event: {event}")?;
         }
         write!(out, "data: {data}\n\n")?;
     }
