@@ -102,7 +102,7 @@ pub fn run_doctor(json: bool) -> Result<ExitCode> {
             .trim()
             .to_string();
         match ClientFiles::for_user() {
-            Ok(files) => check_clients(&mut r, &files, port, &token),
+            Ok(files) => agents::check_clients(&mut r, &files, port, &token),
             Err(e) => r.fail("clients", e.to_string(), "set HOME"),
         }
     }
@@ -362,79 +362,6 @@ fn read_json(path: &Path) -> Result<Option<Json>, String> {
             .map(Some)
             .map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
-    }
-}
-
-fn check_clients(r: &mut Report, files: &ClientFiles, port: u16, token: &str) {
-    let detected: Vec<ClientKind> = ClientKind::ALL
-        .into_iter()
-        .filter(|k| files.detected(*k).is_some())
-        .collect();
-    if detected.is_empty() {
-        r.warn(
-            "clients",
-            "none of Claude Code, Codex CLI, Cursor, Gemini CLI, OpenCode or Copilot CLI found",
-            "install one, then `memd init`",
-        );
-        return;
-    }
-    let expected_url = format!("http://127.0.0.1:{port}/mcp");
-    for kind in detected {
-        match kind {
-            ClientKind::ClaudeCode => {
-                check_hooks(
-                    r,
-                    "claude hooks",
-                    &files.claude_settings,
-                    merge::claude_events(),
-                    merge::claude_hook_commands,
-                );
-                check_mcp(r, "claude mcp", &files.claude_json, &expected_url, token);
-                check_claude_score(r, &files.claude_json);
-            }
-            ClientKind::Codex => {
-                check_hooks(
-                    r,
-                    "codex hooks",
-                    &files.codex_hooks,
-                    codex::events(),
-                    merge::claude_hook_commands,
-                );
-                check_codex(r, files);
-            }
-            ClientKind::Cursor => {
-                check_hooks(
-                    r,
-                    "cursor hooks",
-                    &files.cursor_hooks,
-                    merge::cursor_events(),
-                    merge::cursor_hook_commands,
-                );
-                check_mcp(r, "cursor mcp", &files.cursor_mcp, &expected_url, token);
-            }
-            ClientKind::Gemini => {
-                check_hooks(
-                    r,
-                    "gemini hooks",
-                    &files.gemini_settings,
-                    merge::agents::gemini_events(),
-                    merge::claude_hook_commands,
-                );
-                check_mcp(
-                    r,
-                    "gemini mcp",
-                    &files.gemini_settings,
-                    &expected_url,
-                    token,
-                );
-            }
-            ClientKind::Opencode => {
-                agents::check_opencode(r, files, &expected_url, token);
-            }
-            ClientKind::Copilot => {
-                check_mcp(r, "copilot mcp", &files.copilot_mcp, &expected_url, token);
-            }
-        }
     }
 }
 

@@ -1,12 +1,88 @@
-//! `memd doctor`'s OpenCode checks: memd's plugin file and the `mcp.memd` entry of
-//! `opencode.json`. Read-only, like the rest of doctor.
+//! `memd doctor`'s per-client checks: which clients are installed and, for each, its hooks (or
+//! OpenCode's plugin file) and MCP entry. Read-only, like the rest of doctor.
 
 use super::super::merge::{self, agents};
 use super::super::opencode;
-use super::{ClientFiles, Json, Report, check_mcp_http, check_mcp_stdio, is_executable, read_json};
+use super::{
+    ClientFiles, ClientKind, Json, Report, check_claude_score, check_codex, check_hooks, check_mcp,
+    check_mcp_http, check_mcp_stdio, is_executable, read_json,
+};
 use std::path::Path;
 
-pub(super) fn check_opencode(r: &mut Report, files: &ClientFiles, expected_url: &str, token: &str) {
+pub(super) fn check_clients(r: &mut Report, files: &ClientFiles, port: u16, token: &str) {
+    let detected: Vec<ClientKind> = ClientKind::ALL
+        .into_iter()
+        .filter(|k| files.detected(*k).is_some())
+        .collect();
+    if detected.is_empty() {
+        r.warn(
+            "clients",
+            "none of Claude Code, Codex CLI, Cursor, Gemini CLI, OpenCode or Copilot CLI found",
+            "install one, then `memd init`",
+        );
+        return;
+    }
+    let expected_url = format!("http://127.0.0.1:{port}/mcp");
+    for kind in detected {
+        match kind {
+            ClientKind::ClaudeCode => {
+                check_hooks(
+                    r,
+                    "claude hooks",
+                    &files.claude_settings,
+                    merge::claude_events(),
+                    merge::claude_hook_commands,
+                );
+                check_mcp(r, "claude mcp", &files.claude_json, &expected_url, token);
+                check_claude_score(r, &files.claude_json);
+            }
+            ClientKind::Codex => {
+                check_hooks(
+                    r,
+                    "codex hooks",
+                    &files.codex_hooks,
+                    super::super::codex::events(),
+                    merge::claude_hook_commands,
+                );
+                check_codex(r, files);
+            }
+            ClientKind::Cursor => {
+                check_hooks(
+                    r,
+                    "cursor hooks",
+                    &files.cursor_hooks,
+                    merge::cursor_events(),
+                    merge::cursor_hook_commands,
+                );
+                check_mcp(r, "cursor mcp", &files.cursor_mcp, &expected_url, token);
+            }
+            ClientKind::Gemini => {
+                check_hooks(
+                    r,
+                    "gemini hooks",
+                    &files.gemini_settings,
+                    agents::gemini_events(),
+                    merge::claude_hook_commands,
+                );
+                check_mcp(
+                    r,
+                    "gemini mcp",
+                    &files.gemini_settings,
+                    &expected_url,
+                    token,
+                );
+            }
+            ClientKind::Opencode => {
+                check_opencode(r, files, &expected_url, token);
+            }
+            ClientKind::Copilot => {
+                check_mcp(r, "copilot mcp", &files.copilot_mcp, &expected_url, token);
+            }
+        }
+    }
+}
+
+fn check_opencode(r: &mut Report, files: &ClientFiles, expected_url: &str, token: &str) {
     check_plugin(r, &files.opencode_plugin);
     let path = &files.opencode_config;
     let doc = match read_json(path) {
