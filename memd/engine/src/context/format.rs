@@ -3,12 +3,14 @@
 //! Owns every sentence the agent reads on each prompt. Must never include the previous exchange
 //! or memory text in the scoring prompt (ids only: that text is already in the conversation).
 
-use proto::{Collection, MemoryView};
+use proto::{Collection, MemoryView, ScoringMemory};
 
 pub const CONTEXT_OPEN: &str = "═══ KNOWN CONTEXT ═══";
 pub const CONTEXT_CLOSE: &str = "═══ END CONTEXT ═══";
 pub const SCORE_OPEN: &str = "<memd-score-required>";
 pub const SCORE_CLOSE: &str = "</memd-score-required>";
+pub const REFERENCE_OPEN: &str = "═══ SCORING REFERENCE (previous turn) ═══";
+pub const REFERENCE_CLOSE: &str = "═══ END SCORING REFERENCE ═══";
 
 const PREAMBLE: &str = "memd is this user's persistent memory, built from earlier conversations. \
 Each line below is one stored memory: its text, its [id:...], its age and collection; scored \
@@ -149,6 +151,34 @@ pub fn tags(m: &MemoryView) -> String {
 
 /// The lean scoring prompt (seed 002 feature 1): ids only, the call template, the guide.
 pub fn scoring_prompt(ids: &[String]) -> String {
+    scoring_prompt_pointing_at(
+        ids,
+        "their text is in last turn's KNOWN CONTEXT, next to the same [id:...] tags.",
+    )
+}
+
+/// OpenCode's scoring request (seed 002): its system prompt is rebuilt every turn, so last
+/// turn's KNOWN CONTEXT is gone when the request comes. A SCORING REFERENCE block carries
+/// last turn's ids with a short hint each, and the lean request points at it.
+pub fn scoring_with_reference(hints: &[ScoringMemory]) -> String {
+    let ids: Vec<String> = hints.iter().map(|h| h.id.clone()).collect();
+    let request = scoring_prompt_pointing_at(&ids, "their hints are in SCORING REFERENCE above.");
+    if hints.is_empty() {
+        return request;
+    }
+    let mut out = String::with_capacity(request.len() + 80 * hints.len());
+    out.push_str(REFERENCE_OPEN);
+    out.push('\n');
+    for h in hints {
+        out.push_str(&format!("• [id:{}] \"{}\"\n", h.id, h.content_hint));
+    }
+    out.push_str(REFERENCE_CLOSE);
+    out.push_str("\n\n");
+    out.push_str(&request);
+    out
+}
+
+fn scoring_prompt_pointing_at(ids: &[String], where_the_text_is: &str) -> String {
     let mut out = String::with_capacity(400 + ids.len() * 40);
     out.push_str(SCORE_OPEN);
     out.push_str("\nBefore you answer, score the previous exchange.\n\n");
@@ -157,10 +187,9 @@ pub fn scoring_prompt(ids: &[String]) -> String {
         out.push_str("No memories were injected last turn, so score the exchange only.\n\n");
         out.push_str("Call score_response(\n    outcome=\"worked|failed|partial|unknown\",\n    memory_scores={}\n)\n");
     } else {
-        out.push_str(
-            "The memories injected last turn are listed by id; their text is in last turn's \
-KNOWN CONTEXT, next to the same [id:...] tags.\n\n",
-        );
+        out.push_str("The memories injected last turn are listed by id; ");
+        out.push_str(where_the_text_is);
+        out.push_str("\n\n");
         out.push_str("Call score_response(\n    outcome=\"worked|failed|partial|unknown\",\n    memory_scores={\n");
         for (i, id) in ids.iter().enumerate() {
             let comma = if i + 1 < ids.len() { "," } else { "" };
@@ -219,6 +248,31 @@ mod tests {
             owner: None,
             metadata: Default::default(),
         }
+    }
+
+    #[test]
+    fn opencode_scoring_carries_its_own_reference() {
+        let hints = vec![
+            ScoringMemory {
+                id: "patterns_ab12".into(),
+                content_hint: "User prefers direct answers".into(),
+            },
+            ScoringMemory {
+                id: "history_cd34".into(),
+                content_hint: "v0.3.4 shipped".into(),
+            },
+        ];
+        let text = scoring_with_reference(&hints);
+        assert!(text.starts_with(REFERENCE_OPEN), "{text}");
+        let reference = &text[..text.find(REFERENCE_CLOSE).unwrap()];
+        assert!(reference.contains("• [id:patterns_ab12] \"User prefers direct answers\""));
+        let request = &text[text.find(SCORE_OPEN).unwrap()..];
+        assert!(request.contains("SCORING REFERENCE above"));
+        assert!(!request.contains("KNOWN CONTEXT"));
+        assert!(request.contains("\"history_cd34\": \"___\""));
+        assert!(request.ends_with(SCORE_CLOSE));
+        // Nothing to refer to: the plain request, without an empty block.
+        assert!(scoring_with_reference(&[]).starts_with(SCORE_OPEN));
     }
 
     #[test]

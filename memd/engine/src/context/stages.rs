@@ -253,10 +253,13 @@ pub struct Injection {
 
 /// The scoring request and KNOWN CONTEXT within the token budget (a memory shown in full
 /// earlier in the conversation gets a reference line).
-pub fn lay_out(core: &Core, t: &Turn, picked: Vec<(u64, MemoryView)>) -> Injection {
-    let scoring_prompt = match t.plan.required {
-        true => format::scoring_prompt(&t.plan.ids),
-        false => String::new(),
+pub fn lay_out(core: &Core, p: &Prompt, t: &Turn, picked: Vec<(u64, MemoryView)>) -> Injection {
+    let scoring_prompt = match (t.plan.required, p.client) {
+        (false, _) => String::new(),
+        // OpenCode rebuilds its system prompt every turn: last turn's KNOWN CONTEXT is gone,
+        // so the request carries its own SCORING REFERENCE.
+        (true, Some(proto::Client::Opencode)) => format::scoring_with_reference(&t.scoring_hints),
+        (true, _) => format::scoring_prompt(&t.plan.ids),
     };
     let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
     let first_context = t.already.is_empty();
