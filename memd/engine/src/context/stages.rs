@@ -32,13 +32,13 @@ pub struct Prompt {
     pub here: Option<Project>,
     pub now: i64,
     pub session_start: bool,
+    /// A session start after `clear` / `compact`: the model no longer sees what memd showed
+    /// earlier in the conversation, so it is shown again.
+    pub fresh_context: bool,
     pub client: Option<proto::Client>,
     /// The agent asking for context itself (MCP) sees disputed memories, flagged, so it can
     /// verify and fix them; the hooks never inject them.
     pub with_disputed: bool,
-    /// A session start after `clear` / `compact`: the model no longer sees earlier memories,
-    /// so they are shown again in full.
-    pub fresh_context: bool,
 }
 
 impl Prompt {
@@ -55,10 +55,10 @@ impl Prompt {
             here: super::where_the_prompt_is(core, req)?,
             now: crate::clock::now_ms(),
             session_start: req.session_start,
-            client: req.client,
-            with_disputed: req.client == Some(proto::Client::Mcp),
             fresh_context: req.session_start
                 && matches!(req.session_source.as_deref(), Some("clear" | "compact")),
+            client: req.client,
+            with_disputed: req.client == Some(proto::Client::Mcp),
         })
     }
 
@@ -81,6 +81,8 @@ pub struct Turn {
     pub unscored: Option<Op>,
     /// Words of the conversation's recent tool events (`[evidence] boost`).
     pub in_play: Vec<String>,
+    /// This daemon's role in the shared store: a memory it owns is not a teammate's.
+    pub own_role: Option<String>,
 }
 
 impl Turn {
@@ -102,8 +104,11 @@ impl Turn {
                 false => s.sessions.plan(conv),
             };
             let scoring_hints = plan.ids.iter().map(|id| hint(s, id)).collect();
-            let seen = s.sessions.get(conv).filter(|_| !p.fresh_context);
-            let already = seen.map_or_else(HashSet::new, |c| {
+            let already = match p.fresh_context {
+                true => None,
+                false => s.sessions.get(conv),
+            };
+            let already = already.map_or_else(HashSet::new, |c| {
                 c.shown
                     .iter()
                     .filter_map(|id| s.by_id(id).map(|r| r.key))
@@ -120,6 +125,7 @@ impl Turn {
                     .then(|| unscored::on_prompt(core, s, conv))
                     .flatten(),
                 in_play: Vec::new(),
+                own_role: s.sync().role.clone(),
             }
         });
         if core.cfg.evidence.boost {
@@ -247,15 +253,22 @@ pub struct Injection {
 
 /// The scoring request and KNOWN CONTEXT within the token budget (a memory shown in full
 /// earlier in the conversation gets a reference line).
-pub fn lay_out(core: &Core, t: &Turn, picked: Vec<(u64, MemoryView)>) -> Injection {
-    let scoring_prompt = match t.plan.required {
-        true => format::scoring_prompt(&t.plan.ids),
-        false => String::new(),
+pub fn lay_out(core: &Core, p: &Prompt, t: &Turn, picked: Vec<(u64, MemoryView)>) -> Injection {
+    let scoring_prompt = match (t.plan.required, p.client) {
+        (false, _) => String::new(),
+        // OpenCode rebuilds its system prompt every turn: last turn's KNOWN CONTEXT is gone,
+        // so the request carries its own SCORING REFERENCE.
+        (true, Some(proto::Client::Opencode)) => format::scoring_with_reference(&t.scoring_hints),
+        (true, _) => format::scoring_prompt(&t.plan.ids),
     };
     let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
     let first_context = t.already.is_empty();
     let seen: Vec<bool> = picked.iter().map(|(k, _)| t.already.contains(k)).collect();
-    let memories: Vec<MemoryView> = picked.into_iter().map(|(_, v)| v).collect();
+    let own = t.own_role.as_deref();
+    let memories: Vec<MemoryView> = picked
+        .into_iter()
+        .map(|(_, v)| format::attributed(v, own))
+        .collect();
     let for_lines = budget::for_lines(budget, &scoring_prompt, first_context);
     let (laid, shown) = budget::lay_out(&memories, &seen, for_lines);
     let context = format::known_context(&budget::lines(&memories, &laid), first_context);
@@ -320,8 +333,9 @@ pub fn record(
     });
     let evidence_scored = unscored.is_some();
     let reset = p.fresh_context.then(|| {
-        let conv = p.conv.clone();
-        Op::Session(SessionOp::ContextReset { conv })
+        Op::Session(SessionOp::ContextReset {
+            conv: p.conv.clone(),
+        })
     });
     core.commit_queued(unscored.into_iter().chain(reset).chain([op]).collect())?;
     if evidence_scored {
