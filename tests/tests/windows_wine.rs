@@ -218,11 +218,7 @@ fn windows_hooks_under_wine_fail_open_then_inject_known_context() {
     let down = [("MEMD_PORT", free_port().to_string())];
     let t = r"C:\Users\dev\t.jsonl";
     let (code, out, err) = wine.hook("hook-prompt.exe", &claude_prompt("w-down", "hi", t), &down);
-    assert_eq!(code, 0, "hook-prompt failed open? stderr: {err}");
-    assert!(!out.contains("KNOWN CONTEXT"), "{out}");
-    if !out.trim().is_empty() {
-        serde_json::from_str::<Value>(&out).unwrap_or_else(|e| panic!("not JSON {out:?}: {e}"));
-    }
+    assert_eq!((code, out.as_str()), (0, ""), "stderr: {err}");
     let (code, out, err) = wine.hook("hook-stop.exe", &claude_stop("w-down", "ok", t), &down);
     assert_eq!((code, out.as_str()), (0, ""), "stderr: {err}");
     let log = local_appdata_log(&wine.prefix())
