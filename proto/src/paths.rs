@@ -349,13 +349,19 @@ mod tests {
             }
         };
         let both = vec![("HOME", "/home/u"), ("XDG_CACHE_HOME", "/xdg")];
-        assert_eq!(cache_dir_for(Os::Unix, env(both)), PathBuf::from("/xdg/memd"));
+        assert_eq!(
+            cache_dir_for(Os::Unix, env(both)),
+            PathBuf::from("/xdg/memd")
+        );
         let empty_xdg = vec![("HOME", "/home/u"), ("XDG_CACHE_HOME", "")];
         assert_eq!(
             cache_dir_for(Os::Unix, env(empty_xdg)),
             PathBuf::from("/home/u/.cache/memd")
         );
-        assert_eq!(cache_dir_for(Os::Unix, env(vec![])), PathBuf::from(".cache/memd"));
+        assert_eq!(
+            cache_dir_for(Os::Unix, env(vec![])),
+            PathBuf::from(".cache/memd")
+        );
     }
 
     use super::*;
@@ -409,9 +415,21 @@ mod tests {
             config_dir_with(Os::Windows, &profile_only).unwrap(),
             home.join(r"AppData\Roaming").join("memd")
         );
-        let dev = env_of(&[("LOCALAPPDATA", r"C:\L"), ("APPDATA", r"C:\R"), ("MEMD_DEV", "1")]);
-        assert!(default_data_dir_with(Os::Windows, &dev).unwrap().ends_with("memd-dev"));
-        assert!(config_dir_with(Os::Windows, &dev).unwrap().ends_with("memd-dev"));
+        let dev = env_of(&[
+            ("LOCALAPPDATA", r"C:\L"),
+            ("APPDATA", r"C:\R"),
+            ("MEMD_DEV", "1"),
+        ]);
+        assert!(
+            default_data_dir_with(Os::Windows, &dev)
+                .unwrap()
+                .ends_with("memd-dev")
+        );
+        assert!(
+            config_dir_with(Os::Windows, &dev)
+                .unwrap()
+                .ends_with("memd-dev")
+        );
         let chosen = env_of(&[("APPDATA", r"C:\R"), ("MEMD_CONFIG_DIR", r"D:\cfg")]);
         assert_eq!(
             config_dir_with(Os::Windows, &chosen).unwrap(),
@@ -436,7 +454,11 @@ mod tests {
             config_dir_with(Os::Unix, &home_only).unwrap(),
             PathBuf::from("/home/ada/.config/memd")
         );
-        let xdg = env_of(&[("HOME", "/h"), ("XDG_DATA_HOME", "/x/d"), ("XDG_CONFIG_HOME", "/x/c")]);
+        let xdg = env_of(&[
+            ("HOME", "/h"),
+            ("XDG_DATA_HOME", "/x/d"),
+            ("XDG_CONFIG_HOME", "/x/c"),
+        ]);
         assert_eq!(
             default_data_dir_with(Os::Unix, &xdg).unwrap(),
             PathBuf::from("/x/d/memd")

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The project directory Claude Code on Windows reports.
+const WIN_CWD: &str = r"C:\Users\dev\shop";
 const TARGET: &str = "x86_64-pc-windows-gnu";
 /// Wine starts slowly on a loaded machine (the first run also creates the prefix).
 const WINE_LIMIT: Duration = Duration::from_secs(300);
@@ -76,7 +78,13 @@ impl Wine {
         for k in memd_testkit::SCRUBBED_ENV {
             cmd.env_remove(k);
         }
-        for k in ["LOCALAPPDATA", "APPDATA", "USERPROFILE", "DISPLAY", "WAYLAND_DISPLAY"] {
+        for k in [
+            "LOCALAPPDATA",
+            "APPDATA",
+            "USERPROFILE",
+            "DISPLAY",
+            "WAYLAND_DISPLAY",
+        ] {
             cmd.env_remove(k);
         }
         cmd.env("WINEPREFIX", self.prefix())
@@ -171,18 +179,18 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-fn claude_prompt(session: &str, prompt: &str, transcript: &str) -> Vec<u8> {
+fn claude_prompt(session: &str, prompt: &str, transcript: &str, cwd: &str) -> Vec<u8> {
     json!({
-        "session_id": session, "transcript_path": transcript, "cwd": r"C:\Users\dev\shop",
+        "session_id": session, "transcript_path": transcript, "cwd": cwd,
         "permission_mode": "default", "hook_event_name": "UserPromptSubmit", "prompt": prompt
     })
     .to_string()
     .into_bytes()
 }
 
-fn claude_stop(session: &str, answer: &str, transcript: &str) -> Vec<u8> {
+fn claude_stop(session: &str, answer: &str, transcript: &str, cwd: &str) -> Vec<u8> {
     json!({
-        "session_id": session, "transcript_path": transcript, "cwd": r"C:\Users\dev\shop",
+        "session_id": session, "transcript_path": transcript, "cwd": cwd,
         "permission_mode": "default", "hook_event_name": "Stop", "stop_hook_active": false,
         "last_assistant_message": answer
     })
@@ -194,7 +202,9 @@ fn enabled() -> bool {
     if std::env::var("MEMD_WINDOWS").is_ok_and(|v| v == "1") {
         return true;
     }
-    println!("SKIPPED: the Windows hooks under Wine run with MEMD_WINDOWS=1 (see install/fetch-windows.sh)");
+    println!(
+        "SKIPPED: the Windows hooks under Wine run with MEMD_WINDOWS=1 (see install/fetch-windows.sh)"
+    );
     false
 }
 
@@ -217,14 +227,25 @@ fn windows_hooks_under_wine_fail_open_then_inject_known_context() {
     // memd down: no data dir or config named, so the Windows defaults apply.
     let down = [("MEMD_PORT", free_port().to_string())];
     let t = r"C:\Users\dev\t.jsonl";
-    let (code, out, err) = wine.hook("hook-prompt.exe", &claude_prompt("w-down", "hi", t), &down);
+    let (code, out, err) = wine.hook(
+        "hook-prompt.exe",
+        &claude_prompt("w-down", "hi", t, WIN_CWD),
+        &down,
+    );
     assert_eq!((code, out.as_str()), (0, ""), "stderr: {err}");
-    let (code, out, err) = wine.hook("hook-stop.exe", &claude_stop("w-down", "ok", t), &down);
+    let (code, out, err) = wine.hook(
+        "hook-stop.exe",
+        &claude_stop("w-down", "ok", t, WIN_CWD),
+        &down,
+    );
     assert_eq!((code, out.as_str()), (0, ""), "stderr: {err}");
     let log = local_appdata_log(&wine.prefix())
         .expect("the failure is logged under %LOCALAPPDATA%\\memd\\logs");
     let log = std::fs::read_to_string(log).unwrap();
-    assert!(log.contains("hook-prompt") && log.contains("hook-stop"), "{log}");
+    assert!(
+        log.contains("hook-prompt") && log.contains("hook-stop"),
+        "{log}"
+    );
 
     // A real Linux memd on loopback; the Windows hooks find it through its data dir.
     let d = tests::start_daemon();
@@ -238,15 +259,30 @@ fn windows_hooks_under_wine_fail_open_then_inject_known_context() {
         ("MEMD_CONFIG_DIR", z(&d.config_dir())),
     ];
     let transcript = d.data_dir().join("w-up.jsonl");
+    // The daemon resolves the project directory on its own OS and refuses one that is not
+    // absolute there: for this Linux daemon `C:\...` is not, so the client reports a Linux one
+    // (the hook passes it through untouched).
+    let cwd = d.root().display().to_string();
     std::fs::write(&transcript, "").unwrap();
     let t = z(&transcript);
     let prompt = "which port does the billing staging database use?";
-    let (code, out, err) = wine.hook("hook-prompt.exe", &claude_prompt("w-up", prompt, &t), &up);
+    let (code, out, err) = wine.hook(
+        "hook-prompt.exe",
+        &claude_prompt("w-up", prompt, &t, &cwd),
+        &up,
+    );
     assert_eq!(code, 0, "stderr: {err}");
-    let v: Value =
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON {out:?}: {e}; {err}"));
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(d.data_dir().join("logs/hooks.log"));
+        panic!(
+            "not JSON {out:?}: {e}; stderr {err}; hooks.log: {log:?}; memd: {}",
+            d.log_tail()
+        )
+    });
     assert_eq!(v["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit");
-    let ctx = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    let ctx = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
     assert!(
         ctx.contains("KNOWN CONTEXT") && ctx.contains(&format!("[id:{id}]")),
         "{ctx}"
@@ -257,7 +293,11 @@ fn windows_hooks_under_wine_fail_open_then_inject_known_context() {
     ];
     let lines: Vec<String> = turn.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&transcript, lines.concat()).unwrap();
-    let (code, out, err) = wine.hook("hook-stop.exe", &claude_stop("w-up", "5433.", &t), &up);
+    let (code, out, err) = wine.hook(
+        "hook-stop.exe",
+        &claude_stop("w-up", "5433.", &t, &cwd),
+        &up,
+    );
     assert_eq!((code, out.as_str()), (0, ""), "stderr: {err}");
     let s: StatsResponse = d.get("/api/stats");
     assert_eq!(
