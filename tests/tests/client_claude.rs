@@ -187,7 +187,7 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
     );
 
     let checks = s.doctor();
-    for name in ["claude hooks", "claude mcp"] {
+    for name in ["claude hooks", "claude mcp", "claude score"] {
         let status = checks.get(name).map(String::as_str).unwrap_or("missing");
         assert!(status.starts_with("ok"), "doctor {name}: {status}");
     }

@@ -1,5 +1,6 @@
 //! Claude Code's version, for writing only what it accepts (`alwaysLoad` on a server entry came
-//! in 2.1.121). Owns running `claude --version` and reading its answer; must never fail
+//! in 2.1.121). Owns running `claude --version`, reading its answer and telling the user what
+//! that means for the scoring tool; must never fail
 //! `memd init`: no answer is `None`.
 
 use std::process::{Command, Stdio};
@@ -29,6 +30,33 @@ pub fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
 
 pub fn takes_always_load(v: (u32, u32, u32)) -> bool {
     v >= ALWAYS_LOAD_SINCE
+}
+
+/// Whether the installed Claude Code accepts `alwaysLoad` on a server entry (2.1.121 and later);
+/// says what it found. Without a `claude` to ask, memd writes only what every version accepts.
+pub fn announce_always_load() -> bool {
+    match installed_version() {
+        Some(v) if takes_always_load(v) => {
+            println!(
+                "Claude Code {}.{}.{}: memd-score (score_response only) is always loaded",
+                v.0, v.1, v.2
+            );
+            true
+        }
+        Some(v) => {
+            println!(
+                "Claude Code {}.{}.{} predates alwaysLoad (2.1.121): the scoring tool stays deferred, one ToolSearch per session",
+                v.0, v.1, v.2
+            );
+            false
+        }
+        None => {
+            println!(
+                "Claude Code's version is unknown (no `claude` on PATH): the scoring tool stays deferred; run `memd init` again from a shell where `claude` runs"
+            );
+            false
+        }
+    }
 }
 
 #[cfg(test)]

@@ -393,6 +393,7 @@ fn check_clients(r: &mut Report, files: &ClientFiles, port: u16, token: &str) {
             merge::claude_hook_commands,
         );
         check_mcp(r, "claude mcp", &files.claude_json, &expected_url, token);
+        check_claude_score(r, &files.claude_json);
     }
     if cursor.is_some() {
         check_hooks(
@@ -660,5 +661,30 @@ fn check_codex(r: &mut Report, files: &ClientFiles) {
             ),
             "memd init --codex",
         );
+    }
+}
+
+/// A Claude Code that takes `alwaysLoad` should have memd's scoring entry, or each session's
+/// first score costs a `ToolSearch` round trip.
+fn check_claude_score(r: &mut Report, path: &Path) {
+    let Some(v) = super::claude::installed_version() else {
+        return;
+    };
+    let registered = read_json(path).ok().flatten().is_some_and(|d| {
+        d.get("mcpServers")
+            .and_then(|s| s.get(merge::SCORE_SERVER))
+            .is_some()
+    });
+    match (super::claude::takes_always_load(v), registered) {
+        (true, true) => r.ok("claude score", "memd-score is always loaded: scoring needs no ToolSearch"),
+        (true, false) => r.warn(
+            "claude score",
+            format!("Claude Code {}.{}.{} could load memd's scoring tool up front, but memd-score is not registered", v.0, v.1, v.2),
+            "memd init",
+        ),
+        (false, _) => r.ok(
+            "claude score",
+            format!("Claude Code {}.{}.{} predates alwaysLoad: the first score of a session loads the tool with ToolSearch", v.0, v.1, v.2),
+        ),
     }
 }

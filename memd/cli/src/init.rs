@@ -191,33 +191,6 @@ fn select_clients(files: &ClientFiles, args: &InitArgs) -> Vec<(ClientKind, Stri
         .collect()
 }
 
-/// Whether the installed Claude Code accepts `alwaysLoad` on a server entry (2.1.121 and later);
-/// says what it found. Without a `claude` to ask, memd writes only what every version accepts.
-fn claude_takes_always_load() -> bool {
-    match super::claude::installed_version() {
-        Some(v) if super::claude::takes_always_load(v) => {
-            println!(
-                "Claude Code {}.{}.{}: memd-score (score_response only) is always loaded",
-                v.0, v.1, v.2
-            );
-            true
-        }
-        Some(v) => {
-            println!(
-                "Claude Code {}.{}.{} predates alwaysLoad (2.1.121): the scoring tool stays deferred, one ToolSearch per session",
-                v.0, v.1, v.2
-            );
-            false
-        }
-        None => {
-            println!(
-                "Claude Code's version is unknown (no `claude` on PATH): the scoring tool stays deferred; run `memd init` again from a shell where `claude` runs"
-            );
-            false
-        }
-    }
-}
-
 /// This `memd`, by its real path: what the stdio MCP entry starts.
 fn memd_exe() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find the memd executable")?;
@@ -601,8 +574,8 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
         },
         None => McpTarget::Stdio { memd: memd_exe()? },
     };
-    let always_load =
-        clients.iter().any(|(k, _)| *k == ClientKind::ClaudeCode) && claude_takes_always_load();
+    let always_load = clients.iter().any(|(k, _)| *k == ClientKind::ClaudeCode)
+        && super::claude::announce_always_load();
     let jobs: Vec<Job> = clients
         .iter()
         .flat_map(|(k, _)| add_jobs(*k, &files, &bin, &mcp, always_load))

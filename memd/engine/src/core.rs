@@ -11,6 +11,7 @@ use crate::embed::Embed;
 use crate::error::{ApiError, check_len};
 use crate::record::Record;
 use crate::redact;
+use crate::retrieve;
 use crate::search::{self, Query, Ranking};
 use crate::state::ops::{Op, Output};
 use crate::state::{MemState, new_id};
@@ -304,36 +305,7 @@ impl Core {
             });
         }
         let results = match &q.text {
-            Some(text) => {
-                let ranking = self.ranking();
-                let relevance_order = matches!(q.sort_by, None | Some(SortBy::Relevance));
-                let rerank = relevance_order && self.cfg.search.rerank;
-                // The late-interaction encoding runs beside the query's embedding.
-                let (qvec, late_q) = tokio::join!(self.embed_query(text), async {
-                    match rerank {
-                        true => crate::rerank::search_query(self, text).await,
-                        false => None,
-                    }
-                });
-                let want = match rerank {
-                    true => q.limit.max(self.cfg.search.rerank_depth),
-                    false => q.limit,
-                };
-                let mut views = self.store.read(|s| {
-                    let mut hits =
-                        search::rank(s, &q, text, qvec.as_deref().map(|v| &v[..]), &ranking, want);
-                    search::sort_hits(s, &mut hits, q.sort_by);
-                    hits.iter()
-                        .take(want)
-                        .filter_map(|h| Some(search::view(s.by_key(h.key)?, now, Some(h))))
-                        .collect::<Vec<_>>()
-                });
-                if rerank {
-                    views = crate::rerank::search_head(self, text, late_q, views).await;
-                }
-                views.truncate(q.limit);
-                views
-            }
+            Some(text) => self.search_text(&q, text, now).await,
             None => self.store.read(|s| {
                 search::browse(s, &q)
                     .into_iter()
@@ -345,6 +317,46 @@ impl Core {
             count: results.len(),
             results,
         })
+    }
+
+    /// A text search through the retrieval pipeline: the fused head (deeper than `limit` when
+    /// reranking) under one read, then late interaction and the cross-encoder outside it.
+    async fn search_text(self: &Arc<Self>, q: &Query, text: &str, now: i64) -> Vec<MemoryView> {
+        let relevance_order = matches!(q.sort_by, None | Some(SortBy::Relevance));
+        let rerank = relevance_order && self.cfg.search.rerank;
+        let wait = match rerank {
+            true => retrieve::LateWait::Search,
+            false => retrieve::LateWait::Skip,
+        };
+        let encoded = retrieve::encode(self, text, wait).await;
+        let depth = match rerank {
+            true => q.limit.max(self.cfg.search.rerank_depth),
+            false => q.limit,
+        };
+        let ranking = self.ranking();
+        let stage = retrieve::FirstStage {
+            query: q,
+            text,
+            vector: encoded.vector(),
+            ranking: &ranking,
+        };
+        let head = self
+            .store
+            .read(|s| retrieve::first_stage(s, &stage, depth, |_| true, now));
+        let ce_depth = self.cfg.search.cross_encoder_depth;
+        let how = retrieve::Second {
+            late: encoded
+                .late
+                .as_ref()
+                .map(|l| (l, self.cfg.search.rerank_depth)),
+            deadline: None,
+            cross: self
+                .reranker()
+                .filter(|_| rerank && ce_depth > 0)
+                .map(|ce| (ce, ce_depth)),
+        };
+        let (head, _) = retrieve::second_stage(&self.late_states, text, head, how).await;
+        head.into_iter().take(q.limit).map(|c| c.view).collect()
     }
 
     // ---- writes ----

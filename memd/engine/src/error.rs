@@ -1,77 +1,92 @@
-//! The typed error every API operation returns, and its HTTP status.
+//! The typed error every engine operation returns.
 //!
-//! Owns the mapping from "what went wrong" to a status code and a message that names the field
-//! and the limit. Must never carry memory content or request text in its message (errors are
-//! logged).
+//! Owns the kinds of failure (bad input naming its field, refused, not found, too large,
+//! conflict, unavailable, storage full, internal) and messages that name the field and the
+//! limit. Must never carry memory content or request text in its message (errors are logged),
+//! and never decide an HTTP status: memd-server maps kinds to codes (`http::body::status_of`).
 
 use crate::store::StoreError;
 use std::fmt;
 
+/// What went wrong, as a caller can act on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is malformed or a value is out of range.
+    BadInput,
+    /// Well-formed but refused (e.g. a text over its length limit): nothing was stored.
+    Refused,
+    NotFound,
+    /// A body over its byte limit.
+    TooLarge,
+    /// The request contradicts the current state.
+    Conflict,
+    /// The engine cannot serve it now (e.g. writes after the data dir vanished).
+    Unavailable,
+    /// The disk is full.
+    StorageFull,
+    Internal,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
-    pub status: u16,
+    pub kind: ErrorKind,
     pub message: String,
     pub field: Option<String>,
 }
 
 impl ApiError {
-    /// 400: the request is malformed or a value is out of range.
-    pub fn bad(field: &str, message: impl Into<String>) -> ApiError {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> ApiError {
         ApiError {
-            status: 400,
-            message: naming(field, message.into()),
-            field: Some(field.to_string()),
-        }
-    }
-
-    /// 400 without a single field to blame.
-    pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: 400,
+            kind,
             message: message.into(),
             field: None,
         }
     }
 
-    /// 422: well-formed but semantically refused (e.g. content too long).
+    /// Bad input in `field` (the message names it).
+    pub fn bad(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            kind: ErrorKind::BadInput,
+            message: naming(field, message.into()),
+            field: Some(field.to_string()),
+        }
+    }
+
+    /// Bad input without a single field to blame.
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorKind::BadInput, message)
+    }
+
+    /// Well-formed but semantically refused (e.g. content too long).
     pub fn unprocessable(field: &str, message: impl Into<String>) -> ApiError {
         ApiError {
-            status: 422,
+            kind: ErrorKind::Refused,
             message: naming(field, message.into()),
             field: Some(field.to_string()),
         }
     }
 
     pub fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: 404,
-            message: message.into(),
-            field: None,
-        }
+        ApiError::new(ErrorKind::NotFound, message)
     }
 
     pub fn too_large(limit: usize) -> ApiError {
-        ApiError {
-            status: 413,
-            message: format!("request body larger than the {limit} byte limit"),
-            field: None,
-        }
+        ApiError::new(
+            ErrorKind::TooLarge,
+            format!("request body larger than the {limit} byte limit"),
+        )
+    }
+
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorKind::Conflict, message)
     }
 
     pub fn unavailable(message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: 503,
-            message: message.into(),
-            field: None,
-        }
+        ApiError::new(ErrorKind::Unavailable, message)
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: 500,
-            message: message.into(),
-            field: None,
-        }
+        ApiError::new(ErrorKind::Internal, message)
     }
 
     pub fn body(&self) -> proto::ErrorBody {
@@ -104,18 +119,14 @@ impl std::error::Error for ApiError {}
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
-        let status = if e.is_storage_full() {
-            507
+        let kind = if e.is_storage_full() {
+            ErrorKind::StorageFull
         } else if e.is_read_only() {
-            503
+            ErrorKind::Unavailable
         } else {
-            500
+            ErrorKind::Internal
         };
-        ApiError {
-            status,
-            message: format!("storage: {e}"),
-            field: None,
-        }
+        ApiError::new(kind, format!("storage: {e}"))
     }
 }
 

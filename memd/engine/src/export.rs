@@ -232,7 +232,7 @@ mod tests {
         );
         assert_eq!(collection_param(Some("collection=")).unwrap(), None);
         let e = collection_param(Some("collection=nope")).unwrap_err();
-        assert_eq!(e.status, 400);
+        assert_eq!(e.kind, crate::error::ErrorKind::BadInput);
         assert_eq!(e.field.as_deref(), Some("collection"));
     }
 

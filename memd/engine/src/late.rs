@@ -213,10 +213,23 @@ pub fn reorder(
     depth: usize,
     deadline: Option<Instant>,
 ) -> Vec<usize> {
+    reorder_within(states, query, keyed, depth, deadline).0
+}
+
+/// `reorder`, and whether it scored the whole head before `deadline`.
+pub fn reorder_within(
+    states: &States,
+    query: &QueryStates,
+    keyed: &[Candidate],
+    depth: usize,
+    deadline: Option<Instant>,
+) -> (Vec<usize>, bool) {
     let n = depth.min(keyed.len());
     let mut scored: Vec<(usize, f32)> = Vec::with_capacity(n);
+    let mut finished = true;
     for (i, (key, text, cosine)) in keyed[..n].iter().enumerate() {
         if deadline.is_some_and(|d| Instant::now() >= d) {
+            finished = false;
             break;
         }
         if let Some(s) = states.get(*key, text) {
@@ -229,7 +242,7 @@ pub fn reorder(
     for (slot, (i, _)) in slots.into_iter().zip(scored) {
         order[slot] = i;
     }
-    order
+    (order, finished)
 }
 
 /// The query's token states, if the model is loaded and they arrive before `deadline`. The

@@ -8,10 +8,12 @@
 //! # Layout
 //!
 //! - [`core`]: the service object ([`core::Core`]) every caller goes through: open, search,
-//!   memory bank, takeaways, books, export/import, health, stats. The narrow API.
-//! - [`store`]: the durable engine behind the storage seam: write-ahead log with group commit,
-//!   snapshots, recovery, the data-dir lock. Generic over a state machine; knows nothing about
-//!   memories. A second backend (PostgreSQL) replaces it behind `Core`, not in the server.
+//!   memory bank, takeaways, books, export/import, health, stats. Still both the shared state
+//!   and the API (issue 21 makes it a thin facade over narrow handles; not done yet).
+//! - [`store`]: the durable engine: write-ahead log with group commit, snapshots, recovery,
+//!   the data-dir lock. Generic over a state machine; knows nothing about memories. The shared
+//!   PostgreSQL store (memd-pg) does not replace it: it syncs beside it, through `Core` and the
+//!   state's sync ops.
 //! - [`state`]: memd's state machine: records, the ops the log carries, per-conversation hook
 //!   state. Replaying the log rebuilds it exactly.
 //! - [`record`]: the stored form of one memory.
@@ -20,8 +22,11 @@
 //! - [`late`]: late-interaction reranking (ColBERT MaxSim): every memory's token states, kept
 //!   current in the background, and the reorder of a ranked head under a deadline;
 //!   `late_file` saves the states between runs.
-//! - [`rerank`]: the cross-encoder's reorder of a result list's head (searches).
-//! - [`search`]: the query pipeline and the normalized memory shape every read returns.
+//! - [`retrieve`]: the one retrieval pipeline of prompts, searches, MCP and the dashboard:
+//!   the query's encodings in parallel, the first stage under one short read of the store,
+//!   late interaction and the optional cross-encoder outside the lock.
+//! - [`search`]: validating a search, the first stage's ranking and filters, and the
+//!   normalized memory shape every read returns.
 //! - [`learn`]: outcome math (Wilson, deltas), lifecycle rules, the routing graph. Pure.
 //! - [`project`]: which project a working directory belongs to (repository, origin remote).
 //! - `registry`: projects as a whole on `Core`: the caller's current project, the list with
@@ -47,8 +52,10 @@
 //!   `[guards]`; [`evidence`] keeps what the commands did per conversation (`[evidence]`).
 //! - [`config`], [`clock`], [`error`], [`shutdown`], [`heap`]: small shared pieces.
 //!
-//! Dependencies point one way: `core` uses the pieces below it; `context`, `books` and
-//! `export` add operations on `Core`; nothing below `core` imports it (tests aside).
+//! Dependencies do not point one way yet: `core` uses the pieces below it, and the modules
+//! that add operations or workers (`context`, `inspect`, `bank`, `books`, `export`,
+//! `registry`, `status`, `tools`, `workers`) as well as `late` and `retrieve`'s query encoding
+//! take `&Core` back. Narrow handles in place of `Core` there are the rest of issue 21.
 
 mod bank;
 mod books;
@@ -74,7 +81,7 @@ pub mod project;
 pub mod record;
 pub mod redact;
 mod registry;
-pub mod rerank;
+pub mod retrieve;
 pub mod scope;
 pub mod search;
 pub mod shared;

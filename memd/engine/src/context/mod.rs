@@ -3,35 +3,31 @@
 //! Owns what happens on every prompt and every stop: the relevance floor, the count and token
 //! budgets, the doc-id cache per conversation, completion-aware scoring, the grace window for an
 //! in-flight score and the decision to ask `hook-stop` for a sidecar run. Must stay fast: the
-//! only heavy steps on the prompt path are the query embeddings (one, two for a short
-//! follow-up); learning and promotion run in the background workers, never here.
+//! only heavy steps on the prompt path are the query's encodings (its embedding beside its
+//! late-interaction states; a second embedding for a short follow-up); learning and promotion
+//! run in the background workers, never here.
 //!
-//! This file is get-context itself; `select` picks the memories (floor, disputed, follow-ups,
-//! profile), `budget` lays them out within the token budget, `format` writes the text, `turn`
-//! is stop and record-outcome, `sidecar` the sidecar decision, `unscored` the tool evidence's
-//! outcome for an exchange nobody scored.
+//! This file is get-context's entry; `stages` its named stages, `select` picks the memories
+//! (floor, disputed, follow-ups, profile) around the retrieval pipeline (`crate::retrieve`),
+//! `budget` lays them out within the token budget, `format` writes the text, `turn` is stop
+//! and record-outcome, `sidecar` the sidecar decision, `unscored` the tool evidence's outcome
+//! for an exchange nobody scored.
 
 mod budget;
 pub mod format;
 mod select;
 mod sidecar;
+mod stages;
 mod turn;
 pub mod unscored;
 
 pub use sidecar::sidecar_status;
 
-use crate::clock;
 use crate::core::Core;
 use crate::error::{ApiError, check_len};
-use crate::learn;
 use crate::redact;
-use crate::scope::Visibility;
-use crate::search;
-use crate::state::MemState;
-use crate::state::ops::Op;
-use crate::state::session::{ProjectRef, SessionOp};
 use proto::limits;
-use proto::{GetContextRequest, GetContextResponse, MemoryView, ScoringMemory};
+use proto::{GetContextRequest, GetContextResponse};
 use std::sync::Arc;
 
 /// Characters per token, for the injection budget (English prose averages about 4).
@@ -62,183 +58,23 @@ pub async fn get_context(
 }
 
 /// get-context for a caller whose project may be known otherwise (`fallback`: an MCP
-/// session's) when neither its directory nor its conversation tells it.
+/// session's) when neither its directory nor its conversation tells it. The prompt goes
+/// through named stages (`stages`): check → one read of the conversation → the query's
+/// encodings → retrieval (one read for the snapshot, the rest outside the lock) → lay-out →
+/// record.
 pub async fn get_context_for(
     core: &Arc<Core>,
     req: &GetContextRequest,
     fallback: Option<String>,
 ) -> Result<GetContextResponse, ApiError> {
-    let conv = validate_conversation(&req.conversation_id)?.to_string();
-    check_len("query", &req.query, limits::EXCHANGE_MAX_CHARS)?;
-    let prompt = redact::scrub(&req.query).text;
-    let here = where_the_prompt_is(core, req)?;
+    let prompt = stages::Prompt::check(core, req)?;
     core.settle().await;
-    let current = match &here {
-        Some(p) => Some(p.id.clone()),
-        None => core.conversation_project(&conv).or(fallback),
-    };
-    let visible = Visibility::of_current(current.as_deref());
-    // The agent asking for context itself (MCP) sees disputed memories, flagged, so it can
-    // verify and fix them; the hooks never inject them.
-    let with_disputed = req.client == Some(proto::Client::Mcp);
-    let query: String = prompt.chars().take(QUERY_CHARS).collect();
-    let now = clock::now_ms();
-    // After `clear` / `compact` the model no longer sees earlier memories: show them again.
-    let fresh_context =
-        req.session_start && matches!(req.session_source.as_deref(), Some("clear" | "compact"));
-    let plan = if req.session_start {
-        crate::state::session::ScoringPlan {
-            required: false,
-            ids: Vec::new(),
-        }
-    } else {
-        core.store.read(|s| s.sessions.plan(&conv))
-    };
-
-    let followup = core
-        .store
-        .read(|s| select::followup_query(s, &conv, &query));
-    // The reranking budget covers the late-interaction query encoding, which runs beside the
-    // prompt's embedding (each has its own model), and MaxSim after the first stage.
-    let rerank_deadline = std::time::Instant::now()
-        + std::time::Duration::from_millis(core.cfg.search.prompt_budget_ms);
-    let has_query = !query.trim().is_empty();
-    // A follow-up's words are mostly the conversation's, not the prompt's: fused order.
-    let wants_late = has_query && followup.is_none();
-    let (qvec, late_q) = tokio::join!(
-        async {
-            match has_query {
-                true => core.embed_query(&query).await,
-                false => None,
-            }
-        },
-        async {
-            match wants_late {
-                true => crate::late::encode_query(core, &query, rerank_deadline, true).await,
-                false => None,
-            }
-        }
-    );
-    let fvec = match &followup {
-        Some(f) => core.embed_query(f).await,
-        None => None,
-    };
-    let scoring_prompt = if plan.required {
-        format::scoring_prompt(&plan.ids)
-    } else {
-        String::new()
-    };
-    let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
-    let (memories, lines_text, shown_now, first_context) = core.store.read(|s| {
-        let picked = if query.trim().is_empty() {
-            select::profile(s, &visible, core.cfg.context.max_memories, with_disputed)
-        } else {
-            let prompt = (query.as_str(), qvec.as_deref().map(|v| &v[..]));
-            let followup = followup
-                .as_deref()
-                .map(|f| (f, fvec.as_deref().map(|v| &v[..])));
-            let late = late_q.as_ref().map(|q| (q, rerank_deadline));
-            select::relevant(
-                core,
-                s,
-                &conv,
-                &visible,
-                prompt,
-                followup,
-                late,
-                with_disputed,
-            )
-        };
-        let already = if fresh_context {
-            Default::default()
-        } else {
-            shown_keys(s, &conv)
-        };
-        let (keys, views): (Vec<u64>, Vec<MemoryView>) = picked
-            .iter()
-            .filter_map(|(k, h)| Some((*k, search::view(s.by_key(*k)?, now, h.as_ref()))))
-            .unzip();
-        let seen: Vec<bool> = keys.iter().map(|k| already.contains(k)).collect();
-        let first_context = already.is_empty();
-        let (lines, shown) = budget::lay_out(
-            &views,
-            &seen,
-            budget::for_lines(budget, &scoring_prompt, first_context),
-        );
-        (views.clone(), lines, shown, first_context)
-    });
-    let lines = budget::lines(&memories, &lines_text);
-    let context = format::known_context(&lines, first_context);
-    let formatted_injection = [scoring_prompt.as_str(), context.as_str()]
-        .iter()
-        .filter(|t| !t.is_empty())
-        .copied()
-        .collect::<Vec<_>>()
-        .join("\n\n");
-    let scoring_memories = scoring_hints(core, &plan.ids);
-    let injected: Vec<String> = lines_text
-        .iter()
-        .map(|(i, _)| memories[*i].id.clone())
-        .collect();
-    let op = Op::Session(SessionOp::Prompt {
-        conv: conv.clone(),
-        at: now,
-        client: req.client,
-        prompt: format::clip(&prompt, crate::state::session::EXCHANGE_KEEP_CHARS),
-        injected: injected.clone(),
-        shown: shown_now,
-        concepts: learn::graph::extract_concepts(&query),
-        session_start: req.session_start,
-        project: here.map(|p| ProjectRef {
-            id: p.id,
-            root: p.root.display().to_string(),
-        }),
-    });
-    // The prompt's session record is queued, not awaited: its order against the stop that
-    // follows is fixed now, and the prompt path does not pay an fsync. A crash in between loses
-    // only which ids this turn showed, never a memory.
-    let mut ops = Vec::with_capacity(2);
-    if !req.session_start && core.cfg.evidence.tracking() {
-        // Before the prompt moves the scoring target on: the exchange it leaves unscored.
-        ops.extend(core.store.read(|s| unscored::on_prompt(core, s, &conv)));
-        core.evidence.new_turn(&conv);
-    }
-    let evidence_scored = !ops.is_empty();
-    if fresh_context {
-        ops.push(Op::Session(SessionOp::ContextReset { conv: conv.clone() }));
-    }
-    ops.push(op);
-    core.commit_queued(ops)?;
-    if evidence_scored {
-        // The lifecycle pass must see the scores: wake it once the queued ops are applied.
-        let core = core.clone();
-        tokio::spawn(async move {
-            core.settle().await;
-            core.lifecycle_wake.notify_one();
-        });
-    }
-    core.trace.append(&crate::trace::TraceEntry::get_context(
-        &conv,
-        &prompt,
-        &injected,
-        &formatted_injection,
-        req.session_start,
-    ));
-    if core.cfg.cursor.rules_file && req.client == Some(proto::Client::Cursor) && !req.session_start
-    {
-        write_cursor_rules(req.cwd.as_deref(), &context);
-    }
-    let relevant_memories = memories
-        .into_iter()
-        .filter(|m| injected.contains(&m.id))
-        .collect();
-    Ok(GetContextResponse {
-        formatted_injection,
-        relevant_memories,
-        scoring_required: plan.required,
-        scoring_prompt,
-        scoring_memories,
-    })
+    let turn = stages::Turn::read(core, &prompt, fallback);
+    let queries = stages::encode(core, &prompt, &turn).await;
+    let picked = stages::retrieve(core, &prompt, &turn, &queries).await;
+    let injection = stages::lay_out(core, &turn, picked);
+    stages::record(core, req, &prompt, turn.unscored, &injection)?;
+    Ok(injection.response(turn.plan.required, turn.scoring_hints))
 }
 
 /// The project of the hook's directory (`project_dir`, else `cwd`), if it sent one.
@@ -288,34 +124,6 @@ fn write_cursor_rules(cwd: Option<&str>, context: &str) {
             tracing::warn!("cannot update the Cursor rules file: {e}");
         }
     });
-}
-
-/// The memories this conversation has seen in full, by internal key: a memory promoted since
-/// has a new id, and its old one (kept in `former_ids`) still leads to it.
-fn shown_keys(s: &MemState, conv: &str) -> std::collections::HashSet<u64> {
-    s.sessions
-        .get(conv)
-        .map(|c| {
-            c.shown
-                .iter()
-                .filter_map(|id| s.by_id(id).map(|r| r.key))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn scoring_hints(core: &Core, ids: &[String]) -> Vec<ScoringMemory> {
-    core.store.read(|s| {
-        ids.iter()
-            .map(|id| ScoringMemory {
-                id: id.clone(),
-                content_hint: s
-                    .by_id(id)
-                    .map(|r| format::clip(&r.content, 60))
-                    .unwrap_or_default(),
-            })
-            .collect()
-    })
 }
 
 pub use turn::{record_outcome, score_memories, stop};

@@ -3,13 +3,15 @@
 //!
 //! Owns the selection rules of get-context (floor, count, disputed memories, follow-ups, and
 //! where late interaction reorders the head: after the floor, before the count; the tool
-//! evidence boost comes last, before the count).
-//! Must never write and never format: the caller lays the result out within its budget.
+//! evidence boost comes last, before the count): what the snapshot under the store's read
+//! takes (`snapshot`) and how the reranked head is cut (`cut`, outside the lock).
+//! Must never write, never call a model and never format: the caller runs the pipeline's
+//! second stage between the two and lays the result out within its budget.
 
-use crate::core::Core;
 use crate::learn;
+use crate::retrieve::{self, Candidate, FirstStage};
 use crate::scope::Visibility;
-use crate::search::{self, Hit, Query};
+use crate::search::{self, Hit, Query, Ranking};
 use crate::state::MemState;
 use proto::Collection;
 
@@ -39,128 +41,149 @@ pub fn followup_query(s: &MemState, conv: &str, prompt: &str) -> Option<String> 
     Some(format!("{prompt}\n{}\n{gist}", previous.user.trim()))
 }
 
-/// The prompt's late-interaction states and when reranking must stop.
-pub type LateQuery<'a> = (&'a crate::embed::QueryStates, std::time::Instant);
+/// The selection rules of one prompt.
+pub struct Rules<'a> {
+    pub conv: &'a str,
+    pub visible: &'a Visibility,
+    pub with_disputed: bool,
+    pub floor: f32,
+    pub max_memories: usize,
+    /// How many survive the second stage: `max_memories`, plus the places the tool evidence
+    /// boost may lift a memory from.
+    pub keep: usize,
+    /// How deep the first stage goes: `keep`, or the late-interaction depth when reranking.
+    pub depth: usize,
+}
 
-/// Candidates above the relevance floor, best first, at most `max_memories`. Only memories
-/// `visible` admits are candidates at all; disputed ones only when `with_disputed`. With
-/// `late`, the first `search.rerank_depth` allowed candidates are reordered by MaxSim before
-/// the cut. A follow-up query adds what the conversation's context finds, if the prompt
-/// itself is not unrelated to it.
-#[allow(clippy::too_many_arguments)]
-pub fn relevant(
-    core: &Core,
-    s: &MemState,
-    conv: &str,
-    visible: &Visibility,
-    prompt: (&str, Option<&[f32]>),
-    followup: Option<(&str, Option<&[f32]>)>,
-    late: Option<LateQuery>,
-    with_disputed: bool,
-) -> Vec<(u64, Option<Hit>)> {
-    let cfg = &core.cfg.context;
-    let q = Query {
-        limit: cfg.max_memories,
-        visibility: visible.clone(),
-        ..Query::default()
-    };
-    let floor = cfg.relevance_floor;
-    let allowed = |h: &Hit| {
+impl<'a> Rules<'a> {
+    /// The rules under `cfg` for a prompt of `conv`; `boosting`: the conversation has tool
+    /// evidence terms in play; `reranking`: the late-interaction states arrived.
+    pub fn new(
+        cfg: &crate::config::Config,
+        conv: &'a str,
+        visible: &'a Visibility,
+        with_disputed: bool,
+        boosting: bool,
+        reranking: bool,
+    ) -> Rules<'a> {
+        let max_memories = cfg.context.max_memories;
+        let keep = match boosting {
+            true => max_memories + crate::evidence::BOOST_PLACES,
+            false => max_memories,
+        };
+        Rules {
+            conv,
+            visible,
+            with_disputed,
+            floor: cfg.context.relevance_floor,
+            max_memories,
+            keep,
+            depth: match reranking {
+                true => keep.max(cfg.search.rerank_depth),
+                false => keep,
+            },
+        }
+    }
+
+    fn query(&self) -> Query {
+        Query {
+            limit: self.max_memories,
+            visibility: self.visible.clone(),
+            ..Query::default()
+        }
+    }
+
+    /// Above the floor, and neither disputed (unless asked for) nor this conversation's own.
+    fn allowed(&self, s: &MemState, h: &Hit) -> bool {
         let above_floor = match h.similarity {
-            Some(sim) => sim >= floor,
+            Some(sim) => sim >= self.floor,
             // Not embedded yet (or no model loaded): only a lexical match counts.
             None => h.lexical.is_some(),
         };
         above_floor
             && s.by_key(h.key).is_some_and(|r| {
-                (with_disputed || !learn::scoring::disputed(r)) && !own_exchange(r, conv)
+                (self.with_disputed || !learn::scoring::disputed(r)) && !own_exchange(r, self.conv)
             })
-    };
-    let ranking = core.ranking();
-    // Words of the conversation's recent tool events (`[evidence] boost`): the few places a
-    // memory naming one may climb are ranked too.
-    let in_play = if core.cfg.evidence.boost {
-        core.evidence.terms(conv)
-    } else {
-        Vec::new()
-    };
-    let keep = if in_play.is_empty() {
-        cfg.max_memories
-    } else {
-        cfg.max_memories + crate::evidence::BOOST_PLACES
-    };
-    let depth = match late {
-        Some(_) => keep.max(core.cfg.search.rerank_depth),
-        None => keep,
-    };
-    let mut hits: Vec<Hit> = search::rank(s, &q, prompt.0, prompt.1, &ranking, depth)
-        .into_iter()
-        .filter(|h| allowed(h))
-        .take(depth)
-        .collect();
-    if let Some((query, deadline)) = late {
-        hits = late_order(core, s, hits, query, deadline);
     }
-    hits.truncate(keep);
-    if let (Some((text, fvec)), Some(pvec)) = (followup, prompt.1) {
-        let more: Vec<Hit> = search::rank(s, &q, text, fvec, &ranking, cfg.max_memories)
-            .into_iter()
-            .filter(|h| allowed(h) && !hits.iter().any(|k| k.key == h.key))
-            // Notes only: chatty transcripts ("User: great, that worked") resemble every
-            // short prompt (0.17-0.25 from "thanks!" in the replay).
-            .filter(|h| s.by_key(h.key).is_some_and(|r| !is_exchange(r)))
-            .filter(|h| similarity(s, h.key, pvec).is_some_and(|x| x >= FOLLOWUP_PROMPT_FLOOR))
-            .collect();
-        hits.extend(more);
-        hits.sort_by(|a, b| {
-            b.rank_score
-                .total_cmp(&a.rank_score)
-                .then(a.key.cmp(&b.key))
-        });
-        hits.truncate(keep);
-    }
-    if !in_play.is_empty() {
-        hits = crate::evidence::boost(hits, |h| {
-            s.by_key(h.key)
-                .is_some_and(|r| crate::evidence::names_any(&r.content, &in_play))
-        });
-    }
-    hits.truncate(cfg.max_memories);
-    hits.into_iter().map(|h| (h.key, Some(h))).collect()
 }
 
-/// `hits` reordered by MaxSim (memories without token states, and those left when the deadline
-/// passed, keep their places).
-fn late_order(
-    core: &Core,
+/// What a prompt's retrieval reads from the store, under one read: the prompt's head (the
+/// first `depth` allowed candidates, fused order) and, for a follow-up, what the
+/// conversation's context adds (best first, at most `keep`).
+pub struct Found {
+    pub head: Vec<Candidate>,
+    pub extra: Vec<Candidate>,
+}
+
+/// The snapshot of one prompt's candidates. `prompt` and `followup` are (query, embedding).
+/// A follow-up's candidates must be notes still similar to the prompt itself.
+pub fn snapshot(
     s: &MemState,
-    hits: Vec<Hit>,
-    query: &crate::embed::QueryStates,
-    deadline: std::time::Instant,
-) -> Vec<Hit> {
-    let keyed: Vec<crate::late::Candidate> = hits
-        .iter()
-        .map(|h| {
-            let text = s.by_key(h.key).map_or("", |r| r.content.as_str());
-            (h.key, text, h.similarity.unwrap_or(0.0))
-        })
-        .collect();
-    let order = crate::late::reorder(
-        &core.late_states,
-        query,
-        &keyed,
-        keyed.len(),
-        Some(deadline),
-    );
-    // MaxSim stops at the deadline: past it, (part of) the head kept its fused places.
-    core.late_states
-        .prompts
-        .count(match std::time::Instant::now() < deadline {
-            true => crate::late::PromptRerank::Reranked,
-            false => crate::late::PromptRerank::OverBudget,
+    rules: &Rules,
+    ranking: &Ranking,
+    prompt: (&str, Option<&[f32]>),
+    followup: Option<(&str, Option<&[f32]>)>,
+    now: i64,
+) -> Found {
+    let q = rules.query();
+    let stage = FirstStage {
+        query: &q,
+        text: prompt.0,
+        vector: prompt.1,
+        ranking,
+    };
+    let head = retrieve::first_stage(s, &stage, rules.depth, |h| rules.allowed(s, h), now);
+    let extra = match (followup, prompt.1) {
+        (Some((text, fvec)), Some(pvec)) => {
+            let taken: Vec<u64> = head.iter().take(rules.keep).map(Candidate::key).collect();
+            let stage = FirstStage {
+                query: &q,
+                text,
+                vector: fvec,
+                ranking,
+            };
+            let admits = |h: &Hit| {
+                rules.allowed(s, h)
+                    && !taken.contains(&h.key)
+                    // Notes only: chatty transcripts ("User: great, that worked") resemble
+                    // every short prompt (0.17-0.25 from "thanks!" in the replay).
+                    && s.by_key(h.key).is_some_and(|r| !is_exchange(r))
+                    && similarity(s, h.key, pvec).is_some_and(|x| x >= FOLLOWUP_PROMPT_FLOOR)
+            };
+            retrieve::first_stage(s, &stage, rules.keep, admits, now)
+        }
+        _ => Vec::new(),
+    };
+    Found { head, extra }
+}
+
+/// The prompt's memories from its reranked head and a follow-up's extra candidates: the best
+/// `keep` of the head, the follow-up's merged in by rank, the tool evidence boost (memories
+/// naming a word of `in_play` climb a few places), then the count.
+pub fn cut(
+    mut head: Vec<Candidate>,
+    extra: Vec<Candidate>,
+    rules: &Rules,
+    in_play: &[String],
+) -> Vec<Candidate> {
+    head.truncate(rules.keep);
+    if !extra.is_empty() {
+        head.extend(extra);
+        head.sort_by(|a, b| {
+            b.hit
+                .rank_score
+                .total_cmp(&a.hit.rank_score)
+                .then(a.key().cmp(&b.key()))
         });
-    let mut slots: Vec<Option<Hit>> = hits.into_iter().map(Some).collect();
-    order.into_iter().filter_map(|i| slots[i].take()).collect()
+        head.truncate(rules.keep);
+    }
+    if !in_play.is_empty() {
+        head = crate::evidence::boost(head, |c| {
+            crate::evidence::names_any(&c.view.content, in_play)
+        });
+    }
+    head.truncate(rules.max_memories);
+    head
 }
 
 /// An exchange of this very conversation: its text is already in the agent's context, so
@@ -188,7 +211,8 @@ pub fn profile(
     visible: &Visibility,
     n: usize,
     with_disputed: bool,
-) -> Vec<(u64, Option<Hit>)> {
+    now: i64,
+) -> Vec<(u64, proto::MemoryView)> {
     let mut bank: Vec<_> = s
         .records()
         .filter(|r| r.collection == Collection::MemoryBank && !r.archived)
@@ -200,5 +224,8 @@ pub fn profile(
             .total_cmp(&learn::scoring::memory_bank_quality(a))
             .then(b.created_at.cmp(&a.created_at))
     });
-    bank.into_iter().take(n).map(|r| (r.key, None)).collect()
+    bank.into_iter()
+        .take(n)
+        .map(|r| (r.key, search::view(r, now, None)))
+        .collect()
 }

@@ -18,7 +18,9 @@ mod runtime;
 pub use colbert::{LateInteraction, QueryStates, TokenStates};
 pub use onnx::{MAX_TOKENS, OnnxEmbedder};
 pub use rerank::CrossEncoder;
-pub use runtime::{FETCH_COMMAND, RuntimePaths, late_interaction_dir, reranker_dir};
+pub use runtime::{
+    FETCH_COMMAND, RuntimePaths, late_interaction_dir, late_interaction_dir_in, reranker_dir,
+};
 
 /// Width of every vector produced by memd's embedding model (all-MiniLM-L6-v2).
 pub const DIMS: usize = 384;

@@ -54,6 +54,12 @@ pub fn late_interaction_dir() -> PathBuf {
         .unwrap_or_else(|| runtime_dir_with(&lookup).join(LATE_INTERACTION_SUBDIR))
 }
 
+/// The late-interaction model's directory inside an explicit runtime dir (the layout
+/// install/fetch-runtime.sh writes).
+pub fn late_interaction_dir_in(runtime_dir: &Path) -> PathBuf {
+    runtime_dir.join(LATE_INTERACTION_SUBDIR)
+}
+
 /// Locations of the three files the ONNX embedder needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimePaths {

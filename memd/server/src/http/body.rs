@@ -9,7 +9,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use memd_engine::error::ApiError;
+use memd_engine::error::{ApiError, ErrorKind};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -129,8 +129,32 @@ pub fn typed_response(status: u16, content_type: &'static str, bytes: Vec<u8>) -
     resp
 }
 
+/// The HTTP status of an engine error: the one place where error kinds become codes.
+pub fn status_of(kind: ErrorKind) -> u16 {
+    match kind {
+        ErrorKind::BadInput => 400,
+        ErrorKind::NotFound => 404,
+        ErrorKind::Conflict => 409,
+        ErrorKind::TooLarge => 413,
+        ErrorKind::Refused => 422,
+        ErrorKind::Internal => 500,
+        ErrorKind::Unavailable => 503,
+        ErrorKind::StorageFull => 507,
+    }
+}
+
 pub fn error_response(e: &ApiError) -> Response {
-    json_response(e.status, &e.body())
+    json_response(status_of(e.kind), &e.body())
+}
+
+/// A refusal by the HTTP edge itself (401, 403, 405: not the engine's to decide), in the same
+/// `ErrorBody` shape.
+pub fn edge_refusal(status: u16, message: &str, field: Option<&str>) -> Response {
+    let body = proto::ErrorBody {
+        error: message.to_string(),
+        field: field.map(str::to_string),
+    };
+    json_response(status, &body)
 }
 
 /// 200 with the value, or the error's status and `ErrorBody`.

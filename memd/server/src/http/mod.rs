@@ -16,7 +16,7 @@ mod openapi;
 mod routes;
 mod transfer;
 
-pub use body::{decode_json, error_response, json_response};
+pub use body::{decode_json, edge_refusal, error_response, json_response, status_of};
 
 use memd_engine::core::Core;
 use memd_engine::shutdown::Shutdown;

@@ -336,8 +336,8 @@ fn post_op<Req: schemars::JsonSchema, Resp: schemars::JsonSchema>(
 /// Host/Origin (403), token (401), then the route; hook calls are timed for `memd status`.
 async fn guard(State(server): App, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
-    if let Some(refusal) = refusal(&server, &req, &path) {
-        return error_response(&refusal);
+    if let Some((status, message)) = refusal(&server, &req, &path) {
+        return super::edge_refusal(status, message, None);
     }
     let started = std::time::Instant::now();
     let resp = next.run(req).await;
@@ -352,7 +352,7 @@ async fn guard(State(server): App, req: Request, next: Next) -> Response {
 }
 
 /// Why the guard refuses `req`, if it does.
-fn refusal(server: &Server, req: &Request, path: &str) -> Option<ApiError> {
+fn refusal(server: &Server, req: &Request, path: &str) -> Option<(u16, &'static str)> {
     let header = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok());
     // An absolute request target (`GET http://evil.example/…`) names an authority of its own;
     // it must be loopback as well as `Host` (hyper serves HTTP/1.1 only: no `:authority`).
@@ -361,11 +361,7 @@ fn refusal(server: &Server, req: &Request, path: &str) -> Option<ApiError> {
         || !super::guard::host_ok(target)
         || !super::guard::origin_ok(header(header::ORIGIN))
     {
-        return Some(ApiError {
-            status: 403,
-            message: "forbidden: memd only answers loopback clients".into(),
-            field: None,
-        });
+        return Some((403, "forbidden: memd only answers loopback clients"));
     }
     // The dashboard's pages check their session cookie (and posts their CSRF token) themselves.
     let dashboard = path == "/ui" || path.starts_with("/ui/");
@@ -374,11 +370,7 @@ fn refusal(server: &Server, req: &Request, path: &str) -> Option<ApiError> {
         && !dashboard
         && !super::guard::token_ok(header(header::AUTHORIZATION), &server.token)
     {
-        return Some(ApiError {
-            status: 401,
-            message: "unauthorized".into(),
-            field: None,
-        });
+        return Some((401, "unauthorized"));
     }
     None
 }
@@ -391,11 +383,8 @@ async fn not_found(method: Method, uri: Uri) -> Response {
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    error_response(&ApiError {
-        status: 405,
-        message: format!("no route for {method} {}", uri.path()),
-        field: None,
-    })
+    let message = format!("no route for {method} {}", uri.path());
+    super::edge_refusal(405, &message, None)
 }
 
 async fn health(State(s): App) -> Response {

@@ -154,7 +154,8 @@ pub fn error_text(e: &ApiError, renames: &[(&str, &str)]) -> String {
             .iter()
             .fold(text.to_string(), |t, (api, arg)| t.replace(api, arg))
     };
-    match (e.field.as_deref(), e.status) {
+    use memd_engine::error::ErrorKind::*;
+    match (e.field.as_deref(), e.kind) {
         (Some(f), _) => {
             // ApiError messages name their field; say it once, in the tool's own terms.
             let message = e
@@ -163,8 +164,8 @@ pub fn error_text(e: &ApiError, renames: &[(&str, &str)]) -> String {
                 .unwrap_or(&e.message);
             format!("Invalid argument `{}`: {}", rename(f), rename(message))
         }
-        (None, 400 | 404 | 409 | 413 | 422) => e.message.clone(),
-        (None, 503) => format!("memd is temporarily unavailable: {}", e.message),
+        (None, BadInput | NotFound | Conflict | TooLarge | Refused) => e.message.clone(),
+        (None, Unavailable) => format!("memd is temporarily unavailable: {}", e.message),
         (None, _) => format!("memd could not do this: {}", e.message),
     }
 }

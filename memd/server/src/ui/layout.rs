@@ -110,7 +110,8 @@ pub fn moving_on(to: &'static str) -> Response {
 
 /// An engine error as a page with the API's status and message (the field named, as there).
 pub fn error_page(e: &ApiError) -> Response {
-    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+    let status =
+        StatusCode::from_u16(crate::http::status_of(e.kind)).unwrap_or(StatusCode::BAD_REQUEST);
     let message = match &e.field {
         Some(f) => format!("{} (field: {f})", e.message),
         None => e.message.clone(),

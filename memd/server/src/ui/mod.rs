@@ -187,11 +187,11 @@ impl<const LIMIT: usize> FromRequest<Arc<Server>> for CheckedBytes<LIMIT> {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         if !session::same(presented, &viewer.csrf) {
-            return Err(crate::http::error_response(&ApiError {
-                status: 403,
-                message: "missing or wrong CSRF token".into(),
-                field: Some("x-memd-csrf".into()),
-            }));
+            return Err(crate::http::edge_refusal(
+                403,
+                "missing or wrong CSRF token",
+                Some("x-memd-csrf"),
+            ));
         }
         let bytes = read_limited(Request::from_parts(parts, body), LIMIT)
             .await

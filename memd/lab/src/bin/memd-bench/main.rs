@@ -10,6 +10,7 @@
 
 mod corpus;
 mod daemon;
+mod floor;
 mod hooks;
 mod load;
 mod phases;

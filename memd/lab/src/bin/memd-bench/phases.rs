@@ -8,6 +8,7 @@
 
 use super::corpus::Corpus;
 use super::daemon::{Daemon, Instance, dir_bytes};
+use super::floor;
 use super::hooks;
 use super::load;
 use super::prebuild;
@@ -34,6 +35,8 @@ const RSS_MB: f64 = 150.0;
 const DISK_MB_PER_10K: f64 = 30.0;
 const HOOK_PROMPT_P50_MS: f64 = 10.0;
 const HOOK_STOP_P50_MS: f64 = 5.0;
+/// hook-prompt p50 over its floor (spawn + identity check + query encoding), issue 21.
+const HOOK_PROMPT_VS_FLOOR: f64 = 1.5;
 /// Search queries whose vectors are cached before the cached-search loop.
 const CACHED_POOL: usize = 50;
 /// Clients used when a size is filled through the API (not a figure).
@@ -463,6 +466,15 @@ impl Bench {
                     "{at}; static binary, spawn → exit; new conversation: no scoring, no sidecar"
                 )),
         );
+        let floor = floor::measure(
+            d,
+            inst,
+            &self.hook_dir,
+            self.opts.hook_runs,
+            &mut corpus,
+            self.opts.rerank,
+        )?;
+        self.floor_figures(&floor, h.prompt.percentile(0.5), label, &at);
         self.save()?;
         self.mixed(d, size, label)?;
         d.wait_embedded(Duration::from_secs(3600))?;
@@ -480,6 +492,36 @@ impl Bench {
                 )),
         );
         Ok(())
+    }
+
+    /// The prompt path's floor beside `hook_prompt` (p50 `prompt_p50`), and the ratio.
+    fn floor_figures(&mut self, floor: &floor::Floor, prompt_p50: f64, label: &str, at: &str) {
+        let encodings = match self.opts.rerank {
+            true => "the embedding beside the late-interaction states",
+            false => "the embedding",
+        };
+        self.report.add(
+            Figure::latency(&format!("hook_prompt.floor_spawn.{label}"), &floor.spawn).with_note(
+                format!("{at}; hook-prompt PreToolUse Read: spawn, identity check, one small call"),
+            ),
+        );
+        self.report.add(
+            Figure::latency(&format!("hook_prompt.floor_encode.{label}"), &floor.encode)
+                .with_note(format!("the prompts' {encodings}, in the bench process")),
+        );
+        self.report.add(
+            Figure::value(&format!("hook_prompt.floor.{label}"), "ms", floor.p50())
+                .with_note("p50 of floor_spawn + p50 of floor_encode"),
+        );
+        self.report.add(
+            Figure::value(
+                &format!("hook_prompt.vs_floor.{label}"),
+                "x",
+                prompt_p50 / floor.p50().max(f64::EPSILON),
+            )
+            .with_target(Target::at_most(Stat::Value, HOOK_PROMPT_VS_FLOOR))
+            .with_note("hook_prompt p50 / floor, same run"),
+        );
     }
 
     fn mixed(&mut self, d: &Daemon, size: usize, label: &str) -> Result<()> {
