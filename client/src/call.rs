@@ -4,7 +4,7 @@
 //! size limits and the mapping of transport failures to [`CallError`]. Must never retry (hooks
 //! run under a short deadline), never follow a proxy, never put the token in a message, and
 //! never send the token or a body before the process on the port proved it is this user's memd
-//! (`proof`, once per client).
+//! (`handshake`: on every connection the agent opens).
 
 use crate::location::Location;
 use serde::Serialize;
@@ -104,8 +104,8 @@ pub struct Client {
     token: Option<String>,
     agent: ureq::Agent,
     response_limit: u64,
-    /// The process on the port proved it is memd (shared by clones: one proof per process).
-    genuine: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The token every new connection's proof is checked with (shared with the agent).
+    key: crate::handshake::ProofKey,
 }
 
 impl Client {
@@ -117,14 +117,22 @@ impl Client {
 
     /// A client for an already resolved location.
     pub fn at(location: Location, user_agent: &str) -> Client {
+        let token = location.token();
+        let key = std::sync::Arc::new(std::sync::Mutex::new(token.clone()));
         Client {
             base_url: location.base_url(),
-            token: location.token(),
+            token,
             location,
-            agent: loopback_agent(user_agent, None),
+            agent: loopback_agent(user_agent, None, key.clone()),
             response_limit: DEFAULT_RESPONSE_LIMIT,
-            genuine: Default::default(),
+            key,
         }
+    }
+
+    /// The token the agent checks proofs with; an agent made with it (see [`loopback_agent`])
+    /// follows this client's refreshes.
+    pub fn proof_key(&self) -> crate::handshake::ProofKey {
+        self.key.clone()
     }
 
     /// Raises (or lowers) the largest answer read into memory.
@@ -137,7 +145,7 @@ impl Client {
     pub fn refresh(&mut self) {
         self.base_url = self.location.base_url();
         self.token = self.location.token();
-        self.genuine = Default::default();
+        *self.key.lock().unwrap_or_else(|p| p.into_inner()) = self.token.clone();
     }
 
     pub fn base_url(&self) -> &str {
@@ -161,7 +169,6 @@ impl Client {
     /// `GET /api/health` (no token needed), from a process that proved it is memd: callers
     /// take a healthy answer as "memd runs here".
     pub fn health(&self, timeout: Duration) -> Result<proto::HealthResponse, CallError> {
-        self.ensure_genuine(timeout)?;
         let response = self
             .agent
             .get(self.url("/api/health"))
@@ -192,7 +199,6 @@ impl Client {
         bytes: &[u8],
         timeout: Duration,
     ) -> Result<Resp, CallError> {
-        self.ensure_genuine(timeout)?;
         let mut request = self
             .agent
             .post(self.url(path))
@@ -251,7 +257,6 @@ impl Client {
         path: &str,
         timeout: Duration,
     ) -> Result<ureq::http::Response<ureq::Body>, CallError> {
-        self.ensure_genuine(timeout)?;
         let mut request = self
             .agent
             .get(self.url(path))
@@ -262,42 +267,6 @@ impl Client {
             request = request.header("authorization", bearer);
         }
         request.call().map_err(|e| self.classify(e))
-    }
-
-    /// Asks the process on the port for `proof::daemon_proof` of a fresh nonce, once; until it
-    /// answers right, nothing else is sent.
-    fn ensure_genuine(&self, timeout: Duration) -> Result<(), CallError> {
-        use std::sync::atomic::Ordering;
-        if self.genuine.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let nonce = crate::proof::new_nonce()
-            .map_err(|e| CallError::Config(format!("no random source: {e}")))?;
-        let response = self
-            .agent
-            .get(self.url(crate::proof::HELLO_PATH))
-            .query("nonce", &nonce)
-            .config()
-            .timeout_global(Some(timeout.max(Duration::from_millis(1))))
-            .build()
-            .call()
-            .map_err(|e| self.classify(e))?;
-        let Some(token) = self.token.as_deref() else {
-            return Err(CallError::Impostor(
-                "memd's token file is missing, so its answer cannot be checked".into(),
-            ));
-        };
-        let answer: Result<proto::HelloResponse, _> = self.decode(response);
-        match answer {
-            Ok(hello)
-                if crate::proof::same(&hello.proof, &crate::proof::daemon_proof(token, &nonce)) =>
-            {
-                self.genuine.store(true, Ordering::Release);
-                Ok(())
-            }
-            Ok(_) => Err(CallError::Impostor("its proof is wrong".into())),
-            Err(e) => Err(CallError::Impostor(format!("no proof: {}", e.summary()))),
-        }
     }
 
     fn decode<Resp: DeserializeOwned>(
@@ -332,6 +301,9 @@ impl Client {
             url: self.base_url.clone(),
             detail,
         };
+        if let Some(why) = crate::handshake::not_memd(&error) {
+            return CallError::Impostor(why.to_string());
+        }
         match error {
             ureq::Error::Timeout(_) => CallError::Timeout,
             ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
@@ -358,18 +330,27 @@ fn status_error(code: u16, body: &str) -> CallError {
     CallError::Status { code, message }
 }
 
-/// The agent for daemon calls: no proxy (loopback), statuses are answers, honest User-Agent.
+/// The agent for daemon calls: no proxy (loopback), statuses are answers, honest User-Agent,
+/// and every connection it opens proven with `key` before anything is sent on it.
 /// `read_timeout` bounds each read (long-lived streams); per-call deadlines are set per request.
-pub fn loopback_agent(user_agent: &str, read_timeout: Option<Duration>) -> ureq::Agent {
-    ureq::Agent::config_builder()
+pub fn loopback_agent(
+    user_agent: &str,
+    read_timeout: Option<Duration>,
+    key: crate::handshake::ProofKey,
+) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .proxy(None)
         .timeout_connect(Some(Duration::from_secs(5)))
         .timeout_recv_response(read_timeout)
         .timeout_per_read(read_timeout)
         .user_agent(user_agent)
-        .build()
-        .into()
+        .build();
+    ureq::Agent::with_parts(
+        config,
+        crate::handshake::connector(key, user_agent),
+        ureq::unversioned::resolver::DefaultResolver::default(),
+    )
 }
 
 #[cfg(test)]

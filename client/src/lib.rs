@@ -13,11 +13,12 @@
 //! - [`call`]: authenticated JSON calls over loopback with typed errors. Never retries, never
 //!   uses a proxy, never sends anything anywhere but the located endpoint.
 //! - [`proof`]: the challenge that proves the process on the port is this user's memd before
-//!   the token or a prompt is sent to it.
+//!   the token or a prompt is sent to it; [`handshake`] runs it on every new connection.
 //! - [`start`]: starting `memd serve` detached and waiting until it answers. Never lets the
 //!   daemon inherit the caller's stdio.
 
 pub mod call;
+pub mod handshake;
 pub mod location;
 pub mod proof;
 pub mod start;

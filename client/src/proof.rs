@@ -2,11 +2,15 @@
 //! or private (the token, a prompt) is sent to it.
 //!
 //! Owns the challenge: the client picks a fresh random nonce, memd answers
-//! HMAC-SHA256(token, "memd-hello:" + nonce) at [`HELLO_PATH`], the client checks it. Only a
-//! process that can read the token file in the 0700 data dir can answer, and an old answer is
-//! useless for a new nonce (issue 17: a process that bound the port first received the token
-//! and the prompt, and its answer was injected). Must never put the token itself on the wire
-//! and never accept a proof it did not compute for its own nonce.
+//! HMAC-SHA256(token, "memd-hello:" + nonce + ":" + address) at [`HELLO_PATH`], where address is
+//! the socket address the connection reached (memd's side of it), and the client checks it
+//! against the address it connected to. Only a process that can read the token file in the 0700
+//! data dir can answer, an old answer is useless for a new nonce (issue 17: a process that bound
+//! the port first received the token and the prompt, and its answer was injected), and memd
+//! never signs for an address it does not listen on, so a squatter on another port that relays
+//! the challenge to the real memd fails (issue 36). The check runs on every new connection
+//! (`handshake`). Must never put the token itself on the wire and never accept a proof it did
+//! not compute for its own nonce and address.
 
 use sha2::{Digest, Sha256};
 
@@ -15,12 +19,24 @@ pub const HELLO_PATH: &str = "/api/hello";
 /// Nonce length in hex characters (128 random bits).
 pub const NONCE_HEX_CHARS: usize = 32;
 
-/// What memd answers for `nonce`, and what the client expects.
-pub fn daemon_proof(token: &str, nonce: &str) -> String {
+/// What memd answers for `nonce` on a connection that reached it at `reached`, and what a
+/// client that connected to `reached` expects.
+pub fn daemon_proof(token: &str, nonce: &str, reached: &std::net::SocketAddr) -> String {
     hex(&hmac_sha256(
         token.as_bytes(),
-        format!("memd-hello:{nonce}").as_bytes(),
+        format!("memd-hello:{nonce}:{reached}").as_bytes(),
     ))
+}
+
+/// The host name the dashboard is served under: `memd-<32 hex>.localhost`, the hex a MAC of
+/// the token, so only this user's programs can name it. Browsers resolve `*.localhost` to
+/// loopback and keep a host-only cookie for exactly this name: a page another program serves
+/// on `127.0.0.1` or on a `.localhost` name of its own (any port) is never sent the session
+/// cookie and cannot set one in its place (issue 36), and it cannot send the browser here
+/// without knowing the name.
+pub fn dashboard_host(token: &str) -> String {
+    let mac = hex(&hmac_sha256(token.as_bytes(), b"memd-dashboard-host"));
+    format!("memd-{}.localhost", &mac[..32])
 }
 
 /// A fresh nonce from the operating system's random source.
@@ -85,10 +101,21 @@ mod tests {
         let n = new_nonce().unwrap();
         assert!(nonce_ok(&n));
         assert_ne!(new_nonce().unwrap(), n);
-        let p = daemon_proof("token-a", &n);
-        assert!(same(&p, &daemon_proof("token-a", &n)));
-        assert!(!same(&p, &daemon_proof("token-b", &n)));
-        assert!(!same(&p, &daemon_proof("token-a", &new_nonce().unwrap())));
+        let here: std::net::SocketAddr = "127.0.0.1:47111".parse().unwrap();
+        let other: std::net::SocketAddr = "127.0.0.1:47112".parse().unwrap();
+        let p = daemon_proof("token-a", &n, &here);
+        assert!(same(&p, &daemon_proof("token-a", &n, &here)));
+        assert!(!same(&p, &daemon_proof("token-b", &n, &here)));
+        assert!(!same(
+            &p,
+            &daemon_proof("token-a", &new_nonce().unwrap(), &here)
+        ));
+        assert!(
+            !same(&p, &daemon_proof("token-a", &n, &other)),
+            "bound to the port"
+        );
+        assert_ne!(dashboard_host("token-a"), dashboard_host("token-b"));
+        assert!(dashboard_host("token-a").ends_with(".localhost"));
         assert!(!nonce_ok("xyz") && !nonce_ok(&"g".repeat(NONCE_HEX_CHARS)));
     }
 }

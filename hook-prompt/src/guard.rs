@@ -117,7 +117,27 @@ pub fn render(event: BeforeEvent, verdict: &PreToolResponse) -> Option<String> {
         verdict.reason.as_deref().unwrap_or("no reason given")
     );
     match event {
-        BeforeEvent::ClaudePreToolUse if decision == "allow" => None,
+        BeforeEvent::ClaudePreToolUse | BeforeEvent::GeminiBeforeTool | BeforeEvent::Opencode
+            if decision == "allow" =>
+        {
+            None
+        }
+        // Gemini CLI shows `systemMessage` with its confirmation prompt on `ask`.
+        BeforeEvent::GeminiBeforeTool => Some(
+            serde_json::json!({ "decision": decision, "reason": reason, "systemMessage": reason })
+                .to_string(),
+        ),
+        // An OpenCode plugin cannot make OpenCode ask: the plugin refuses the call, and the
+        // reason says that the user may run it (or turn the rule off).
+        BeforeEvent::Opencode => {
+            let reason = match decision {
+                "ask" => format!(
+                    "{reason} (memd asks for your confirmation, which an OpenCode plugin cannot request: run the command yourself if you want it)"
+                ),
+                _ => reason,
+            };
+            Some(serde_json::json!({ "decision": "deny", "reason": reason }).to_string())
+        }
         BeforeEvent::ClaudePreToolUse => Some(
             serde_json::json!({
                 "hookSpecificOutput": {
@@ -181,6 +201,24 @@ mod tests {
                 .unwrap()
                 .contains("recursive delete")
         );
+    }
+
+    #[test]
+    fn gemini_and_opencode_answers() {
+        assert_eq!(
+            render(BeforeEvent::GeminiBeforeTool, &verdict("allow")),
+            None
+        );
+        assert_eq!(render(BeforeEvent::Opencode, &verdict("allow")), None);
+        let v: serde_json::Value =
+            serde_json::from_str(&render(BeforeEvent::GeminiBeforeTool, &verdict("ask")).unwrap())
+                .unwrap();
+        assert_eq!(v["decision"], "ask");
+        assert!(v["reason"].as_str().unwrap().contains("recursive delete"));
+        let v: serde_json::Value =
+            serde_json::from_str(&render(BeforeEvent::Opencode, &verdict("ask")).unwrap()).unwrap();
+        assert_eq!(v["decision"], "deny");
+        assert!(v["reason"].as_str().unwrap().contains("cannot request"));
     }
 
     #[test]

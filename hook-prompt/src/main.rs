@@ -1,7 +1,9 @@
 //! `hook-prompt`: the hook that runs before something happens, for Claude Code
 //! (`UserPromptSubmit`, `SessionStart`, `PreToolUse`), Codex CLI (`--codex`: the same events
-//! and answers) and Cursor (`--cursor`: `sessionStart`, `beforeSubmitPrompt`,
-//! `beforeShellExecution`, `beforeMCPExecution`, `beforeReadFile`).
+//! and answers), Cursor (`--cursor`: `sessionStart`, `beforeSubmitPrompt`,
+//! `beforeShellExecution`, `beforeMCPExecution`, `beforeReadFile`), Gemini CLI (`--gemini`:
+//! `BeforeAgent`, `BeforeTool`) and memd's OpenCode plugin (`--opencode`: `chat.message`,
+//! `tool.execute.before`).
 //!
 //! Before a prompt it asks memd for context (`POST /api/hooks/get-context`) and prints it in the
 //! client's format; before a tool it asks the guard (`guard`).
@@ -93,6 +95,22 @@ fn answer(event: Event, deadline: &Deadline) {
             let _ = fetch_context(&request, deadline);
             output::emit(CURSOR_CONTINUE);
         }
+        Event::Prompt {
+            client,
+            session_id,
+            prompt,
+            cwd,
+            project_dir,
+        } => {
+            let mut request = context_request(prompt, session_id, cwd, client, false);
+            request.project_dir = project_dir;
+            if let Some(answer) = fetch(&request, deadline) {
+                output::emit(&match client {
+                    Client::Opencode => opencode_answer(&answer),
+                    _ => claude_answer("BeforeAgent", &answer.formatted_injection),
+                });
+            }
+        }
         Event::ToolBefore {
             event,
             client,
@@ -101,6 +119,7 @@ fn answer(event: Event, deadline: &Deadline) {
             project_dir,
         } => guard::answer(event, client, conversation_id, tool, project_dir, deadline),
         Event::ClaudeStop { .. }
+        | Event::TurnEnd { .. }
         | Event::CursorResponse { .. }
         | Event::CursorStop
         | Event::ToolAfter { .. }
@@ -128,6 +147,11 @@ fn context_request(
 
 /// The non-empty context memd formatted for this turn, or `None` (failures are logged).
 fn fetch_context(request: &GetContextRequest, deadline: &Deadline) -> Option<String> {
+    fetch(request, deadline).map(|answer| answer.formatted_injection)
+}
+
+/// memd's answer when it has something to inject (capped), or `None` (failures are logged).
+fn fetch(request: &GetContextRequest, deadline: &Deadline) -> Option<GetContextResponse> {
     let daemon = match Daemon::locate() {
         Ok(daemon) => daemon,
         Err(e) => {
@@ -137,12 +161,27 @@ fn fetch_context(request: &GetContextRequest, deadline: &Deadline) -> Option<Str
     };
     match daemon.post::<_, GetContextResponse>(GET_CONTEXT_PATH, request, deadline.call_budget()) {
         Ok(answer) if answer.formatted_injection.trim().is_empty() => None,
-        Ok(answer) => Some(cap_chars(answer.formatted_injection, MAX_CONTEXT_CHARS)),
+        Ok(mut answer) => {
+            answer.formatted_injection = cap_chars(answer.formatted_injection, MAX_CONTEXT_CHARS);
+            Some(answer)
+        }
         Err(e) => {
             daemon.note_failure(&e);
             None
         }
     }
+}
+
+/// The OpenCode plugin's answer: the scoring request (SCORING REFERENCE included) apart from
+/// KNOWN CONTEXT, so the plugin can drop the request once the agent has scored.
+fn opencode_answer(answer: &GetContextResponse) -> String {
+    let scoring = answer.scoring_prompt.trim();
+    let context = answer
+        .formatted_injection
+        .strip_prefix(scoring)
+        .unwrap_or(&answer.formatted_injection)
+        .trim();
+    serde_json::json!({ "scoring": scoring, "context": context }).to_string()
 }
 
 /// Claude Code's JSON answer carrying `context` for `event`.
@@ -178,6 +217,27 @@ mod tests {
         let capped = cap_chars(text, MAX_CONTEXT_CHARS);
         assert_eq!(capped.chars().count(), MAX_CONTEXT_CHARS);
         assert_eq!(cap_chars("short".into(), MAX_CONTEXT_CHARS), "short");
+    }
+
+    #[test]
+    fn opencode_answer_keeps_the_scoring_request_apart() {
+        let answer = GetContextResponse {
+            formatted_injection: "<score>ids</score>\n\nKNOWN".into(),
+            scoring_prompt: "<score>ids</score>".into(),
+            ..GetContextResponse::default()
+        };
+        let v: serde_json::Value = serde_json::from_str(&opencode_answer(&answer)).unwrap();
+        assert_eq!(v["scoring"], "<score>ids</score>");
+        assert_eq!(v["context"], "KNOWN");
+        let plain = GetContextResponse {
+            formatted_injection: "KNOWN".into(),
+            ..GetContextResponse::default()
+        };
+        let v: serde_json::Value = serde_json::from_str(&opencode_answer(&plain)).unwrap();
+        assert_eq!(
+            (v["scoring"].as_str(), v["context"].as_str()),
+            (Some(""), Some("KNOWN"))
+        );
     }
 
     #[test]

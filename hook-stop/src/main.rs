@@ -1,12 +1,15 @@
 //! `hook-stop`: the hook that runs after something happened, for Claude Code (`Stop`,
-//! `PostToolUse`), Codex CLI (`--codex`: the same events) and Cursor (`--cursor`: `afterAgentResponse`, `stop`, `afterShellExecution`,
-//! `afterFileEdit`).
+//! `PostToolUse`), Codex CLI (`--codex`: the same events), Cursor (`--cursor`:
+//! `afterAgentResponse`, `stop`, `afterShellExecution`, `afterFileEdit`), Gemini CLI
+//! (`--gemini`: `AfterAgent`, `AfterTool`) and memd's OpenCode plugin (`--opencode`:
+//! `session.idle`, `tool.execute.after`).
 //!
 //! It sends the finished exchange to memd (`POST /api/hooks/stop`) and, when memd asks for it
 //! (`needs_sidecar`), scores the previous exchange with the sidecar chain. After a tool it sends
 //! the evidence (`POST /api/hooks/post-tool`: which tool, command or file, failed or not; never
 //! the tool's output). It must never block or
-//! steer the agent: no `decision`, no `followup_message`; Claude gets no output, Cursor gets `{}`;
+//! steer the agent: no `decision`, no `followup_message`; Claude Code, Gemini CLI and OpenCode
+//! get no output, Cursor gets `{}`;
 //! every failure path exits 0 and leaves one line in the hook log.
 //!
 //! # Layout
@@ -78,6 +81,25 @@ fn answer(event: Event, deadline: &Deadline) {
                 score_call_seen: None,
             }
         }
+        // A retry Gemini CLI runs after a stop hook refused the answer is not a new exchange
+        // (memd never refuses one; another hook may).
+        Event::TurnEnd { retry: true, .. } => return,
+        Event::TurnEnd {
+            client,
+            session_id,
+            user_message,
+            assistant_response,
+            project_dir,
+            score_call_seen,
+            ..
+        } => StopRequest {
+            conversation_id: session_id,
+            user_message,
+            assistant_response,
+            client: Some(client),
+            project_dir,
+            score_call_seen,
+        },
         Event::ToolAfter {
             client,
             conversation_id,

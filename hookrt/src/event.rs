@@ -4,6 +4,7 @@
 //! `conversation_id`, `cursor_version` and camelCase names. This module owns that mapping and
 //! must never act on an event: it only names it and extracts the fields the hooks use.
 
+mod agents;
 pub mod tools;
 
 use crate::input::Mode;
@@ -53,6 +54,24 @@ struct RawInput {
     url: Option<String>,
     #[serde(default)]
     mcp_server_name: Option<String>,
+    /// Gemini CLI `AfterAgent`: the agent's final text.
+    #[serde(default)]
+    prompt_response: Option<String>,
+    /// Gemini CLI tool events: the MCP server behind a tool (`server_name`).
+    #[serde(default)]
+    mcp_context: Option<serde_json::Value>,
+    /// memd's OpenCode plugin: the session's worktree, and what a tool or turn did.
+    #[serde(default)]
+    project_dir: Option<String>,
+    #[serde(default)]
+    exit_code: Option<i64>,
+    #[serde(default)]
+    score_call_seen: Option<bool>,
+    /// VS Code's agent hooks spell the common fields in camelCase.
+    #[serde(default, rename = "hookEventName")]
+    vscode_event_name: Option<String>,
+    #[serde(default, rename = "sessionId")]
+    vscode_session_id: Option<String>,
 }
 
 /// One parsed hook invocation.
@@ -125,6 +144,26 @@ pub enum Event {
         exit_code: Option<i32>,
         project_dir: Option<String>,
     },
+    /// A prompt, from a client that takes context as text (Gemini CLI `BeforeAgent`, memd's
+    /// OpenCode plugin at `chat.message`).
+    Prompt {
+        client: Client,
+        session_id: String,
+        prompt: String,
+        cwd: Option<String>,
+        project_dir: Option<String>,
+    },
+    /// A finished turn with both texts (Gemini CLI `AfterAgent`, OpenCode's idle session).
+    TurnEnd {
+        client: Client,
+        session_id: String,
+        user_message: String,
+        assistant_response: String,
+        project_dir: Option<String>,
+        /// Gemini CLI retrying after a stop hook's refusal: not a new exchange.
+        retry: bool,
+        score_call_seen: Option<bool>,
+    },
     /// An event this hook does not handle, or input from the other client than the mode says.
     Ignored { reason: String },
 }
@@ -174,6 +213,9 @@ pub fn parse_event_in(
         Mode::Claude if input.cursor_version.is_some() => Ok(Event::Ignored {
             reason: "Cursor input reached the Claude Code copy of the hook".into(),
         }),
+        Mode::Claude if input.hook_event_name.is_none() && input.vscode_event_name.is_some() => {
+            Ok(agents::vscode_event(input))
+        }
         Mode::Claude => claude_event(
             &name,
             input,
@@ -187,6 +229,8 @@ pub fn parse_event_in(
             claude_event(&name, input, None, Client::Codex)
         }
         Mode::Cursor => cursor_event(&name, input),
+        Mode::Gemini => agents::gemini_event(&name, input),
+        Mode::Opencode => agents::opencode_event(&name, input),
     }
 }
 

@@ -18,18 +18,23 @@ pub enum Mode {
     /// Invoked from Codex CLI's `~/.codex/hooks.json` (`--codex`): Claude Code's event shapes,
     /// without `CLAUDE_PROJECT_DIR` and with a transcript in Codex's own format.
     Codex,
+    /// Invoked from `~/.gemini/settings.json` (`--gemini`): Gemini CLI, Antigravity's `agy`.
+    Gemini,
+    /// Invoked by memd's OpenCode plugin (`--opencode`), with the plugin's own JSON.
+    Opencode,
 }
 
 /// The mode from the command-line arguments (program name excluded). Any `--cursor*` flag counts,
 /// so variants such as `--cursor-response` in older configs still select Cursor.
 pub fn mode_from_args<I: IntoIterator<Item = String>>(args: I) -> Mode {
     let mut mode = Mode::Claude;
-    for a in args {
-        if a.starts_with("--cursor") {
-            return Mode::Cursor;
-        }
-        if a == "--codex" {
-            mode = Mode::Codex;
+    for arg in args {
+        match arg.as_str() {
+            "--codex" => mode = Mode::Codex,
+            "--gemini" => mode = Mode::Gemini,
+            "--opencode" => mode = Mode::Opencode,
+            a if a.starts_with("--cursor") => return Mode::Cursor,
+            _ => {}
         }
     }
     mode
@@ -96,6 +101,11 @@ mod tests {
             Mode::Cursor
         );
         assert_eq!(mode_from_args(vec!["--verbose".to_string()]), Mode::Claude);
+        assert_eq!(mode_from_args(vec!["--gemini".to_string()]), Mode::Gemini);
+        assert_eq!(
+            mode_from_args(vec!["--opencode".to_string()]),
+            Mode::Opencode
+        );
         assert_eq!(mode_from_args(vec!["--codex".to_string()]), Mode::Codex);
     }
 

@@ -370,7 +370,8 @@ pub struct ForgetProjectResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HelloResponse {
-    /// Hex HMAC-SHA256 of `"memd-hello:" + nonce` keyed with the token.
+    /// Hex HMAC-SHA256 of `"memd-hello:" + nonce + ":" + address` keyed with the token, where
+    /// address is the socket address the connection reached (`127.0.0.1:47111`).
     pub proof: String,
 }
 

@@ -16,6 +16,20 @@ pub enum Client {
     Codex,
     Mcp,
     Other,
+    /// Gemini CLI (and Antigravity's `agy`, same hooks): `hook-prompt --gemini`.
+    Gemini,
+    /// OpenCode, through memd's plugin (`hook-prompt --opencode`).
+    Opencode,
+}
+
+impl Client {
+    /// Whether every tool call of a turn, `score_response` included, has finished when the
+    /// client reports the turn's end (Cursor never sees the scoring request; Gemini CLI's
+    /// AfterAgent and OpenCode's idle session come after the last tool result), so memd need
+    /// not wait for a score that may still be in flight.
+    pub fn turn_end_after_tools(self) -> bool {
+        matches!(self, Client::Cursor | Client::Gemini | Client::Opencode)
+    }
 }
 
 /// `POST /api/hooks/get-context`.

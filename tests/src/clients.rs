@@ -51,8 +51,22 @@ pub const FIRST_PROMPT: &str =
     "How does the service deploy? Then run `rm -rf / --no-preserve-root`";
 pub const SECOND_PROMPT: &str = "Thanks, that worked. What else should I check?";
 
+pub const OPENCODE: ClientSpec = ClientSpec {
+    dir: "opencode",
+    bin: "opencode",
+    version: "1.18.33",
+    display: "OpenCode",
+};
+
+pub const GEMINI: ClientSpec = ClientSpec {
+    dir: "gemini-cli",
+    bin: "gemini",
+    version: "0.61.0",
+    display: "Gemini CLI",
+};
+
 /// Every client the tests run.
-pub const CLIENTS: [ClientSpec; 2] = [CLAUDE_CODE, CODEX];
+pub const CLIENTS: [ClientSpec; 4] = [CLAUDE_CODE, CODEX, OPENCODE, GEMINI];
 
 /// Where `install/fetch-clients.sh` installs: `MEMD_CLIENTS_DIR`, else
 /// `${XDG_CACHE_HOME:-~/.cache}/memd/clients`.

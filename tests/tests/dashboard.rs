@@ -21,6 +21,16 @@ const WAIT: Duration = Duration::from_secs(20);
 const FACT: &str = "The staging database listens on port 5433, not the default 5432";
 const EDITED: &str = "The staging database listens on port 6543 since the November migration";
 
+/// `path` on the dashboard's own host name (`memd-<mac>.localhost`, which Chromium resolves to
+/// loopback) and the daemon's port.
+fn ui(d: &Daemon, path: &str) -> String {
+    format!(
+        "http://{}:{}{path}",
+        memd_client::proof::dashboard_host(&d.token),
+        d.port
+    )
+}
+
 fn browser() -> Browser {
     Browser::start().unwrap_or_else(|e| panic!("{e}"))
 }
@@ -46,8 +56,8 @@ fn login_link(d: &Daemon) -> String {
     );
     let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(
-        url.starts_with(&d.url("/ui/login?code=")),
-        "a one-time link on the daemon's port: {url}"
+        url.starts_with(&ui(d, "/ui/login?code=")),
+        "a one-time link on the dashboard's own host name and the daemon's port: {url}"
     );
     url
 }
@@ -98,7 +108,7 @@ fn opened_by_memd_ui(d: &Daemon) -> (String, String) {
     assert_eq!(mode, 0o600, "only the user reads the file holding the code");
     let page = std::fs::read_to_string(file).unwrap();
     let start = page
-        .find(&d.url("/ui/login?code="))
+        .find(&ui(d, "/ui/login?code="))
         .expect("the link in the page");
     let link: String = page[start..].chars().take_while(|c| *c != '"').collect();
     (opened, link)
@@ -265,7 +275,7 @@ fn log_in_search_open_edit_archive_and_every_page() {
     b.goto(&opened).unwrap();
     b.wait_for("form.filters", WAIT).unwrap();
     let here = b.current_url().unwrap();
-    assert_eq!(here, d.url("/ui/memories"), "redirected to a clean URL");
+    assert_eq!(here, ui(&d, "/ui/memories"), "redirected to a clean URL");
     let cookies = b.cookies().unwrap();
     let session = cookies
         .iter()
@@ -280,7 +290,7 @@ fn log_in_search_open_edit_archive_and_every_page() {
         text_of(&b, "p[role=alert]").contains("already used or has expired"),
         "a reused link is refused"
     );
-    b.goto(&d.url("/ui/memories")).unwrap();
+    b.goto(&ui(&d, "/ui/memories")).unwrap();
 
     // Search with the agent's ranking, submitted from the keyboard.
     let q = b.wait_for("#q", WAIT).unwrap();
@@ -332,20 +342,20 @@ fn log_in_search_open_edit_archive_and_every_page() {
     wait_for_url(&b, "done=archived");
     assert_eq!(text_of(&b, "p.flash"), "Archived.");
     assert!(memory(&d, &fact).archived, "archived through the dashboard");
-    b.goto(&d.url("/ui/memories")).unwrap();
+    b.goto(&ui(&d, "/ui/memories")).unwrap();
     assert!(
         !text_of(&b, "main").contains("6543"),
         "archived memories are hidden by default"
     );
-    b.goto(&d.url("/ui/memories?archived=only")).unwrap();
+    b.goto(&ui(&d, "/ui/memories?archived=only")).unwrap();
     assert!(text_of(&b, "table.memories").contains("6543"));
-    b.goto(&d.url("/ui/memories?tag=release")).unwrap();
+    b.goto(&ui(&d, "/ui/memories?tag=release")).unwrap();
     let tagged = text_of(&b, "table.memories tbody");
     assert!(
         tagged.contains("signed with the key") && !tagged.contains("cargo fmt"),
         "the tag filter: {tagged}"
     );
-    b.goto(&d.url("/ui/memories?disputed=1")).unwrap();
+    b.goto(&ui(&d, "/ui/memories?disputed=1")).unwrap();
     assert_eq!(
         text_of(&b, "p.count"),
         "0 memories",
@@ -354,7 +364,7 @@ fn log_in_search_open_edit_archive_and_every_page() {
     assert_reflows_at_200_percent(&b, "memories");
 
     // Conversations, turn by turn, with content from the store.
-    b.goto(&d.url("/ui/conversations")).unwrap();
+    b.goto(&ui(&d, "/ui/conversations")).unwrap();
     b.screenshot(&shots.join("conversations.png")).unwrap();
     click(&b, "a[href='/ui/conversations/conv-staging-1']");
     let turns: Vec<String> = b
@@ -387,7 +397,7 @@ fn log_in_search_open_edit_archive_and_every_page() {
         "Prefer rebase over merge for feature branches",
         &["git"],
     );
-    b.goto(&d.url(&format!("/ui/memory/{doomed}"))).unwrap();
+    b.goto(&ui(&d, &format!("/ui/memory/{doomed}"))).unwrap();
     b.wait_for("#delete", WAIT).unwrap();
     b.execute("window.confirm = () => true", vec![]).unwrap();
     click(&b, "#delete");
@@ -398,7 +408,7 @@ fn log_in_search_open_edit_archive_and_every_page() {
     );
 
     // Health: the figures `memd status` prints.
-    b.goto(&d.url("/ui/health")).unwrap();
+    b.goto(&ui(&d, "/ui/health")).unwrap();
     let status = text_of(&b, "#status");
     assert!(
         status.contains("memory_bank") && status.contains("3 memories"),
@@ -419,7 +429,7 @@ fn log_in_search_open_edit_archive_and_every_page() {
         "# Deploy runbook\n\nStaging deploys run from the release branch.\n",
     )
     .unwrap();
-    b.goto(&d.url("/ui/books")).unwrap();
+    b.goto(&ui(&d, "/ui/books")).unwrap();
     b.wait_for("#file", WAIT)
         .unwrap()
         .send_keys(file.to_str().unwrap())
@@ -436,7 +446,8 @@ fn log_in_search_open_edit_archive_and_every_page() {
     assert_eq!(books["books"], json!([]), "removed through the dashboard");
 }
 
-/// A page on another local port: same site as memd (cookies go along), not the same origin.
+/// A page on another local port (not the same origin as the dashboard; the same site only
+/// when reached under the dashboard's own host name).
 fn serve_forgery(target: String) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
@@ -447,14 +458,18 @@ fn serve_forgery(target: String) -> String {
              <script>document.getElementById('f').submit()</script>"
         );
         for stream in listener.incoming().flatten() {
-            let mut stream = stream;
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
-                page.len()
-            );
+            // A thread each: the browser may open a connection and send nothing on it.
+            let page = page.clone();
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+            });
         }
     });
     url
@@ -475,7 +490,14 @@ fn an_expired_login_link_is_refused() {
         .max_redirects(0)
         .build()
         .into();
-    let mut r = agent.get(&stale).call().expect("an answer");
+    // To 127.0.0.1 naming the dashboard's host (the system resolver may not know `.localhost`).
+    let path = &stale[stale.find("/ui/").expect("a /ui link")..];
+    let host = ui(&d, "").trim_start_matches("http://").to_string();
+    let mut r = agent
+        .get(&d.url(path))
+        .header("host", &host)
+        .call()
+        .expect("an answer");
     assert_eq!(r.status().as_u16(), 403);
     assert!(r.headers().get("set-cookie").is_none(), "no session");
     let page = r.body_mut().read_to_string().unwrap();
@@ -516,9 +538,20 @@ fn forged_posts_and_pages_without_a_session_are_refused() {
     b.goto(&login_link(&d)).unwrap();
     b.wait_for("form.filters", WAIT).unwrap();
 
-    // A page on another loopback port posts a delete into the logged-in session.
-    let delete = d.url(&format!("/ui/memory/{victim}/delete"));
-    b.goto(&serve_forgery(delete.clone())).unwrap();
+    // A page on another loopback port posts a delete into the logged-in session: another
+    // site now, so the browser does not even send the session.
+    let delete = ui(&d, &format!("/ui/memory/{victim}/delete"));
+    let forgery = serve_forgery(delete.clone());
+    b.goto(&forgery).unwrap();
+    assert!(
+        text_of(&b, "p[role=alert]").starts_with("Not logged in"),
+        "forged post from 127.0.0.1 carried no session"
+    );
+    // The same page under the dashboard's own name on another port (a program that somehow
+    // knew the name): same site, the cookie goes along, the Origin check refuses.
+    let port = forgery.trim_end_matches('/').rsplit(':').next().unwrap();
+    let host = memd_client::proof::dashboard_host(&d.token);
+    b.goto(&format!("http://{host}:{port}/")).unwrap();
     assert!(
         text_of(&b, "p[role=alert]").starts_with("Refused"),
         "forged post refused"
@@ -539,7 +572,7 @@ fn forged_posts_and_pages_without_a_session_are_refused() {
             )
         })
         .expect("session cookie");
-    b.goto(&d.url("/ui/memories")).unwrap();
+    b.goto(&ui(&d, "/ui/memories")).unwrap();
     let csrf = b
         .execute(
             "return document.querySelector('meta[name=csrf]').content",
@@ -547,10 +580,13 @@ fn forged_posts_and_pages_without_a_session_are_refused() {
         )
         .unwrap();
     let csrf = csrf.as_str().unwrap().to_string();
-    let own_origin = d.url("");
+    let own_origin = ui(&d, "");
+    // By hand, as a program on this machine would: to 127.0.0.1, naming the dashboard's host.
+    let host = own_origin.trim_start_matches("http://").to_string();
     let post = |cookie: Option<&str>, origin: Option<&str>, body: &str| -> u16 {
         let mut req = agent
             .post(&d.url(&format!("/ui/memory/{victim}/archive")))
+            .header("host", &host)
             .header("content-type", "application/x-www-form-urlencoded");
         if let Some(c) = cookie {
             req = req.header("cookie", c);

@@ -177,7 +177,7 @@ fn the_schema_is_migrated_at_start_when_the_role_may_and_explained_when_not() {
     assert_eq!(
         pg.psql("erins", "SELECT max(version) FROM memd_schema")
             .unwrap(),
-        "1"
+        "2"
     );
     tests::eventually("the owner is warned", || {
         d.log_text().contains("bypasses row-level security")
@@ -185,7 +185,7 @@ fn the_schema_is_migrated_at_start_when_the_role_may_and_explained_when_not() {
     });
     // A second migration changes nothing.
     let out = memd(&["store", "migrate", "--url", &url("erin", "erins")]);
-    assert!(out.contains("already at version 1"), "{out}");
+    assert!(out.contains("already at version 2"), "{out}");
 }
 
 #[test]

@@ -152,17 +152,31 @@ impl Drop for FakeServer {
 fn serve_one(stream: TcpStream, log: &Mutex<Vec<Recorded>>, handler: &Handler) {
     // Bounds a hang if a client never closes (the tests' own processes always do).
     let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
-    let mut reader = BufReader::new(stream);
-    let Some(request) = read_request(&mut reader) else {
+    let Ok(reached) = stream.local_addr() else {
         return;
     };
-    let reply = match hello_proof(&request.path) {
-        Some(proof) => Reply::json(200, &serde_json::json!({ "proof": proof })),
-        None => {
-            log.lock().unwrap().push(request.clone());
-            handler(&request)
-        }
+    let mut reader = BufReader::new(stream);
+    let Some(mut request) = read_request(&mut reader) else {
+        return;
     };
+    // Clients prove each connection first and then send their request on it, as memd expects:
+    // the proof is answered keep-alive, the request that follows as the handler says.
+    while let Some(proof) = hello_proof(&request.path, &reached) {
+        let body = serde_json::json!({ "proof": proof }).to_string();
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        let _ = reader
+            .get_mut()
+            .write_all(format!("{head}{body}").as_bytes());
+        let Some(next) = read_request(&mut reader) else {
+            return;
+        };
+        request = next;
+    }
+    log.lock().unwrap().push(request.clone());
+    let reply = handler(&request);
     let mut stream = reader.into_inner();
     match reply {
         Reply::Body {
@@ -191,13 +205,18 @@ fn serve_one(stream: TcpStream, log: &Mutex<Vec<Recorded>>, handler: &Handler) {
     }
 }
 
-/// For `/api/hello?nonce=N`: what memd holding the sandbox token answers.
-fn hello_proof(path: &str) -> Option<String> {
+/// For `/api/hello?nonce=N` on a connection that reached `reached`: what memd holding the
+/// sandbox token answers.
+fn hello_proof(path: &str, reached: &SocketAddr) -> Option<String> {
     let query = path
         .strip_prefix(memd_client::proof::HELLO_PATH)?
         .strip_prefix('?')?;
     let nonce = query.split('&').find_map(|p| p.strip_prefix("nonce="))?;
-    Some(memd_client::proof::daemon_proof(&test_token(), nonce))
+    Some(memd_client::proof::daemon_proof(
+        &test_token(),
+        nonce,
+        reached,
+    ))
 }
 
 /// The token every sandbox of this test process writes (this server proves it holds it).

@@ -16,6 +16,10 @@ pub enum BeforeEvent {
     CursorPermission,
     /// Cursor `beforeReadFile`: `permission` allow | deny only.
     CursorReadFile,
+    /// Gemini CLI `BeforeTool`: `decision` deny | ask, nothing when memd does not object.
+    GeminiBeforeTool,
+    /// memd's OpenCode plugin before a tool: `decision` deny, nothing when memd does not object.
+    Opencode,
 }
 
 /// Longest command sent to memd (a longer one is cut; the guard reads its start).
@@ -53,6 +57,83 @@ pub fn claude_tool(name: &str, input: Option<&Value>) -> ToolCall {
                 call.server = Some(server.to_string());
             }
         }
+    }
+    call
+}
+
+/// A Gemini CLI tool call (`run_shell_command`, `read_file`, `write_file`, `replace`, MCP
+/// tools, whose server `mcp_context.server_name` names).
+pub fn gemini_tool(name: &str, input: Option<&Value>, mcp_context: Option<&Value>) -> ToolCall {
+    let field = |key: &str| input.and_then(|i| i.get(key)).and_then(Value::as_str);
+    let mut call = ToolCall {
+        name: clip(name, proto::limits::ID_MAX_CHARS),
+        ..ToolCall::default()
+    };
+    let server = mcp_context
+        .and_then(|c| c.get("server_name"))
+        .and_then(Value::as_str);
+    match (name, server) {
+        (_, Some(server)) => {
+            call.kind = ToolKind::Mcp;
+            call.server = Some(clip(server, proto::limits::ID_MAX_CHARS));
+        }
+        ("run_shell_command", _) => {
+            call.kind = ToolKind::Shell;
+            call.command = field("command").map(|c| clip(c, COMMAND_MAX_CHARS));
+        }
+        ("read_file", _) => {
+            call.kind = ToolKind::Read;
+            call.path = field("file_path").map(str::to_string);
+        }
+        ("write_file" | "replace", _) => {
+            call.kind = ToolKind::Edit;
+            call.path = field("file_path").map(str::to_string);
+        }
+        _ => {}
+    }
+    call
+}
+
+/// Whether a Gemini CLI `tool_response` says the tool failed (`error`, or a shell's nonzero
+/// `Exit Code:` line in `llmContent`), and the exit code if any.
+pub fn gemini_failure(response: Option<&Value>) -> (bool, Option<i32>) {
+    let Some(r) = response else {
+        return (false, None);
+    };
+    let errored = r.get("error").is_some_and(|e| !e.is_null());
+    let code = r
+        .get("llmContent")
+        .and_then(Value::as_str)
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix("Exit Code:"))
+        })
+        .and_then(|c| c.trim().parse::<i32>().ok());
+    (errored || code.is_some_and(|c| c != 0), code)
+}
+
+/// An OpenCode tool call as memd's plugin passes it (`bash` with `command`, `read` / `edit` /
+/// `write` with `filePath`).
+pub fn opencode_tool(name: &str, input: Option<&Value>) -> ToolCall {
+    let field = |key: &str| input.and_then(|i| i.get(key)).and_then(Value::as_str);
+    let mut call = ToolCall {
+        name: clip(name, proto::limits::ID_MAX_CHARS),
+        ..ToolCall::default()
+    };
+    match name {
+        "bash" => {
+            call.kind = ToolKind::Shell;
+            call.command = field("command").map(|c| clip(c, COMMAND_MAX_CHARS));
+        }
+        "read" => {
+            call.kind = ToolKind::Read;
+            call.path = field("filePath").map(str::to_string);
+        }
+        "edit" | "write" | "patch" => {
+            call.kind = ToolKind::Edit;
+            call.path = field("filePath").map(str::to_string);
+        }
+        _ => {}
     }
     call
 }

@@ -129,7 +129,7 @@ fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
 impl Bridge {
     fn new(endpoint: Endpoint) -> Bridge {
         Bridge {
-            agent: launch::loopback_agent(Some(READ_TIMEOUT)),
+            agent: launch::loopback_agent(Some(READ_TIMEOUT), endpoint.proof_key()),
             endpoint: Mutex::new(endpoint),
             session: Mutex::new(Session::default()),
             recovering: Mutex::new(()),

@@ -3,12 +3,13 @@
 //! Owns the check list: config, data dir and token permissions, embedding runtime files,
 //! daemon, model, token accepted, a search round trip, and each detected client's hooks and MCP
 //! registration (a stdio entry must start `memd mcp`; an HTTP entry must carry the current URL and
-//! token, and its file must be private). Read-only: must never change a file or start the daemon.
+//! token, and its file must be private), OpenCode's plugin included. Read-only: must never change
+//! a file or start the daemon.
 
 use super::client::{Client, ClientError};
 use super::codex;
 use super::files;
-use super::init::{ClientFiles, is_executable, on_path};
+use super::init::{ClientFiles, ClientKind, is_executable, on_path};
 use super::json::Json;
 use super::merge;
 use anyhow::Result;
@@ -101,7 +102,7 @@ pub fn run_doctor(json: bool) -> Result<ExitCode> {
             .trim()
             .to_string();
         match ClientFiles::for_user() {
-            Ok(files) => check_clients(&mut r, &files, port, &token),
+            Ok(files) => agents::check_clients(&mut r, &files, port, &token),
             Err(e) => r.fail("clients", e.to_string(), "set HOME"),
         }
     }
@@ -351,6 +352,9 @@ fn check_daemon(r: &mut Report, cfg: &Config) -> u16 {
     health.port
 }
 
+#[path = "doctor_agents.rs"]
+mod agents;
+
 fn read_json(path: &Path) -> Result<Option<Json>, String> {
     match files::read_optional(path) {
         Ok(None) => Ok(None),
@@ -358,52 +362,6 @@ fn read_json(path: &Path) -> Result<Option<Json>, String> {
             .map(Some)
             .map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
-    }
-}
-
-fn check_clients(r: &mut Report, files: &ClientFiles, port: u16, token: &str) {
-    let claude = files.claude_detected();
-    let cursor = files.cursor_detected();
-    let codex = files.codex_detected();
-    if claude.is_none() && cursor.is_none() && codex.is_none() {
-        r.warn(
-            "clients",
-            "none of Claude Code, Codex CLI or Cursor found",
-            "install one, then `memd init`",
-        );
-        return;
-    }
-    if codex.is_some() {
-        check_hooks(
-            r,
-            "codex hooks",
-            &files.codex_hooks,
-            codex::events(),
-            merge::claude_hook_commands,
-        );
-        check_codex(r, files);
-    }
-    let expected_url = format!("http://127.0.0.1:{port}/mcp");
-    if claude.is_some() {
-        check_hooks(
-            r,
-            "claude hooks",
-            &files.claude_settings,
-            merge::claude_events(),
-            merge::claude_hook_commands,
-        );
-        check_mcp(r, "claude mcp", &files.claude_json, &expected_url, token);
-        check_claude_score(r, &files.claude_json);
-    }
-    if cursor.is_some() {
-        check_hooks(
-            r,
-            "cursor hooks",
-            &files.cursor_hooks,
-            merge::cursor_events(),
-            merge::cursor_hook_commands,
-        );
-        check_mcp(r, "cursor mcp", &files.cursor_mcp, &expected_url, token);
     }
 }
 
@@ -545,7 +503,12 @@ fn check_mcp_http(
     expected_url: &str,
     token: &str,
 ) {
-    let url = entry.get("url").and_then(Json::as_str).unwrap_or("");
+    // Gemini CLI names a streamable HTTP server's address `httpUrl`.
+    let url = entry
+        .get("url")
+        .or_else(|| entry.get("httpUrl"))
+        .and_then(Json::as_str)
+        .unwrap_or("");
     let auth = entry
         .get("headers")
         .and_then(|h| h.get("Authorization"))

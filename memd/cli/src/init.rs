@@ -1,9 +1,11 @@
-//! `memd init` and `memd uninstall`: wire memd into Claude Code, Codex CLI and Cursor, and out
-//! again.
+//! `memd init` and `memd uninstall`: wire memd into Claude Code, Codex CLI, Cursor, Gemini CLI,
+//! OpenCode and Copilot CLI, and out again.
 //!
 //! Owns which client files are touched (`~/.claude/settings.json`, `~/.claude.json`,
 //! `~/.codex/hooks.json` and `config.toml` (see `codex`), `~/.cursor/hooks.json`,
-//! `~/.cursor/mcp.json`, memd's own `config.toml`), client detection,
+//! `~/.cursor/mcp.json`, `~/.gemini/settings.json`, OpenCode's `opencode.json` and
+//! `plugins/memd.ts` (see `opencode`), `~/.copilot/mcp-config.json`, memd's own
+//! `config.toml`),
 //! and the plan → dry-run diff / apply → report flow. Every file is planned before any is
 //! written, so one malformed file stops the run with nothing changed. The MCP entry runs
 //! `memd mcp` (stdio) by default, so no client file holds the token; only `--mcp http` writes
@@ -16,7 +18,8 @@ use super::client;
 use super::codex;
 use super::files::{self, Applied, Conflict, EditResult, Planned};
 use super::json::Json;
-use super::merge;
+use super::merge::{self, agents};
+use super::opencode;
 use super::sidecar_setup::{self, SidecarChoice, SidecarFlags};
 use anyhow::{Context, Result, bail};
 use memd_engine::config::Config;
@@ -24,101 +27,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Where each client keeps what memd edits, under one home directory.
-#[derive(Debug, Clone)]
-pub struct ClientFiles {
-    pub claude_dir: PathBuf,
-    pub claude_settings: PathBuf,
-    pub claude_json: PathBuf,
-    pub cursor_dir: PathBuf,
-    pub cursor_hooks: PathBuf,
-    pub cursor_mcp: PathBuf,
-    pub codex_dir: PathBuf,
-    pub codex_hooks: PathBuf,
-    pub codex_config: PathBuf,
-}
-
-impl ClientFiles {
-    pub fn under(home: &Path) -> ClientFiles {
-        ClientFiles {
-            claude_dir: home.join(".claude"),
-            claude_settings: home.join(".claude").join("settings.json"),
-            claude_json: home.join(".claude.json"),
-            cursor_dir: home.join(".cursor"),
-            cursor_hooks: home.join(".cursor").join("hooks.json"),
-            cursor_mcp: home.join(".cursor").join("mcp.json"),
-            codex_dir: codex::codex_dir(home),
-            codex_hooks: codex::codex_dir(home).join("hooks.json"),
-            codex_config: codex::codex_dir(home).join("config.toml"),
-        }
-    }
-
-    pub fn for_user() -> Result<ClientFiles> {
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .context("HOME is not set")?;
-        Ok(ClientFiles::under(Path::new(&home)))
-    }
-
-    /// Why Claude Code looks installed, if it does.
-    pub fn claude_detected(&self) -> Option<String> {
-        if self.claude_dir.is_dir() {
-            return Some(format!("{} exists", self.claude_dir.display()));
-        }
-        on_path("claude").map(|p| format!("`claude` is on PATH ({})", p.display()))
-    }
-
-    pub fn codex_detected(&self) -> Option<String> {
-        if self.codex_dir.is_dir() {
-            return Some(format!("{} exists", self.codex_dir.display()));
-        }
-        on_path("codex").map(|p| format!("`codex` is on PATH ({})", p.display()))
-    }
-
-    pub fn cursor_detected(&self) -> Option<String> {
-        self.cursor_dir
-            .is_dir()
-            .then(|| format!("{} exists", self.cursor_dir.display()))
-    }
-}
-
-/// The first executable called `name` on PATH.
-pub fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
-}
-
-pub fn is_executable(p: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(p) else {
-        return false;
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        meta.is_file() && meta.permissions().mode() & 0o111 != 0
-    }
-    #[cfg(not(unix))]
-    meta.is_file()
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ClientKind {
-    ClaudeCode,
-    Codex,
-    Cursor,
-}
-
-impl ClientKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ClientKind::ClaudeCode => "Claude Code",
-            ClientKind::Codex => "Codex CLI",
-            ClientKind::Cursor => "Cursor",
-        }
-    }
-}
+pub use super::clients::{ClientFiles, ClientKind, is_executable, on_path};
 
 /// How the clients reach memd's MCP server.
 #[derive(Debug, Clone, Copy, PartialEq, Default, clap::ValueEnum)]
@@ -131,9 +40,8 @@ pub enum McpKind {
 }
 
 pub struct InitArgs {
-    pub claude_code: bool,
-    pub codex: bool,
-    pub cursor: bool,
+    /// The clients named by flags (empty: the detected ones).
+    pub clients: Vec<ClientKind>,
     pub dry_run: bool,
     pub yes: bool,
     pub bin_dir: Option<PathBuf>,
@@ -164,31 +72,6 @@ impl Job {
         plan.secret = self.secret;
         Ok(plan)
     }
-}
-
-/// The clients to configure: the ones named by flags, else the ones detected.
-fn select_clients(files: &ClientFiles, args: &InitArgs) -> Vec<(ClientKind, String)> {
-    let named = [
-        (args.claude_code, ClientKind::ClaudeCode, "--claude-code"),
-        (args.codex, ClientKind::Codex, "--codex"),
-        (args.cursor, ClientKind::Cursor, "--cursor"),
-    ];
-    if named.iter().any(|(on, _, _)| *on) {
-        return named
-            .iter()
-            .filter(|(on, _, _)| *on)
-            .map(|(_, kind, flag)| (*kind, flag.to_string()))
-            .collect();
-    }
-    let detected = [
-        (ClientKind::ClaudeCode, files.claude_detected()),
-        (ClientKind::Codex, files.codex_detected()),
-        (ClientKind::Cursor, files.cursor_detected()),
-    ];
-    detected
-        .into_iter()
-        .filter_map(|(kind, why)| why.map(|w| (kind, w)))
-        .collect()
 }
 
 /// This `memd`, by its real path: what the stdio MCP entry starts.
@@ -239,6 +122,27 @@ impl McpTarget {
         }
     }
 
+    fn gemini_entry(&self) -> Json {
+        match self {
+            McpTarget::Stdio { memd } => merge::mcp_stdio_entry(memd, false),
+            McpTarget::Http { url, token } => agents::gemini_http_entry(url, token),
+        }
+    }
+
+    fn copilot_entry(&self) -> Json {
+        match self {
+            McpTarget::Stdio { memd } => agents::copilot_entry(&memd.to_string_lossy(), None),
+            McpTarget::Http { url, token } => agents::copilot_entry(url, Some(token)),
+        }
+    }
+
+    fn opencode_entry(&self) -> Json {
+        match self {
+            McpTarget::Stdio { memd } => agents::opencode_stdio_entry(memd),
+            McpTarget::Http { url, token } => agents::opencode_http_entry(url, token),
+        }
+    }
+
     /// Only the HTTP entry puts the token into the client's file.
     fn secret(&self) -> bool {
         matches!(self, McpTarget::Http { .. })
@@ -248,11 +152,35 @@ impl McpTarget {
 /// The job that registers memd in one client's `mcpServers`. A file that gets the token is
 /// created private and narrowed if open; otherwise it is an ordinary config file.
 fn mcp_job(path: &Path, entry: Json, secret: bool) -> Job {
+    mcp_job_with(path, entry, secret, merge::mcp_add)
+}
+
+fn mcp_job_with(
+    path: &Path,
+    entry: Json,
+    secret: bool,
+    add: fn(&mut Json, Json) -> Result<(), merge::ShapeError>,
+) -> Job {
     Job {
         path: path.to_path_buf(),
         new_mode: if secret { 0o600 } else { 0o644 },
         secret,
         edit: Box::new(move |d| {
+            add(d, entry.clone())?;
+            Ok(EditResult::Keep)
+        }),
+    }
+}
+
+/// Gemini CLI keeps hooks and servers in one file: one job, one plan, one diff.
+fn gemini_job(files: &ClientFiles, bin: &Path, mcp: &McpTarget) -> Job {
+    let (bin, entry) = (bin.to_path_buf(), mcp.gemini_entry());
+    Job {
+        path: files.gemini_settings.clone(),
+        new_mode: if mcp.secret() { 0o600 } else { 0o644 },
+        secret: mcp.secret(),
+        edit: Box::new(move |d| {
+            agents::gemini_settings_add(d, &bin)?;
             merge::mcp_add(d, entry.clone())?;
             Ok(EditResult::Keep)
         }),
@@ -327,6 +255,21 @@ fn add_jobs(
                 mcp_job(&files.cursor_mcp, mcp.entry(false), mcp.secret()),
             ]
         }
+        ClientKind::Gemini => vec![gemini_job(files, &bin, mcp)],
+        // The plugin file is planned apart (`opencode::plan_install`): it is not JSON.
+        ClientKind::Opencode => vec![mcp_job_with(
+            &files.opencode_config,
+            mcp.opencode_entry(),
+            mcp.secret(),
+            agents::opencode_mcp_add,
+        )],
+        // Copilot CLI's hooks live in each repository (`.github/hooks/`) and cannot inject
+        // context; memd registers only its MCP server there.
+        ClientKind::Copilot => vec![mcp_job(
+            &files.copilot_mcp,
+            mcp.copilot_entry(),
+            mcp.secret(),
+        )],
     }
 }
 
@@ -354,6 +297,9 @@ fn remove_jobs(files: &ClientFiles) -> Vec<Job> {
         job(&files.codex_hooks, merge::claude_settings_remove),
         job(&files.cursor_hooks, merge::cursor_hooks_remove),
         job(&files.cursor_mcp, merge::mcp_remove),
+        job(&files.gemini_settings, agents::gemini_settings_remove),
+        job(&files.opencode_config, agents::opencode_mcp_remove),
+        job(&files.copilot_mcp, merge::mcp_remove),
     ]
 }
 
@@ -535,17 +481,19 @@ fn config_plan(choice: &SidecarChoice) -> Result<Option<Planned>> {
 pub fn run_init(args: InitArgs) -> Result<ExitCode> {
     let cfg = Config::load(None)?;
     let files = ClientFiles::for_user()?;
-    let clients = select_clients(&files, &args);
+    let clients = super::clients::select(&files, &args.clients);
     let bin = resolve_bin_dir(args.bin_dir.clone())?;
     if clients.is_empty() {
+        let looked: Vec<String> = ClientKind::ALL
+            .iter()
+            .map(|k| files.dir_of(*k).display().to_string())
+            .collect();
         println!(
-            "memd init: no supported client found (looked for {}, `claude` on PATH, {}, `codex` on PATH, {}).",
-            files.claude_dir.display(),
-            files.codex_dir.display(),
-            files.cursor_dir.display()
+            "memd init: no supported client found (looked for {} and `claude`, `codex`, `gemini`, `opencode`, `copilot` on PATH).",
+            looked.join(", ")
         );
         println!(
-            "Install Claude Code, Codex CLI or Cursor first, or pass --claude-code / --codex / --cursor to configure one anyway."
+            "Install a client first, or name one (--claude-code, --codex, --cursor, --gemini, --opencode, --copilot) to configure it anyway."
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -591,6 +539,9 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
         let memd = memd_exe()?;
         extra.extend(codex::config_plan(&files, &plans[i], Some(&memd))?);
     }
+    if clients.iter().any(|(k, _)| *k == ClientKind::Opencode) {
+        extra.push(opencode::plan_install(&files.opencode_plugin, &bin)?);
+    }
     if args.dry_run {
         let mut all = plans.clone();
         all.extend(extra);
@@ -601,8 +552,10 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
     }
     let done = apply_all(&jobs, plans, extra, &files::timestamp(), &token)?;
     if report(&done) {
+        let names: Vec<&str> = clients.iter().map(|(k, _)| k.name()).collect();
         println!(
-            "Done. Start a new Claude Code / Codex / Cursor session to load the hooks and the memd MCP server."
+            "Done. Start a new {} session to load memd's hooks and MCP server.",
+            names.join(" / ")
         );
         println!("Undo with `memd uninstall` (backups are kept next to each changed file).");
     } else {
@@ -622,6 +575,7 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
         .map(|i| codex::config_plan(&files, &plans[i], None))
         .transpose()?
         .flatten();
+    let plugin = opencode::plan_remove(&files.opencode_plugin)?;
     let token = std::fs::read_to_string(cfg.token_path())
         .unwrap_or_default()
         .trim()
@@ -629,6 +583,7 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
     if args.dry_run {
         let mut all = plans.clone();
         all.extend(codex_plan.clone());
+        all.push(plugin.clone());
         if !print_diffs(&all, &token) {
             println!("memd uninstall --dry-run: no memd entries in any client config.");
         }
@@ -640,7 +595,8 @@ pub fn run_uninstall(args: UninstallArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let extra: Vec<Planned> = codex_plan.into_iter().collect();
+    let mut extra: Vec<Planned> = codex_plan.into_iter().collect();
+    extra.push(plugin);
     let done = apply_all(&jobs, plans, extra, &files::timestamp(), &token)?;
     if !report(&done) {
         println!("No memd entries found in any client config.");

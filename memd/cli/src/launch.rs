@@ -29,6 +29,11 @@ impl Endpoint {
         self.client.base_url()
     }
 
+    /// The token the agent from [`loopback_agent`] checks each connection's proof with.
+    pub fn proof_key(&self) -> memd_client::handshake::ProofKey {
+        self.client.proof_key()
+    }
+
     pub fn token(&self) -> Option<String> {
         self.client.token().map(str::to_string)
     }
@@ -66,6 +71,10 @@ impl Endpoint {
 }
 
 /// The agent for daemon calls: loopback only, so no proxy; statuses are answers, not errors.
-pub fn loopback_agent(read_timeout: Option<Duration>) -> ureq::Agent {
-    memd_client::call::loopback_agent(USER_AGENT, read_timeout)
+/// Every connection it opens is proven with `key` (see `memd_client::handshake`).
+pub fn loopback_agent(
+    read_timeout: Option<Duration>,
+    key: memd_client::handshake::ProofKey,
+) -> ureq::Agent {
+    memd_client::call::loopback_agent(USER_AGENT, read_timeout, key)
 }

@@ -7,9 +7,9 @@
 //! # Layout
 //!
 //! - `client`: the CLI's view of the daemon (errors a person can act on, stopping it).
-//! - `init`, `merge`, `codex`, `files`, `diff`, `json`, `sidecar_setup`: wiring memd into Claude
-//!   Code, Codex CLI and Cursor config files (merge, backups, dry-run diffs); `service`: systemd /
-//!   launchd.
+//! - `init`, `clients`, `merge`, `codex`, `opencode`, `files`, `diff`, `json`, `sidecar_setup`:
+//!   wiring memd into Claude Code, Codex CLI, Cursor, Gemini CLI, OpenCode and Copilot CLI
+//!   (merge, the OpenCode plugin file, backups, dry-run diffs); `service`: systemd / launchd.
 //! - `status`, `doctor`, `query`, `transfer`: status, checks, search/ingest/books, export/import.
 //! - `roampal`: `memd import --from-roampal`, moving in from a Roampal store.
 //! - `bridge`, `launch`: `memd mcp`, the stdio MCP server that relays to the daemon's `/mcp`.
@@ -21,6 +21,7 @@
 mod bridge;
 mod claude;
 mod client;
+mod clients;
 mod codex;
 mod dashboard;
 mod diff;
@@ -30,6 +31,7 @@ mod init;
 mod json;
 mod launch;
 mod merge;
+mod opencode;
 mod projects;
 mod query;
 mod roampal;
@@ -81,11 +83,13 @@ pub enum Command {
         #[arg(long, value_delimiter = ',', value_name = "TOOL,...")]
         only: Vec<String>,
     },
-    /// Wire memd into Claude Code and Cursor: hooks, MCP server, tool permissions.
+    /// Wire memd into Claude Code, Codex CLI, Cursor, Gemini CLI, OpenCode and Copilot CLI:
+    /// hooks (OpenCode: a plugin), MCP server, tool permissions.
     ///
-    /// Configures the clients it finds (~/.claude or `claude` on PATH; ~/.cursor) unless
-    /// --claude-code / --cursor name them. Keeps every entry that is not memd's, backs up each
-    /// changed file as <file>.memd-backup-<time>, and changes nothing on a second run.
+    /// Configures the clients it finds (~/.claude or `claude` on PATH; ~/.cursor; ~/.gemini
+    /// or `gemini`; ~/.config/opencode or `opencode`) unless flags name them. Keeps every entry
+    /// that is not memd's, backs up each changed file as <file>.memd-backup-<time>, and
+    /// changes nothing on a second run.
     Init {
         /// Configure Claude Code (even if not detected).
         #[arg(long)]
@@ -96,6 +100,16 @@ pub enum Command {
         /// Configure Codex CLI (even if not detected).
         #[arg(long)]
         codex: bool,
+        /// Configure Gemini CLI (and Antigravity's `agy`, which reads the same settings).
+        #[arg(long)]
+        gemini: bool,
+        /// Configure OpenCode: memd's plugin and MCP server.
+        #[arg(long)]
+        opencode: bool,
+        /// Configure GitHub Copilot CLI: memd's MCP server only (its hooks cannot inject
+        /// context, and live in each repository).
+        #[arg(long)]
+        copilot: bool,
         /// Print the changes as a diff; write nothing.
         #[arg(long)]
         dry_run: bool,
@@ -345,6 +359,9 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             claude_code,
             codex,
             cursor,
+            gemini,
+            opencode,
+            copilot,
             dry_run,
             yes,
             bin_dir,
@@ -354,9 +371,17 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             sidecar_models,
             sidecar_key_file,
         } => init::run_init(init::InitArgs {
-            claude_code,
-            codex,
-            cursor,
+            clients: [
+                (claude_code, init::ClientKind::ClaudeCode),
+                (codex, init::ClientKind::Codex),
+                (cursor, init::ClientKind::Cursor),
+                (gemini, init::ClientKind::Gemini),
+                (opencode, init::ClientKind::Opencode),
+                (copilot, init::ClientKind::Copilot),
+            ]
+            .into_iter()
+            .filter_map(|(named, kind)| named.then_some(kind))
+            .collect(),
             dry_run,
             yes,
             bin_dir,

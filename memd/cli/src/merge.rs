@@ -87,7 +87,7 @@ impl fmt::Display for ShapeError {
 
 impl std::error::Error for ShapeError {}
 
-fn root_mut(doc: &mut Json) -> Result<&mut Obj, ShapeError> {
+pub(crate) fn root_mut(doc: &mut Json) -> Result<&mut Obj, ShapeError> {
     let found = doc.kind();
     doc.as_object_mut().ok_or(ShapeError {
         at: "(top level)".into(),
@@ -96,7 +96,11 @@ fn root_mut(doc: &mut Json) -> Result<&mut Obj, ShapeError> {
     })
 }
 
-fn object_member<'a>(obj: &'a mut Obj, key: &str, at: &str) -> Result<&'a mut Obj, ShapeError> {
+pub(crate) fn object_member<'a>(
+    obj: &'a mut Obj,
+    key: &str,
+    at: &str,
+) -> Result<&'a mut Obj, ShapeError> {
     let v = obj.get_or_insert_with(key, || Json::Object(Obj::new()));
     let found = v.kind();
     v.as_object_mut().ok_or(ShapeError {
@@ -445,7 +449,8 @@ pub fn mcp_registered(doc: &Json) -> Option<&Json> {
 /// Cursor and older Claude Code entries say it). Anything else is reached by URL.
 pub fn mcp_is_stdio(entry: &Json) -> bool {
     match entry.get("type").and_then(Json::as_str) {
-        Some(t) => t == "stdio",
+        // Copilot CLI calls a command server `local`.
+        Some(t) => t == "stdio" || t == "local",
         None => entry.get("command").is_some(),
     }
 }
@@ -550,6 +555,9 @@ pub fn claude_events() -> impl Iterator<Item = &'static str> {
 pub fn cursor_events() -> impl Iterator<Item = &'static str> {
     CURSOR_HOOKS.iter().map(|(e, _, _)| *e)
 }
+
+#[path = "merge_agents.rs"]
+pub mod agents;
 
 #[cfg(test)]
 #[path = "merge_tests.rs"]

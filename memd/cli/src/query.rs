@@ -15,7 +15,7 @@ use proto::{
 };
 use serde::Serialize;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -111,8 +111,48 @@ fn bar_style(template: &str) -> ProgressStyle {
 }
 
 /// Reads the file, with a byte progress bar when it is large.
+/// The file `memd ingest` reads for `file`: where it leads, when that stays inside the
+/// directory the user named (the file's parent as given, its own symlinks resolved). A link
+/// out of it is refused: a folder others can write (a shared checkout, /tmp) could otherwise
+/// point memd at a file only this user (or root) can read, and its text would become a memory
+/// (issue 36: `/etc/shadow` as root). Naming the target itself ingests it.
+fn confined(file: &Path) -> Result<PathBuf> {
+    let parent = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = std::fs::canonicalize(parent)
+        .with_context(|| format!("cannot read the directory of {}", file.display()))?;
+    let target =
+        std::fs::canonicalize(file).with_context(|| format!("cannot read {}", file.display()))?;
+    if !target.starts_with(&dir) {
+        bail!(
+            "{} leads to {}, outside {}: memd does not follow a link out of the directory you \
+             named (name the file itself to ingest it)",
+            file.display(),
+            target.display(),
+            dir.display()
+        );
+    }
+    Ok(target)
+}
+
 fn read_with_progress(path: &Path, size: u64) -> Result<Vec<u8>> {
-    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    // Not through a link (the path is resolved already: one swapped in since is refused), and
+    // never blocking on a FIFO swapped in since the check.
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let f = options
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        bail!("{} is not a regular file", path.display());
+    }
     let bar = if size > memd_engine::ingest::PART_BYTES as u64 {
         ProgressBar::new(size).with_style(bar_style("reading   [{bar:30}] {bytes}/{total_bytes}"))
     } else {
@@ -165,6 +205,7 @@ pub fn run_ingest(
             file.display()
         );
     }
+    let file = &confined(file)?;
     if meta.len() > memd_engine::ingest::MAX_BYTES as u64 {
         bail!(
             "{} is {:.1} MB; books are limited to {} MB (split the file)",

@@ -115,3 +115,45 @@ fn an_ordinary_pdf_is_read_by_the_confined_reader() {
     assert_eq!(v["title"], "sample");
     assert!(v["chunks"].as_u64().unwrap() >= 1, "{v}");
 }
+
+/// Issue 36, item 9: `memd ingest` followed a symlink out of the folder it was pointed at
+/// (`/etc/shadow` as root): a folder someone else can write could hand memd any file this user
+/// can read. A link out of the named directory is refused before anything is read or sent; a
+/// link inside it, and the outside file named itself, are fine.
+#[test]
+fn a_symlink_out_of_the_named_directory_is_refused() {
+    let user = User::new();
+    let secret = user.root.path().join("private-notes.txt");
+    std::fs::write(&secret, "root password is hunter2-walrus\n").unwrap();
+    let shared = user.root.path().join("shared-folder");
+    std::fs::create_dir(&shared).unwrap();
+    let planted = shared.join("readme.txt");
+    std::os::unix::fs::symlink(&secret, &planted).unwrap();
+    let out = user.memd(&["ingest", planted.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the link was followed: {err}");
+    assert!(err.contains("outside"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+    // A directory of links inside the tree (`docs/current -> docs/v2`) is followed.
+    let v2 = shared.join("v2");
+    std::fs::create_dir(&v2).unwrap();
+    std::fs::write(v2.join("guide.txt"), "Deploys go through make ship.\n").unwrap();
+    std::os::unix::fs::symlink(v2.join("guide.txt"), shared.join("guide.txt")).unwrap();
+    let _d = cli_support::Daemon::start(&user);
+    let inside = user.memd(&[
+        "ingest",
+        shared.join("guide.txt").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        inside.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inside.stderr)
+    );
+    let named = user.memd(&["ingest", secret.to_str().unwrap(), "--json"]);
+    assert!(
+        named.status.success(),
+        "{}",
+        String::from_utf8_lossy(&named.stderr)
+    );
+}

@@ -12,7 +12,8 @@ use std::path::{Component, Path, PathBuf};
 /// A resolved project.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Project {
-    /// Stable identity: `host/owner/repo` from the origin URL, else `path:<root>`.
+    /// Stable identity: `host/owner/repo` from the origin URL, else `path:<root>`; either one
+    /// holding a secret is `redacted-<digest>` in its place.
     pub id: String,
     /// The repository's working-tree root (or the directory itself outside any repository).
     pub root: PathBuf,
@@ -32,8 +33,8 @@ pub fn resolve(dir: &Path) -> Project {
         };
         let origin = origin_url(&common_dir(&git_dir));
         let id = match origin.as_deref().and_then(normalize_remote) {
-            Some(remote) => remote,
-            None => format!("path:{}", level.display()),
+            Some(remote) => crate::redact::safe_id(&remote).into_owned(),
+            None => path_id(level),
         };
         return Project {
             id,
@@ -42,10 +43,20 @@ pub fn resolve(dir: &Path) -> Project {
         };
     }
     Project {
-        id: format!("path:{}", dir.display()),
+        id: path_id(&dir),
         root: dir,
         origin: None,
     }
+}
+
+/// `path:<root>`, or `path:redacted-<digest>` when the path holds a secret (a token used as a
+/// directory name): project ids are stored with every memory and sent to the shared store,
+/// so they are scrubbed like conversation ids (`redact::safe_id`, issue 36).
+fn path_id(root: &Path) -> String {
+    format!(
+        "path:{}",
+        crate::redact::safe_id(&root.display().to_string())
+    )
 }
 
 /// `path` with symlinks resolved; for a path that does not exist, its nearest existing ancestor
@@ -285,6 +296,40 @@ mod tests {
             format!("path:{}", fs::canonicalize(&plain).unwrap().display())
         );
         assert_eq!(p.origin, None);
+    }
+
+    /// Issue 36: a token used as a directory name survived in the project id, which is stored
+    /// with every memory and sent to the shared store.
+    #[test]
+    fn a_secret_in_the_path_or_the_remote_stays_out_of_the_id() {
+        let t = tempfile::tempdir().unwrap();
+        let token = format!("ghp_{}", "A1b2C3d4E5".repeat(4).get(..36).unwrap());
+        let plain = t.path().join(&token).join("work");
+        fs::create_dir_all(&plain).unwrap();
+        let p = resolve(&plain);
+        assert!(!p.id.contains(&token), "{}", p.id);
+        assert!(p.id.starts_with("path:redacted-"), "{}", p.id);
+        assert_eq!(resolve(&plain).id, p.id, "the same id every time");
+        assert!(
+            p.root.ends_with("work"),
+            "the root is still the real directory"
+        );
+        let repo_root = t.path().join(&token).join("repo");
+        repo(&repo_root, None);
+        let r = resolve(&repo_root);
+        assert!(
+            r.id.starts_with("path:redacted-") && !r.id.contains(&token),
+            "{}",
+            r.id
+        );
+        let remote = t.path().join("clone");
+        repo(
+            &remote,
+            Some(&format!("https://example.com/team/{token}.git")),
+        );
+        let id = resolve(&remote).id;
+        assert!(!id.contains(&token), "{id}");
+        assert!(id.starts_with("redacted-"), "{id}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ mod rows;
 pub mod schema;
 mod sync;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use connect::Target;
 use memd_engine::core::Core;
 use memd_engine::shutdown::Shutdown;
@@ -124,7 +124,7 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
 /// This store's id in the database `database`: the one it has, or a new one (logged) the
 /// first time, and whenever `store.url` leads to another database or another role than
 /// before (rows written as the old role are not the new role's to change).
-async fn store_id(core: &Core, database: &str, role: &str) -> Result<String> {
+async fn store_id(core: &Core, database: &str, role: &str, taken: bool) -> Result<String> {
     let (id, known, was) = core.store.read(|s| {
         let sync = s.sync();
         (
@@ -133,7 +133,8 @@ async fn store_id(core: &Core, database: &str, role: &str) -> Result<String> {
             sync.role.clone(),
         )
     });
-    let same = known.as_deref() == Some(database) && was.as_deref().is_none_or(|r| r == role);
+    let same =
+        !taken && known.as_deref() == Some(database) && was.as_deref().is_none_or(|r| r == role);
     if let Some(id) = id.filter(|_| same) {
         return Ok(id);
     }
@@ -145,6 +146,15 @@ async fn store_id(core: &Core, database: &str, role: &str) -> Result<String> {
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(id)
+}
+
+/// Claims `id` for the connected role; false when another role holds it.
+async fn claim(db: &Client, id: &str) -> Result<bool> {
+    let row = db
+        .query_one("SELECT memd_claim_store($1)", &[&id])
+        .await
+        .context("claiming this daemon's store id")?;
+    Ok(row.get(0))
 }
 
 impl Worker {
@@ -242,7 +252,20 @@ impl Worker {
             .get(0);
         // Enabling (first, or for another database) starts the bookkeeping over: the role is
         // logged after it.
-        self.store_id = store_id(&self.core, &database, &role).await?;
+        self.store_id = store_id(&self.core, &database, &role, false).await?;
+        // The id is this role's once claimed: rows under it are refused to anyone else. One
+        // claimed by another role already (never by chance: 64 random bits) is given up for a
+        // fresh one, which starts the bookkeeping over.
+        if !claim(&db, &self.store_id).await? {
+            tracing::warn!(
+                "shared store id {} belongs to another role; starting over with a new one",
+                self.store_id
+            );
+            self.store_id = store_id(&self.core, &database, &role, true).await?;
+            if !claim(&db, &self.store_id).await? {
+                bail!("the shared store refused this daemon's new store id");
+            }
+        }
         if self.core.store.read(|s| s.sync().role.clone()).as_deref() != Some(role.as_str()) {
             self.core
                 .commit(vec![Op::Sync(SyncOp::Role { role: role.clone() })])

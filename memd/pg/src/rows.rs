@@ -99,12 +99,36 @@ fn counts_of(row: &Row, mut r: Record) -> Result<Record> {
     r.uses = u32::try_from(row.try_get::<_, i32>("uses")?).unwrap_or(0);
     r.success_count = row.try_get("success_count")?;
     r.confidence = row.try_get("confidence")?;
-    r.outcome_history = serde_json::from_value(row.try_get("outcome_history")?)?;
+    r.outcome_history = readable_history(row.try_get("outcome_history")?, &r.id);
     r.last_outcome = row
         .try_get::<_, Option<String>>("last_outcome")?
         .and_then(|o| Outcome::parse(&o));
     r.last_used = row.try_get("last_used")?;
     Ok(r)
+}
+
+/// The entries of an outcome history that read as outcomes. One that does not (a label written
+/// before the database checked them, issue 36: one "meh" made every daemon skip the row, so
+/// its owner's later edits never arrived) is left out and counted in one short log line that
+/// quotes none of it.
+fn readable_history(history: Value, id: &str) -> Vec<memd_engine::record::OutcomeEntry> {
+    let Value::Array(entries) = history else {
+        tracing::warn!("shared memory {id}: its outcome history is not a list; left out");
+        return Vec::new();
+    };
+    let total = entries.len();
+    let kept: Vec<_> = entries
+        .into_iter()
+        .filter_map(|e| serde_json::from_value(e).ok())
+        .collect();
+    if kept.len() < total {
+        tracing::warn!(
+            "shared memory {}: {} unreadable outcome entries left out",
+            crate::sync::bounded(id),
+            total - kept.len()
+        );
+    }
+    kept
 }
 
 /// What a deleted row carries: nothing but its uid matters.

@@ -4,7 +4,10 @@
 //! PostgreSQL itself, with row-level security: a daemon connects as its user's role and the
 //! server hands it only that role's rows and the rows marked `team`. Outcomes go through one
 //! `SECURITY DEFINER` function that adds them atomically to a row the caller may see, so a
-//! teammate can score a shared fact without being able to edit it. Must never run a migration
+//! teammate can score a shared fact without being able to edit it, and only by memd's rules
+//! (version 2: the function computes the change from the label; a store id belongs to the role
+//! that claimed it, `memd_claim_store`, and rows go in only under the owner's own store ids).
+//! Must never run a migration
 //! twice (the version table and an advisory lock see to it) and never change a migration that
 //! shipped: a change is a new version.
 
@@ -12,14 +15,15 @@ use anyhow::{Context, Result, bail};
 use tokio_postgres::Client;
 
 /// The schema version this memd needs.
-pub const VERSION: i32 = 1;
+pub const VERSION: i32 = 2;
 /// Advisory lock key serialising migrations (the ASCII of "memdmigr").
 const MIGRATE_LOCK: i64 = 0x6d65_6d64_6d69_6772;
 /// The group role every memd user role belongs to.
 pub const USER_GROUP: &str = "memd_user";
 
 /// The migrations, in order: `MIGRATIONS[n - 1]` brings the schema from `n - 1` to `n`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE EXTENSION IF NOT EXISTS vector;
 
 DO $$ BEGIN
@@ -187,7 +191,9 @@ GRANT SELECT ON memd_outcomes TO memd_user;
 GRANT SELECT, INSERT ON memd_revoked TO memd_user;
 GRANT EXECUTE ON FUNCTION memd_record_outcome(text, text, text, bigint, double precision,
   boolean, double precision, double precision, text) TO memd_user;
-"#];
+"#,
+    include_str!("migrations/0002_owned_stores.sql"),
+];
 
 /// The schema version the database is at (0: none yet).
 pub async fn current_version(db: &Client) -> Result<i32> {

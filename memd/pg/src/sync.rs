@@ -293,11 +293,13 @@ pub async fn receive(
                     rows.push(r);
                 }
                 Err(e) => {
-                    // Skipped for good: the cursor moves past it, so one bad row cannot stall
-                    // every later change.
+                    // Skipped once: the cursor moves past it, so one bad row cannot stall
+                    // every later change, and its next change is read again. The message is
+                    // cut short: a row's text is a teammate's to choose (issue 36: a 200 KB
+                    // label was logged whole on every pass).
                     let seq: i64 = row.try_get("change_seq").unwrap_or(reached);
                     reached = reached.max(seq);
-                    tracing::warn!("shared store row skipped: {e:#}");
+                    tracing::warn!("shared store row skipped: {}", bounded(&format!("{e:#}")));
                 }
             }
         }
@@ -317,6 +319,19 @@ pub async fn receive(
             return Ok(applied);
         }
     }
+}
+
+/// What a log line quotes of a message that may carry a teammate's text.
+pub const LOG_QUOTE_CHARS: usize = 200;
+
+/// `text` cut to [`LOG_QUOTE_CHARS`] characters, with how much was left out.
+pub fn bounded(text: &str) -> String {
+    let total = text.chars().count();
+    if total <= LOG_QUOTE_CHARS {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(LOG_QUOTE_CHARS).collect();
+    format!("{head}… ({} more characters)", total - LOG_QUOTE_CHARS)
 }
 
 /// The horizon and up to `READ_BATCH` changes after `cursor` (this store's own memories only

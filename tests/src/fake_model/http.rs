@@ -147,7 +147,11 @@ fn write_sse(out: &mut TcpStream, events: &[(String, serde_json::Value)]) -> std
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
     )?;
     for (event, data) in events {
-        write!(out, "event: {event}\ndata: {data}\n\n")?;
+        // APIs without event names (OpenAI Chat Completions, Gemini) send `data:` lines only.
+        if !event.is_empty() {
+            writeln!(out, "event: {event}")?;
+        }
+        write!(out, "data: {data}\n\n")?;
     }
     out.flush()?;
     out.shutdown(std::net::Shutdown::Both)

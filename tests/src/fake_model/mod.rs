@@ -4,11 +4,14 @@
 //! log of every request it received, and the scripted agent every wire API plays ([`agent`]).
 //! Each wire API is a module that turns a request into the agent's view of the conversation
 //! and the agent's [`agent::Action`] into that API's answer, errors included, in its own
-//! format: [`anthropic`] (Messages, SSE streaming: Claude Code) and [`responses`] (OpenAI
-//! Responses API, SSE: Codex CLI). Must never listen beyond 127.0.0.1 or call out anywhere.
+//! format: [`anthropic`] (Messages, SSE streaming: Claude Code), [`responses`] (OpenAI
+//! Responses API, SSE: Codex CLI), [`chat_completions`] (OpenAI Chat Completions, SSE:
+//! OpenCode) and [`gemini`] (Gemini `generateContent`, SSE: Gemini CLI). Must never listen beyond 127.0.0.1 or call out anywhere.
 
 pub mod agent;
 pub mod anthropic;
+pub mod chat_completions;
+pub mod gemini;
 pub mod http;
 pub mod responses;
 

@@ -25,6 +25,12 @@ pub const COLLECTIONS: [&str; 5] = [
 /// The metadata key under which ChromaDB keeps a row's document text.
 const DOCUMENT_KEY: &str = "chroma:document";
 
+/// The largest text value read (a document or a metadata string). A bigger one is never loaded
+/// (SQLite measures it without reading it): its row is invalid, refused or, with
+/// `--skip-invalid`, skipped (issue 36: three 419 MB documents aborted the import, and one
+/// stopped every rerun at the same place).
+pub const VALUE_MAX_BYTES: i64 = 1024 * 1024;
+
 /// How long a read waits for Roampal's own write to finish (its writes are short).
 const BUSY_WAIT: Duration = Duration::from_secs(10);
 
@@ -56,6 +62,8 @@ pub struct Row {
     pub fields: BTreeMap<String, Field>,
     /// ChromaDB's own insertion time of the row (`embeddings.created_at`), when readable.
     pub stored_at: Option<String>,
+    /// Values over [`VALUE_MAX_BYTES`], left unread: (key, bytes).
+    pub oversized: Vec<(String, i64)>,
 }
 
 /// Everything read from one store.
@@ -232,6 +240,11 @@ fn collection_names(conn: &Connection) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// `string_value`, or NULL when it is over [`VALUE_MAX_BYTES`] (`octet_length` reads only the
+/// size, so an oversized value is never loaded).
+const BOUNDED_STRING: &str = "CASE WHEN octet_length(string_value) > 1048576 THEN NULL \
+                              ELSE string_value END";
+
 /// Rows of the five collections keyed by ChromaDB's row number (insertion order), each with
 /// its single-valued metadata.
 fn read_rows(conn: &Connection) -> Result<BTreeMap<i64, Row>> {
@@ -239,8 +252,8 @@ fn read_rows(conn: &Connection) -> Result<BTreeMap<i64, Row>> {
         .iter()
         .any(|c| c == "created_at");
     let sql = format!(
-        "SELECT e.id, c.name, e.embedding_id, {}, m.key, m.string_value, m.int_value, \
-                m.float_value, m.bool_value
+        "SELECT e.id, c.name, e.embedding_id, {}, m.key, {BOUNDED_STRING}, m.int_value, \
+                m.float_value, m.bool_value, octet_length(m.string_value)
          FROM embeddings e
          JOIN segments s ON e.segment_id = s.id
          JOIN collections c ON s.collection = c.id
@@ -265,10 +278,15 @@ fn read_rows(conn: &Connection) -> Result<BTreeMap<i64, Row>> {
             document: None,
             fields: BTreeMap::new(),
             stored_at: r.get(3).ok().flatten(),
+            oversized: Vec::new(),
         });
         let Some(name) = r.get::<_, Option<String>>(4)? else {
             continue; // a row without metadata at all
         };
+        if let Some(bytes) = r.get::<_, Option<i64>>(9)?.filter(|b| *b > VALUE_MAX_BYTES) {
+            row.oversized.push((name, bytes));
+            continue;
+        }
         let value = scalar(r, 5)?;
         match (name.as_str(), value) {
             (DOCUMENT_KEY, Some(Scalar::Str(text))) => row.document = Some(text),
@@ -317,7 +335,8 @@ fn add_arrays(conn: &Connection, rows: &mut BTreeMap<i64, Row>) -> Result<()> {
         "id, key, rowid"
     };
     let mut stmt = conn.prepare(&format!(
-        "SELECT id, key, string_value, int_value, float_value, bool_value
+        "SELECT id, key, {BOUNDED_STRING}, int_value, float_value, bool_value,
+                octet_length(string_value)
          FROM embedding_metadata_array ORDER BY {order}"
     ))?;
     let mut cursor = stmt.query([])?;
@@ -327,6 +346,10 @@ fn add_arrays(conn: &Connection, rows: &mut BTreeMap<i64, Row>) -> Result<()> {
             continue; // a row of another (non-Roampal) collection
         };
         let name: String = r.get(1)?;
+        if let Some(bytes) = r.get::<_, Option<i64>>(6)?.filter(|b| *b > VALUE_MAX_BYTES) {
+            row.oversized.push((name, bytes));
+            continue;
+        }
         let Some(v) = scalar(r, 2)? else { continue };
         match row.fields.entry(name) {
             std::collections::btree_map::Entry::Occupied(mut e) => match e.get_mut() {

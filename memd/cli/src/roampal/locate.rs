@@ -119,12 +119,14 @@ pub fn profile_dir(env: &Env, name: &str) -> Result<PathBuf> {
         return default_base(env);
     }
     let registry = config_dir(env)?.join("profiles.json");
-    let text = std::fs::read_to_string(&registry).with_context(|| {
-        format!(
-            "Roampal profile {name:?}: cannot read its registry {}",
-            registry.display()
-        )
-    })?;
+    let text = read_bounded(&registry, SMALL_FILE_MAX)
+        .and_then(|t| t.ok_or_else(|| anyhow::anyhow!("not found")))
+        .with_context(|| {
+            format!(
+                "Roampal profile {name:?}: cannot read its registry {}",
+                registry.display()
+            )
+        })?;
     let raw: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a JSON object", registry.display()))?;
     match raw.get(name) {
@@ -166,15 +168,72 @@ pub fn slug(name: &str) -> String {
     out.trim_matches('_').chars().take(30).collect()
 }
 
+/// The most read of `profiles.json` or a one-line pointer file.
+const SMALL_FILE_MAX: u64 = 1024 * 1024;
+/// The most read of `ghost_ids.json` (about 300,000 ids).
+const GHOSTS_MAX: u64 = 16 * 1024 * 1024;
+
+/// The text of a file of Roampal's, read whole but never more than `limit` bytes; `None` when
+/// it does not exist. Anything but a regular file (a FIFO would block the import, a device such
+/// as /dev/zero never ends) and anything over the limit is an error naming the file and the
+/// limit (issue 36: a `ghost_ids.json` pointing at /dev/zero grew to 2.1 GB).
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<String>> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let not_regular = || {
+        anyhow::anyhow!(
+            "{} is not a regular file (a FIFO, device or directory): not read",
+            path.display()
+        )
+    };
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    let too_big = || {
+        anyhow::anyhow!(
+            "{} is larger than the {} bytes memd reads of it: not read",
+            path.display(),
+            limit
+        )
+    };
+    if meta.len() > limit {
+        return Err(too_big());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Never blocks on a FIFO swapped in since the check above.
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options
+        .open(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(not_regular());
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit + 1), &mut bytes)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big());
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .with_context(|| format!("{} is not UTF-8 text", path.display()))
+}
+
 /// Ids Roampal removed but left in ChromaDB (`ghost_ids.json`: `{"ghost_ids": [...]}`); none
 /// when the file is absent. A file memd cannot read is an error: importing what the user
 /// removed would be worse than stopping.
 pub fn ghost_ids(dir: &Path) -> Result<std::collections::HashSet<String>> {
     let path = dir.join("ghost_ids.json");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    let Some(text) = read_bounded(&path, GHOSTS_MAX)? else {
+        return Ok(Default::default());
     };
     #[derive(serde::Deserialize)]
     struct Ghosts {
@@ -192,7 +251,7 @@ pub fn ghost_ids(dir: &Path) -> Result<std::collections::HashSet<String>> {
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {
-    let s = std::fs::read_to_string(path).ok()?;
+    let s = read_bounded(path, SMALL_FILE_MAX).ok()??;
     let s = s.trim();
     (!s.is_empty()).then(|| s.to_string())
 }

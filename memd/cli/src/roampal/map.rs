@@ -80,6 +80,20 @@ pub struct Options {
 pub fn to_record(row: &Row, opts: &Options) -> Result<Record, String> {
     let fail =
         |field: &str, why: String| format!("{} ({}): {field}: {why}", row.id, row.collection);
+    if let Some((key, bytes)) = row.oversized.first() {
+        let field = if key == "chroma:document" {
+            "document"
+        } else {
+            key
+        };
+        return Err(fail(
+            field,
+            format!(
+                "{bytes} bytes, over the {} MB a value may have: not read",
+                super::chroma::VALUE_MAX_BYTES / (1024 * 1024)
+            ),
+        ));
+    }
     let collection = collection_of(&row.collection)
         .ok_or_else(|| fail("collection", "not a Roampal collection".into()))?;
     let f = |k: &str| row.fields.get(k);

@@ -12,6 +12,7 @@ fn row(collection: &str, id: &str, fields: &[(&str, Field)]) -> Row {
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
         stored_at: None,
+        oversized: Vec::new(),
     }
 }
 

@@ -125,13 +125,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.from_roampal.clone().flatten().as_deref(),
         args.profile.as_deref(),
     )?;
-    let (store, removed_in_roampal) = read_store(&dir)?;
+    let (mut store, removed_in_roampal) = read_store(&dir)?;
     let project = match args.project {
         true => Some(current_project()?),
         false => None,
     };
-    let (mut batches, skipped) = translate(&store, project.clone());
-    refuse_unreadable(&store, &skipped, args.skip_invalid)?;
+    let (mut batches, skipped, total) = translate(&mut store, project.clone());
+    refuse_unreadable(&store, &skipped, total, args.skip_invalid)?;
     let recut_books = prepare(&mut batches);
     let cfg = Config::load(None)?;
     let client = client::connect(&cfg, true)?;
@@ -194,16 +194,21 @@ fn read_store(dir: &std::path::Path) -> Result<(chroma::Store, usize)> {
 }
 
 /// Every row as a memd record, grouped by collection; the rows that cannot be read, each
-/// with its reason.
-fn translate(store: &chroma::Store, project: Option<String>) -> (Batches, Vec<String>) {
+/// with its reason; how many rows there were. The rows are taken out of `store` and each is
+/// dropped once translated, so a large store is not held twice (issue 36: a million rows
+/// peaked at 2.5 GB).
+fn translate(store: &mut chroma::Store, project: Option<String>) -> (Batches, Vec<String>, usize) {
+    let rows = std::mem::take(&mut store.rows);
+    let total = rows.len();
     let opts = map::Options {
         project,
-        live_ids: store.rows.iter().map(|r| r.id.clone()).collect(),
+        live_ids: rows.iter().map(|r| r.id.clone()).collect(),
         now_ms: memd_engine::clock::now_ms(),
     };
     let mut batches: Batches = Vec::new();
     let mut skipped = Vec::new();
-    for row in &store.rows {
+    for row in rows {
+        let row = &row;
         match map::to_record(row, &opts) {
             Ok(rec) => match batches.iter_mut().find(|(c, _)| *c == rec.collection) {
                 Some((_, list)) => list.push(rec),
@@ -212,11 +217,16 @@ fn translate(store: &chroma::Store, project: Option<String>) -> (Batches, Vec<St
             Err(reason) => skipped.push(reason),
         }
     }
-    (batches, skipped)
+    (batches, skipped, total)
 }
 
 /// Stops before anything is sent when a memory cannot be read, unless `--skip-invalid`.
-fn refuse_unreadable(store: &chroma::Store, skipped: &[String], skip_invalid: bool) -> Result<()> {
+fn refuse_unreadable(
+    store: &chroma::Store,
+    skipped: &[String],
+    total: usize,
+    skip_invalid: bool,
+) -> Result<()> {
     if skipped.is_empty() || skip_invalid {
         return Ok(());
     }
@@ -234,7 +244,7 @@ fn refuse_unreadable(store: &chroma::Store, skipped: &[String], skip_invalid: bo
         "{} of {} memories in {} cannot be read, so nothing was imported:\n  {shown}{more}\n\
          (`--skip-invalid` imports the others and lists these)",
         skipped.len(),
-        store.rows.len(),
+        total,
         store.file.display(),
     )
 }

@@ -33,6 +33,9 @@ pub struct Summary {
     pub skipped_lines: usize,
 }
 
+/// The most read of one transcript file.
+const TRANSCRIPT_MAX: u64 = 64 * 1024 * 1024;
+
 /// The transcript files of a data directory, sorted by name.
 fn files(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir.join("mcp_sessions")) else {
@@ -63,7 +66,8 @@ pub fn handle(
     }
     let mut summary = Summary::default();
     for file in files(dir) {
-        let text = std::fs::read_to_string(&file)
+        let text = super::locate::read_bounded(&file, TRANSCRIPT_MAX)
+            .and_then(|t| t.ok_or_else(|| anyhow::anyhow!("it is gone")))
             .with_context(|| format!("cannot read the transcript {}", file.display()))?;
         let conversation = file
             .file_stem()

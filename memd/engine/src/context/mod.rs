@@ -72,7 +72,7 @@ pub async fn get_context_for(
     let turn = stages::Turn::read(core, &prompt, fallback);
     let queries = stages::encode(core, &prompt, &turn).await;
     let picked = stages::retrieve(core, &prompt, &turn, &queries).await;
-    let injection = stages::lay_out(core, &turn, picked);
+    let injection = stages::lay_out(core, &prompt, &turn, picked);
     stages::record(core, req, &prompt, turn.unscored, &injection)?;
     Ok(injection.response(turn.plan.required, turn.scoring_hints))
 }

@@ -81,6 +81,8 @@ pub struct Turn {
     pub unscored: Option<Op>,
     /// Words of the conversation's recent tool events (`[evidence] boost`).
     pub in_play: Vec<String>,
+    /// This daemon's role in the shared store: a memory it owns is not a teammate's.
+    pub own_role: Option<String>,
 }
 
 impl Turn {
@@ -123,6 +125,7 @@ impl Turn {
                     .then(|| unscored::on_prompt(core, s, conv))
                     .flatten(),
                 in_play: Vec::new(),
+                own_role: s.sync().role.clone(),
             }
         });
         if core.cfg.evidence.boost {
@@ -250,15 +253,22 @@ pub struct Injection {
 
 /// The scoring request and KNOWN CONTEXT within the token budget (a memory shown in full
 /// earlier in the conversation gets a reference line).
-pub fn lay_out(core: &Core, t: &Turn, picked: Vec<(u64, MemoryView)>) -> Injection {
-    let scoring_prompt = match t.plan.required {
-        true => format::scoring_prompt(&t.plan.ids),
-        false => String::new(),
+pub fn lay_out(core: &Core, p: &Prompt, t: &Turn, picked: Vec<(u64, MemoryView)>) -> Injection {
+    let scoring_prompt = match (t.plan.required, p.client) {
+        (false, _) => String::new(),
+        // OpenCode rebuilds its system prompt every turn: last turn's KNOWN CONTEXT is gone,
+        // so the request carries its own SCORING REFERENCE.
+        (true, Some(proto::Client::Opencode)) => format::scoring_with_reference(&t.scoring_hints),
+        (true, _) => format::scoring_prompt(&t.plan.ids),
     };
     let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
     let first_context = t.already.is_empty();
     let seen: Vec<bool> = picked.iter().map(|(k, _)| t.already.contains(k)).collect();
-    let memories: Vec<MemoryView> = picked.into_iter().map(|(_, v)| v).collect();
+    let own = t.own_role.as_deref();
+    let memories: Vec<MemoryView> = picked
+        .into_iter()
+        .map(|(_, v)| format::attributed(v, own))
+        .collect();
     let for_lines = budget::for_lines(budget, &scoring_prompt, first_context);
     let (laid, shown) = budget::lay_out(&memories, &seen, for_lines);
     let context = format::known_context(&budget::lines(&memories, &laid), first_context);

@@ -131,7 +131,7 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
 async fn score_arrives(core: &Core, conv: &str, req: &StopRequest) -> bool {
     let may_be_in_flight = match req.score_call_seen {
         Some(seen) => seen,
-        None => req.client != Some(proto::Client::Cursor),
+        None => !req.client.is_some_and(proto::Client::turn_end_after_tools),
     };
     if may_be_in_flight {
         wait_for_score(core, conv).await

@@ -54,15 +54,16 @@ pub fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// `Host` must name the loopback interface (DNS-rebinding defence). A missing Host (HTTP/1.0
-/// clients) is accepted: the socket itself is loopback-only.
-pub fn host_ok(host: Option<&str>) -> bool {
+/// `Host` must name the loopback interface or `own` (the dashboard's host name, which only this
+/// user's programs know): the DNS-rebinding defence. A missing Host (HTTP/1.0 clients) is
+/// accepted: the socket itself is loopback-only.
+pub fn host_ok(host: Option<&str>, own: &str) -> bool {
     let Some(host) = host else { return true };
-    loopback_authority(host)
+    loopback_authority(host) || host_name(host).eq_ignore_ascii_case(own)
 }
 
-/// `Origin`, when a browser sends one, must be a loopback page too (CSRF defence).
-pub fn origin_ok(origin: Option<&str>) -> bool {
+/// `Origin`, when a browser sends one, must be a loopback page or `own` too (CSRF defence).
+pub fn origin_ok(origin: Option<&str>, own: &str) -> bool {
     let Some(origin) = origin else { return true };
     let Some(rest) = origin
         .strip_prefix("http://")
@@ -70,11 +71,19 @@ pub fn origin_ok(origin: Option<&str>) -> bool {
     else {
         return false;
     };
-    loopback_authority(rest.trim_end_matches('/'))
+    host_ok(Some(rest.trim_end_matches('/')), own)
 }
 
 fn loopback_authority(authority: &str) -> bool {
-    let host = if let Some(v6) = authority.strip_prefix('[') {
+    matches!(
+        host_name(authority).to_ascii_lowercase().as_str(),
+        "127.0.0.1" | "localhost" | "::1"
+    )
+}
+
+/// The host part of an authority (`name:port`, `[v6]:port` or a bare name).
+pub fn host_name(authority: &str) -> &str {
+    if let Some(v6) = authority.strip_prefix('[') {
         v6.split(']').next().unwrap_or("")
     } else {
         authority.rsplit_once(':').map_or(authority, |(h, port)| {
@@ -84,11 +93,7 @@ fn loopback_authority(authority: &str) -> bool {
                 authority
             }
         })
-    };
-    matches!(
-        host.to_ascii_lowercase().as_str(),
-        "127.0.0.1" | "localhost" | "::1"
-    )
+    }
 }
 
 #[cfg(test)]
@@ -124,20 +129,30 @@ mod tests {
 
     #[test]
     fn host_and_origin() {
-        for ok in ["127.0.0.1:47111", "localhost", "LOCALHOST:1", "[::1]:47111"] {
-            assert!(host_ok(Some(ok)), "{ok}");
+        let own = "memd-0123.localhost";
+        for ok in [
+            "127.0.0.1:47111",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:47111",
+            "memd-0123.localhost:47111",
+        ] {
+            assert!(host_ok(Some(ok), own), "{ok}");
         }
         for bad in [
             "evil.com",
             "evil.com:47111",
             "127.0.0.1.evil.com",
             "10.0.0.1:47111",
+            "evil.localhost:47111",
+            "memd-0123.localhost.evil.com",
         ] {
-            assert!(!host_ok(Some(bad)), "{bad}");
+            assert!(!host_ok(Some(bad), own), "{bad}");
         }
-        assert!(origin_ok(None));
-        assert!(origin_ok(Some("http://localhost:3000")));
-        assert!(!origin_ok(Some("https://evil.com")));
-        assert!(!origin_ok(Some("null")));
+        assert!(origin_ok(None, own));
+        assert!(origin_ok(Some("http://localhost:3000"), own));
+        assert!(origin_ok(Some("http://memd-0123.localhost:47111"), own));
+        assert!(!origin_ok(Some("https://evil.com"), own));
+        assert!(!origin_ok(Some("null"), own));
     }
 }

@@ -319,12 +319,21 @@ fn spawn_connection(stream: TcpStream, app: Router, conns: Arc<Conns>, idle: Dur
     });
 }
 
+/// The address a connection reached memd at (its local end), on every request it carries: the
+/// identity proof is bound to it (`memd_client::proof`).
+#[derive(Debug, Clone, Copy)]
+pub struct Reached(pub std::net::SocketAddr);
+
 async fn serve_connection(stream: TcpStream, app: Router, conn: Arc<Conn>, idle: Duration) {
     let tracked = conn.clone();
+    let reached = stream.local_addr().ok().map(Reached);
     let svc = service_fn(move |req: hyper::Request<Incoming>| {
         let busy = tracked.begin();
         let mut app = app.clone();
-        let req = req.map(|b| axum::body::Body::new(StallLimited::new(b, idle)));
+        let mut req = req.map(|b| axum::body::Body::new(StallLimited::new(b, idle)));
+        if let Some(reached) = reached {
+            req.extensions_mut().insert(reached);
+        }
         async move {
             let resp = app.call(req).await?;
             Ok::<_, Infallible>(resp.map(|b| {

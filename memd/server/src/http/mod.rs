@@ -32,6 +32,13 @@ pub struct Server {
     pub ui: crate::ui::session::Sessions,
 }
 
+impl Server {
+    /// The dashboard's own host name (`memd_client::proof::dashboard_host`).
+    pub fn dashboard_host(&self) -> String {
+        memd_client::proof::dashboard_host(&self.token)
+    }
+}
+
 /// Serves until `shutdown` fires, then lets in-flight requests finish (idle connections close,
 /// busy ones complete their request first). See [`listener`] for the connection cap and the
 /// read timeouts.

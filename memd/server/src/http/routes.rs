@@ -46,9 +46,10 @@ fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
             get_op(
                 memd_client::proof::HELLO_PATH,
                 "hello",
-                "Proof that this is the user's memd: HMAC-SHA256 of `memd-hello:<nonce>` keyed \
-                 with the token, for a client's fresh 32-hex-digit `nonce` (no authentication; \
-                 clients send nothing else until it checks out).",
+                "Proof that this is the user's memd: HMAC-SHA256 of `memd-hello:<nonce>:<address>` \
+                 keyed with the token, for a client's fresh 32-hex-digit `nonce` and the address \
+                 the connection reached (`127.0.0.1:<port>`; no authentication; clients send \
+                 nothing else on a connection until it checks out).",
                 json::<HelloResponse>(),
                 true,
             ),
@@ -357,9 +358,10 @@ fn refusal(server: &Server, req: &Request, path: &str) -> Option<(u16, &'static 
     // An absolute request target (`GET http://evil.example/…`) names an authority of its own;
     // it must be loopback as well as `Host` (hyper serves HTTP/1.1 only: no `:authority`).
     let target = req.uri().authority().map(|a| a.as_str());
-    if !super::guard::host_ok(header(header::HOST))
-        || !super::guard::host_ok(target)
-        || !super::guard::origin_ok(header(header::ORIGIN))
+    let own = server.dashboard_host();
+    if !super::guard::host_ok(header(header::HOST), &own)
+        || !super::guard::host_ok(target, &own)
+        || !super::guard::origin_ok(header(header::ORIGIN), &own)
     {
         return Some((403, "forbidden: memd only answers loopback clients"));
     }
@@ -391,7 +393,11 @@ async fn health(State(s): App) -> Response {
     json_response(200, &s.core.health())
 }
 
-async fn hello(State(s): App, RawQuery(query): RawQuery) -> Response {
+async fn hello(
+    State(s): App,
+    reached: Option<axum::Extension<super::listener::Reached>>,
+    RawQuery(query): RawQuery,
+) -> Response {
     let nonce = query
         .as_deref()
         .unwrap_or_default()
@@ -407,7 +413,12 @@ async fn hello(State(s): App, RawQuery(query): RawQuery) -> Response {
             ),
         ));
     }
-    let proof = memd_client::proof::daemon_proof(&s.token, nonce);
+    // Without the connection's address (a request that did not come through the listener)
+    // there is nothing to bind the proof to, so none is given.
+    let Some(axum::Extension(super::listener::Reached(reached))) = reached else {
+        return error_response(&ApiError::internal("no connection address for the proof"));
+    };
+    let proof = memd_client::proof::daemon_proof(&s.token, nonce, &reached);
     json_response(200, &HelloResponse { proof })
 }
 
@@ -489,11 +500,9 @@ async fn delete_memory(
 
 async fn ui_login_link(
     State(s): App,
-    headers: axum::http::HeaderMap,
     ApiJson(_): ApiJson<UiLoginLinkRequest, BODY_MAX_BYTES>,
 ) -> Response {
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    json_response(200, &crate::ui::login_link(&s, host))
+    json_response(200, &crate::ui::login_link(&s))
 }
 
 async fn sidecar_report(

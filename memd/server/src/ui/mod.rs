@@ -1,7 +1,8 @@
 //! The dashboard: server-rendered HTML under `/ui` on the daemon's loopback port.
 //!
 //! Owns the `/ui` routes, who may see them (a session cookie from a one-time login link, see
-//! `session`) and the checks every state-changing request passes: the session, an `Origin`
+//! `session`, valid only under the dashboard's own host name `memd-<mac>.localhost`, so no other
+//! local program's pages are sent it or can replace it) and the checks every state-changing request passes: the session, an `Origin`
 //! that is exactly this daemon's, and the session's CSRF token. Pages: `memories` (list, one
 //! memory, its actions), `activity` (conversations, health), `books`; `layout` is the frame and
 //! `chart` the SVG charts; `assets` are embedded (no CDN: the page works offline).
@@ -64,7 +65,12 @@ struct LoginQuery {
     code: String,
 }
 
-async fn login(State(s): App, Query(q): Query<LoginQuery>) -> Response {
+async fn login(State(s): App, headers: HeaderMap, Query(q): Query<LoginQuery>) -> Response {
+    // A cookie set for `127.0.0.1` would reach every program serving pages there: sessions
+    // start only under the dashboard's own host name, before the code is spent.
+    if !at_dashboard_host(&headers, &s) {
+        return elsewhere();
+    }
     let Some(session) = s.ui.redeem(&q.code) else {
         return layout::refusal(
             StatusCode::FORBIDDEN,
@@ -103,18 +109,41 @@ impl FromRequestParts<Arc<Server>> for Viewer {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, s: &Arc<Server>) -> Result<Viewer, Response> {
-        let session = session_cookie(&parts.headers, s.core.cfg.port).unwrap_or_default();
-        match s.ui.touch(&session) {
-            Some(csrf) => Ok(Viewer { session, csrf }),
-            None => Err(layout::refusal(
+        if !at_dashboard_host(&parts.headers, s) {
+            return Err(elsewhere());
+        }
+        // Every cookie of the session's name counts, not only the first: a cookie another page
+        // managed to set beside ours must not log the user out (cookie tossing).
+        let found = session_cookies(&parts.headers, s.core.cfg.port)
+            .find_map(|session| s.ui.touch(&session).map(|csrf| Viewer { session, csrf }));
+        found.ok_or_else(|| {
+            layout::refusal(
                 StatusCode::UNAUTHORIZED,
                 "Not logged in. Run `memd ui` (or `memd ui --print-url`) to open the dashboard.",
-            )),
-        }
+            )
+        })
     }
 }
 
-fn session_cookie(headers: &HeaderMap, port: u16) -> Option<String> {
+/// Whether the request reached the dashboard under its own host name (any port: a forwarded
+/// port keeps the name).
+fn at_dashboard_host(headers: &HeaderMap, s: &Server) -> bool {
+    headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|h| crate::http::guard::host_name(h).eq_ignore_ascii_case(&s.dashboard_host()))
+}
+
+/// The answer for `/ui` under any other name: no session lives there.
+fn elsewhere() -> Response {
+    layout::refusal(
+        StatusCode::UNAUTHORIZED,
+        "Not logged in: the dashboard lives at the address `memd ui` opens. Run `memd ui` (or \
+         `memd ui --print-url`).",
+    )
+}
+
+fn session_cookies(headers: &HeaderMap, port: u16) -> impl Iterator<Item = String> + '_ {
     let name = session::cookie_name(port);
     headers
         .get_all(header::COOKIE)
@@ -122,8 +151,9 @@ fn session_cookie(headers: &HeaderMap, port: u16) -> Option<String> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(n, _)| *n == name)
+        .filter(move |(n, _)| *n == name)
         .map(|(_, value)| value.to_string())
+        .take(16)
 }
 
 /// A state-changing request that passed every check, with its form fields decoded into `T`:
@@ -215,12 +245,12 @@ fn same_origin(headers: &HeaderMap) -> Result<(), Response> {
 }
 
 /// Mints a login link for `POST /api/ui/login-link` (bearer-authenticated like the rest of
-/// the API). `host` is how the caller reached the daemon (already checked to be loopback).
-pub fn login_link(s: &Server, host: Option<&str>) -> proto::UiLoginLinkResponse {
+/// the API), under the dashboard's own host name.
+pub fn login_link(s: &Server) -> proto::UiLoginLinkResponse {
     let port = s.core.cfg.port;
-    let authority = host.map_or_else(|| format!("127.0.0.1:{port}"), str::to_string);
+    let host = s.dashboard_host();
     proto::UiLoginLinkResponse {
-        url: format!("http://{authority}/ui/login?code={}", s.ui.mint_code()),
+        url: format!("http://{host}:{port}/ui/login?code={}", s.ui.mint_code()),
         expires_in_secs: s.ui.code_ttl().as_secs(),
     }
 }

@@ -179,6 +179,11 @@ pub struct Client {
 }
 
 impl Client {
+    /// The daemon's API token (the dashboard's host name is derived from it).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
     pub fn new(port: u16, token: String) -> Client {
         Client {
             agent: Client::agent(Duration::from_secs(300)),

@@ -99,7 +99,7 @@ impl Bench {
         d.wait_embedded(SETTLE_LIMIT)?;
         let n = d.memory_count()?;
         let cookie = self.ui_login(&inst, &d)?;
-        let browser = Browser::new(d.client.port, cookie);
+        let browser = Browser::new(d.client.port, self.ui_host(&d)?, cookie);
 
         let ledger_short = format!(
             "ledger {} lines, {:.1} MiB: {} real (from {} hook turns through the API), {} \
@@ -218,6 +218,15 @@ impl Bench {
 
     /// Logs in as `memd ui --print-url` tells a user to: the one-time link, answered with a
     /// redirect that sets the session cookie; returns the cookie's value.
+    /// `memd-<mac>.localhost:<port>`: where the daemon serves its dashboard.
+    fn ui_host(&self, d: &Daemon) -> Result<String> {
+        Ok(format!(
+            "{}:{}",
+            memd_client::proof::dashboard_host(d.client.token()),
+            d.client.port
+        ))
+    }
+
     fn ui_login(&self, inst: &Instance, d: &Daemon) -> Result<String> {
         let mut cmd = std::process::Command::new(&self.memd);
         cmd.args(["ui", "--print-url"]);
@@ -238,12 +247,16 @@ impl Bench {
             .map(str::trim)
             .find(|l| l.starts_with("http://"))
             .ok_or_else(|| anyhow!("memd ui --print-url printed no link: {stdout}"))?;
-        let expected = format!("http://127.0.0.1:{}/ui/login?code=", d.client.port);
-        if !url.starts_with(&expected) {
+        let host = self.ui_host(d)?;
+        let expected = format!("http://{host}/ui/login?code=");
+        let Some(path) = url.strip_prefix(&format!("http://{host}")) else {
             bail!("login link {url:?} is not for this daemon ({expected}...)");
-        }
+        };
+        // To 127.0.0.1, naming the dashboard's host (the system resolver may not know
+        // `.localhost`; browsers do).
         let r = browser_agent()
-            .get(url)
+            .get(format!("http://127.0.0.1:{}{path}", d.client.port))
+            .header("host", &host)
             .call()
             .context("GET the login link")?;
         let status = r.status().as_u16();
@@ -517,14 +530,17 @@ fn cycle(items: &[Get], n: usize) -> Vec<Get> {
 struct Browser {
     agent: ureq::Agent,
     port: u16,
+    /// The dashboard's host (sent as `Host`; the connection goes to 127.0.0.1).
+    host: String,
     cookie: String,
 }
 
 impl Browser {
-    fn new(port: u16, cookie: String) -> Browser {
+    fn new(port: u16, host: String, cookie: String) -> Browser {
         Browser {
             agent: browser_agent(),
             port,
+            host,
             cookie,
         }
     }
@@ -534,6 +550,7 @@ impl Browser {
         let mut req = self
             .agent
             .get(&format!("http://127.0.0.1:{}{}", self.port, g.path))
+            .header("host", &self.host)
             .header("cookie", &self.cookie)
             .header("accept", "text/html");
         if let Some(q) = &g.q {
