@@ -21,7 +21,8 @@ pub const SPAWN_COOLDOWN: Duration = Duration::from_secs(10);
 /// still starting), keep looking for whichever daemon answers this long before giving up.
 const EXITED_GRACE: Duration = Duration::from_secs(3);
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
-const MEMD_EXE: &str = "memd";
+/// `memd`, `memd.exe` on Windows.
+const MEMD_EXE: &str = if cfg!(windows) { "memd.exe" } else { "memd" };
 
 /// What an attempt to start memd did.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,16 +90,9 @@ pub fn started_recently(stamp: &Path, now: SystemTime) -> bool {
 
 /// Creates `dir` (and missing parents) readable by this user only, as the daemon would: a
 /// directory made with the umask's permissions could be group-writable, and memd refuses to
-/// start in one.
+/// start in one. (Windows: see [`proto::paths::create_private_dir`].)
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
+    proto::paths::create_private_dir(dir)
 }
 
 /// The daemon's log grows while it runs (it writes there itself when started by a client);
@@ -132,6 +126,15 @@ pub fn spawn_detached(exe: &Path, location: &Location) -> std::io::Result<Child>
         use std::os::unix::process::CommandExt;
         // Its own process group: a Ctrl-C or group kill aimed at the caller does not reach memd.
         command.process_group(0);
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::process::CommandExt;
+        // The same on Windows: its own process group (no Ctrl-C from the caller's console) and
+        // no console of its own. Not exercised yet: memd itself does not build for Windows.
+        const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+        const DETACHED_PROCESS: u32 = 0x0000_0008;
+        command.creation_flags(CREATE_NEW_PROCESS_GROUP | DETACHED_PROCESS);
     }
     command.spawn()
 }
@@ -209,6 +212,7 @@ fn is_executable(path: &Path) -> bool {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     #[test]
     fn a_directory_made_for_the_stamp_is_private() {
         use std::os::unix::fs::PermissionsExt;

@@ -2,7 +2,8 @@
 //!
 //! Fields: `ts`, `hook`, `event`, `kind`, `message`. The file is rotated to `hooks.log.1` once it
 //! reaches 1 MiB. A hook may run before memd ever did, so the data dir and `logs/` it creates
-//! are 0700 and the log 0600, as the daemon makes them. This module must never record prompt or
+//! are 0700 and the log 0600, as the daemon makes them (Windows: no mode bits; they inherit the
+//! data dir's ACL, see `proto::paths::create_private_dir`). This module must never record prompt or
 //! response text (callers pass only error descriptions), and a failure to log is itself
 //! ignored: logging never fails a hook.
 

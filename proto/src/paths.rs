@@ -2,12 +2,18 @@
 //!
 //! Resolution order, the same for the daemon, the CLI, the hooks and the MCP bridge
 //! ([`resolve`]; the daemon passes its own strict parse of config.toml to [`resolve_with`]):
-//! - data dir: `MEMD_DATA_DIR`, else `data_dir` in config.toml, else `$XDG_DATA_HOME/memd`
-//!   (`memd-dev` with `MEMD_DEV=1`), else `~/.local/share/memd` (macOS:
-//!   `~/Library/Application Support/memd`);
+//! - data dir: `MEMD_DATA_DIR`, else `data_dir` in config.toml, else the platform default
+//!   ([`default_data_dir_with`]): `$XDG_DATA_HOME/memd`, else `~/.local/share/memd` (macOS:
+//!   `~/Library/Application Support/memd`; Windows: `%LOCALAPPDATA%\memd`), `memd-dev` with
+//!   `MEMD_DEV=1`;
+//! - config dir: `MEMD_CONFIG_DIR`, else `$XDG_CONFIG_HOME/memd`, else `~/.config/memd`
+//!   (Windows: `%APPDATA%\memd`);
 //! - port: `MEMD_PORT`, else `port` in config.toml, else 47111 (47112 with `MEMD_DEV=1`).
 //!
 //! The daemon writes `daemon.json` (port, pid) and `token` into the data dir; clients read them.
+//! The platform rules are pure functions of an [`Os`] and an environment lookup, so every
+//! platform's rule is unit-tested on any host. Must never create anything except through
+//! [`create_private_dir`].
 
 use crate::settings::{self, Settings};
 use std::path::PathBuf;
@@ -24,6 +30,11 @@ pub const AUTH_HEADER: &str = "authorization";
 /// Creates `dir` and its missing parents 0700 from the start (whoever runs first, a hook, the
 /// CLI or the daemon): made with the umask's 0755 and narrowed later, the data dir would be
 /// readable by others for a while.
+///
+/// Windows has no mode bits; a new directory inherits its parent's ACL. Under the default
+/// `%LOCALAPPDATA%` that is the user's profile ACL (the user, SYSTEM and Administrators only),
+/// the same guarantee; a `MEMD_DATA_DIR` elsewhere gets whatever its parent grants (documented
+/// in the README; setting an explicit ACL is not done yet).
 pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
@@ -35,16 +46,78 @@ pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
+/// The platform whose conventions apply; [`Os::CURRENT`] outside tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Os {
+    /// Linux and the other Unixes: the XDG base directories.
+    Unix,
+    MacOs,
+    Windows,
+}
+
+impl Os {
+    pub const CURRENT: Os = if cfg!(windows) {
+        Os::Windows
+    } else if cfg!(target_os = "macos") {
+        Os::MacOs
+    } else {
+        Os::Unix
+    };
+}
+
+/// The process environment as the lookup the `*_with` functions take.
+pub fn process_env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
+}
+
 fn env_nonempty(key: &str) -> Option<String> {
-    std::env::var(key).ok().filter(|v| !v.trim().is_empty())
+    nonempty(process_env, key)
+}
+
+/// `lookup(key)` unless it is unset or blank (blank variables count as unset everywhere).
+fn nonempty(lookup: impl Fn(&str) -> Option<String>, key: &str) -> Option<String> {
+    lookup(key).filter(|v| !v.trim().is_empty())
 }
 
 pub fn dev_mode() -> bool {
-    env_nonempty("MEMD_DEV").is_some_and(|v| v != "0")
+    dev_mode_with(process_env)
+}
+
+fn dev_mode_with(lookup: impl Fn(&str) -> Option<String>) -> bool {
+    nonempty(lookup, "MEMD_DEV").is_some_and(|v| v != "0")
+}
+
+fn app_name(lookup: impl Fn(&str) -> Option<String>) -> &'static str {
+    if dev_mode_with(lookup) {
+        "memd-dev"
+    } else {
+        "memd"
+    }
 }
 
 fn home() -> Option<PathBuf> {
-    env_nonempty("HOME").map(PathBuf::from)
+    home_with(Os::CURRENT, process_env)
+}
+
+/// `HOME`; on Windows, where it is usually unset, `USERPROFILE` after it.
+fn home_with(os: Os, lookup: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let home = nonempty(&lookup, "HOME");
+    let home = match os {
+        Os::Windows => home.or_else(|| nonempty(&lookup, "USERPROFILE")),
+        Os::Unix | Os::MacOs => home,
+    };
+    home.map(PathBuf::from)
+}
+
+/// A Windows known folder from its variable, else its place under the user profile.
+fn windows_folder(
+    lookup: impl Fn(&str) -> Option<String>,
+    var: &str,
+    under_profile: &str,
+) -> Option<PathBuf> {
+    nonempty(&lookup, var)
+        .map(PathBuf::from)
+        .or_else(|| Some(home_with(Os::Windows, &lookup)?.join(under_profile)))
 }
 
 /// Where this user's memd lives, resolved from the environment and config.toml.
@@ -111,8 +184,13 @@ fn data_dir_from(configured: Option<PathBuf>) -> Result<PathBuf, String> {
         (Some(d), _) => (PathBuf::from(d), "MEMD_DATA_DIR"),
         (None, Some(d)) => (expand_home(d), "data_dir in config.toml"),
         (None, None) => {
-            return default_data_dir()
-                .ok_or_else(|| "cannot find a data directory: set HOME or MEMD_DATA_DIR".into());
+            return default_data_dir().ok_or_else(|| {
+                let base = match Os::CURRENT {
+                    Os::Windows => "LOCALAPPDATA",
+                    Os::Unix | Os::MacOs => "HOME",
+                };
+                format!("cannot find a data directory: set {base} or MEMD_DATA_DIR")
+            });
         }
     };
     if dir.is_absolute() {
@@ -134,12 +212,22 @@ fn expand_home(path: PathBuf) -> PathBuf {
 
 /// The data directory when neither `MEMD_DATA_DIR` nor config.toml names one.
 pub fn default_data_dir() -> Option<PathBuf> {
-    let name = if dev_mode() { "memd-dev" } else { "memd" };
-    if let Some(x) = env_nonempty("XDG_DATA_HOME") {
+    default_data_dir_with(Os::CURRENT, process_env)
+}
+
+/// [`default_data_dir`] for `os` and the environment `lookup`. Windows keeps the data (store,
+/// token, logs) in the machine-local `%LOCALAPPDATA%`, never the roaming profile: the store is
+/// large and the token must not travel to other machines.
+pub fn default_data_dir_with(os: Os, lookup: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let name = app_name(&lookup);
+    if os == Os::Windows {
+        return Some(windows_folder(&lookup, "LOCALAPPDATA", r"AppData\Local")?.join(name));
+    }
+    if let Some(x) = nonempty(&lookup, "XDG_DATA_HOME") {
         return Some(PathBuf::from(x).join(name));
     }
-    let home = home()?;
-    if cfg!(target_os = "macos") {
+    let home = home_with(os, &lookup)?;
+    if os == Os::MacOs {
         Some(home.join("Library/Application Support").join(name))
     } else {
         Some(home.join(".local/share").join(name))
@@ -147,11 +235,21 @@ pub fn default_data_dir() -> Option<PathBuf> {
 }
 
 /// memd's cache (models, runtimes, test servers: everything re-creatable by the install
-/// scripts): `${XDG_CACHE_HOME:-~/.cache}/memd`. `lookup` reads the environment (a parameter so
-/// the rule can be tested without mutating it); empty variables count as unset, as in the
-/// install scripts.
+/// scripts): `${XDG_CACHE_HOME:-~/.cache}/memd` (Windows: `%LOCALAPPDATA%\memd\cache`).
+/// `lookup` reads the environment (a parameter so the rule can be tested without mutating it);
+/// empty variables count as unset, as in the install scripts.
 pub fn cache_dir_with(lookup: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    cache_dir_for(Os::CURRENT, lookup)
+}
+
+/// [`cache_dir_with`] for `os`.
+pub fn cache_dir_for(os: Os, lookup: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
     let var = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if os == Os::Windows
+        && let Some(local) = var("LOCALAPPDATA")
+    {
+        return local.join("memd").join("cache");
+    }
     var("XDG_CACHE_HOME")
         .or_else(|| var("HOME").map(|home| home.join(".cache")))
         .unwrap_or_else(|| PathBuf::from(".cache"))
@@ -163,16 +261,26 @@ pub fn cache_dir() -> PathBuf {
     cache_dir_with(|name| std::env::var_os(name))
 }
 
-/// The config directory: `MEMD_CONFIG_DIR`, else `$XDG_CONFIG_HOME/memd`, else `~/.config/memd`.
+/// The config directory: `MEMD_CONFIG_DIR`, else `$XDG_CONFIG_HOME/memd`, else `~/.config/memd`
+/// (Windows: `%APPDATA%\memd`).
 pub fn config_dir() -> Option<PathBuf> {
-    if let Some(d) = env_nonempty("MEMD_CONFIG_DIR") {
+    config_dir_with(Os::CURRENT, process_env)
+}
+
+/// [`config_dir`] for `os` and the environment `lookup`. Windows keeps config.toml in the
+/// roaming `%APPDATA%`, where settings belong (it holds no secret: the token is data).
+pub fn config_dir_with(os: Os, lookup: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(d) = nonempty(&lookup, "MEMD_CONFIG_DIR") {
         return Some(PathBuf::from(d));
     }
-    let name = if dev_mode() { "memd-dev" } else { "memd" };
-    if let Some(x) = env_nonempty("XDG_CONFIG_HOME") {
+    let name = app_name(&lookup);
+    if os == Os::Windows {
+        return Some(windows_folder(&lookup, "APPDATA", r"AppData\Roaming")?.join(name));
+    }
+    if let Some(x) = nonempty(&lookup, "XDG_CONFIG_HOME") {
         return Some(PathBuf::from(x).join(name));
     }
-    Some(home()?.join(".config").join(name))
+    Some(home_with(os, &lookup)?.join(".config").join(name))
 }
 
 /// Log directory (hook log, daemon log): `<data dir>/logs`. Tolerant on purpose: a bad
@@ -241,16 +349,128 @@ mod tests {
             }
         };
         let both = vec![("HOME", "/home/u"), ("XDG_CACHE_HOME", "/xdg")];
-        assert_eq!(cache_dir_with(env(both)), PathBuf::from("/xdg/memd"));
+        assert_eq!(
+            cache_dir_for(Os::Unix, env(both)),
+            PathBuf::from("/xdg/memd")
+        );
         let empty_xdg = vec![("HOME", "/home/u"), ("XDG_CACHE_HOME", "")];
         assert_eq!(
-            cache_dir_with(env(empty_xdg)),
+            cache_dir_for(Os::Unix, env(empty_xdg)),
             PathBuf::from("/home/u/.cache/memd")
         );
-        assert_eq!(cache_dir_with(env(vec![])), PathBuf::from(".cache/memd"));
+        assert_eq!(
+            cache_dir_for(Os::Unix, env(vec![])),
+            PathBuf::from(".cache/memd")
+        );
     }
 
     use super::*;
+
+    /// An environment lookup over fixed pairs (the process environment is never touched).
+    fn env_of(pairs: &[(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs = pairs.to_vec();
+        move |k: &str| {
+            let found = pairs.iter().find(|(n, _)| *n == k);
+            found.map(|(_, v)| v.to_string())
+        }
+    }
+
+    const WINDOWS_ENV: &[(&str, &str)] = &[
+        ("USERPROFILE", r"C:\Users\Ada Lovelace"),
+        ("LOCALAPPDATA", r"C:\Users\Ada Lovelace\AppData\Local"),
+        ("APPDATA", r"C:\Users\Ada Lovelace\AppData\Roaming"),
+        // Set by Git Bash / MSYS shells; Windows conventions still win.
+        ("XDG_DATA_HOME", "/home/ada/.local/share"),
+        ("XDG_CONFIG_HOME", "/home/ada/.config"),
+    ];
+
+    #[test]
+    fn windows_data_is_local_and_config_is_roaming() {
+        let env = env_of(WINDOWS_ENV);
+        assert_eq!(
+            default_data_dir_with(Os::Windows, &env).unwrap(),
+            PathBuf::from(r"C:\Users\Ada Lovelace\AppData\Local").join("memd")
+        );
+        assert_eq!(
+            config_dir_with(Os::Windows, &env).unwrap(),
+            PathBuf::from(r"C:\Users\Ada Lovelace\AppData\Roaming").join("memd")
+        );
+        assert_eq!(
+            cache_dir_for(Os::Windows, |k: &str| env(k).map(Into::into)),
+            PathBuf::from(r"C:\Users\Ada Lovelace\AppData\Local")
+                .join("memd")
+                .join("cache")
+        );
+    }
+
+    #[test]
+    fn windows_falls_back_to_the_profile_and_honours_dev_and_overrides() {
+        let profile_only = env_of(&[("USERPROFILE", r"C:\Users\ada"), ("LOCALAPPDATA", " ")]);
+        let home = PathBuf::from(r"C:\Users\ada");
+        assert_eq!(
+            default_data_dir_with(Os::Windows, &profile_only).unwrap(),
+            home.join(r"AppData\Local").join("memd")
+        );
+        assert_eq!(
+            config_dir_with(Os::Windows, &profile_only).unwrap(),
+            home.join(r"AppData\Roaming").join("memd")
+        );
+        let dev = env_of(&[
+            ("LOCALAPPDATA", r"C:\L"),
+            ("APPDATA", r"C:\R"),
+            ("MEMD_DEV", "1"),
+        ]);
+        assert!(
+            default_data_dir_with(Os::Windows, &dev)
+                .unwrap()
+                .ends_with("memd-dev")
+        );
+        assert!(
+            config_dir_with(Os::Windows, &dev)
+                .unwrap()
+                .ends_with("memd-dev")
+        );
+        let chosen = env_of(&[("APPDATA", r"C:\R"), ("MEMD_CONFIG_DIR", r"D:\cfg")]);
+        assert_eq!(
+            config_dir_with(Os::Windows, &chosen).unwrap(),
+            PathBuf::from(r"D:\cfg")
+        );
+        assert_eq!(default_data_dir_with(Os::Windows, env_of(&[])), None);
+        assert_eq!(config_dir_with(Os::Windows, env_of(&[])), None);
+    }
+
+    #[test]
+    fn unix_and_macos_keep_the_xdg_and_home_rules() {
+        let home_only = env_of(&[("HOME", "/home/ada"), ("LOCALAPPDATA", r"C:\L")]);
+        assert_eq!(
+            default_data_dir_with(Os::Unix, &home_only).unwrap(),
+            PathBuf::from("/home/ada/.local/share/memd")
+        );
+        assert_eq!(
+            default_data_dir_with(Os::MacOs, &home_only).unwrap(),
+            PathBuf::from("/home/ada/Library/Application Support/memd")
+        );
+        assert_eq!(
+            config_dir_with(Os::Unix, &home_only).unwrap(),
+            PathBuf::from("/home/ada/.config/memd")
+        );
+        let xdg = env_of(&[
+            ("HOME", "/h"),
+            ("XDG_DATA_HOME", "/x/d"),
+            ("XDG_CONFIG_HOME", "/x/c"),
+        ]);
+        assert_eq!(
+            default_data_dir_with(Os::Unix, &xdg).unwrap(),
+            PathBuf::from("/x/d/memd")
+        );
+        assert_eq!(
+            config_dir_with(Os::Unix, &xdg).unwrap(),
+            PathBuf::from("/x/c/memd")
+        );
+        // USERPROFILE is a Windows convention only.
+        let profile = env_of(&[("USERPROFILE", "/p")]);
+        assert_eq!(default_data_dir_with(Os::Unix, &profile), None);
+    }
 
     #[test]
     fn header_dirs_round_trip() {
