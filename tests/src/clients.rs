@@ -45,6 +45,23 @@ pub const CODEX: ClientSpec = ClientSpec {
 pub const ALPHA_FACT: &str =
     "The alpha service deploys with `make ship-alpha` from the main branch.";
 pub const BETA_FACT: &str = "The beta service deploys with `make ship-beta` on Fridays only.";
+
+/// What the model was sent (`where_` names the part, for the message) carries memd's KNOWN
+/// CONTEXT with the alpha project's fact and not the beta project's.
+pub fn assert_only_this_projects_context(text: &str, where_: &str) {
+    assert!(
+        text.contains("KNOWN CONTEXT"),
+        "no memd context in {where_}: {text}"
+    );
+    assert!(
+        text.contains("make ship-alpha"),
+        "this project's fact missing from {where_}"
+    );
+    assert!(
+        !text.contains("make ship-beta"),
+        "the other project's fact leaked into {where_}"
+    );
+}
 /// The prompt every client scenario starts with: a question the alpha fact answers, and a
 /// command the guard must refuse.
 pub const FIRST_PROMPT: &str =

@@ -9,7 +9,9 @@
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
-use tests::clients::{CLAUDE_CODE, FIRST_PROMPT, SECOND_PROMPT, Sandbox};
+use tests::clients::{
+    CLAUDE_CODE, FIRST_PROMPT, SECOND_PROMPT, Sandbox, assert_only_this_projects_context,
+};
 use tests::fake_model::agent::score_ids;
 use tests::fake_model::anthropic::Messages;
 
@@ -98,15 +100,7 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
     s.model.dump_if_asked("claude turn 1");
     let sent = s.model.requests_to("/v1/messages");
     let text = sent.first().expect("the model was called").text();
-    assert!(text.contains("KNOWN CONTEXT"), "no memd context in {text}");
-    assert!(
-        text.contains("make ship-alpha"),
-        "this project's fact missing"
-    );
-    assert!(
-        !text.contains("make ship-beta"),
-        "the other project's fact leaked"
-    );
+    assert_only_this_projects_context(&text, "the first request");
     assert_eq!(
         score_ids(&text),
         None,

@@ -10,7 +10,9 @@
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
-use tests::clients::{FIRST_PROMPT, GEMINI, SECOND_PROMPT, Sandbox};
+use tests::clients::{
+    FIRST_PROMPT, GEMINI, SECOND_PROMPT, Sandbox, assert_only_this_projects_context,
+};
 use tests::fake_model::agent::score_ids;
 use tests::fake_model::gemini::Gemini;
 
@@ -99,18 +101,7 @@ fn gemini_gets_this_projects_context_and_is_guarded() {
         .collect();
     let first = agent.first().expect("the model was called");
     let user_text = first.body["contents"].to_string();
-    assert!(
-        user_text.contains("KNOWN CONTEXT"),
-        "no memd context in {user_text}"
-    );
-    assert!(
-        user_text.contains("make ship-alpha"),
-        "this project's fact missing"
-    );
-    assert!(
-        !user_text.contains("make ship-beta"),
-        "the other project's fact leaked"
-    );
+    assert_only_this_projects_context(&user_text, "the first request");
     assert_eq!(score_ids(&user_text), None);
     let memd_tools: usize = first.body["tools"]
         .as_array()

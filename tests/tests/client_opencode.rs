@@ -10,7 +10,9 @@
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tests::clients::{FIRST_PROMPT, OPENCODE, SECOND_PROMPT, Sandbox};
+use tests::clients::{
+    FIRST_PROMPT, OPENCODE, SECOND_PROMPT, Sandbox, assert_only_this_projects_context,
+};
 use tests::fake_model::Request;
 use tests::fake_model::agent::score_ids;
 use tests::fake_model::chat_completions::ChatCompletions;
@@ -119,18 +121,7 @@ fn opencode_gets_context_in_the_system_prompt_is_guarded_and_scores() {
     let first = sent.first().expect("the model was called");
     let system = text_of(&messages_of(first, "system"));
     let user = text_of(&messages_of(first, "user"));
-    assert!(
-        system.contains("KNOWN CONTEXT"),
-        "no memd context in the system prompt"
-    );
-    assert!(
-        system.contains("make ship-alpha"),
-        "this project's fact missing"
-    );
-    assert!(
-        !system.contains("make ship-beta"),
-        "the other project's fact leaked"
-    );
+    assert_only_this_projects_context(&system, "the system prompt");
     assert!(
         !user.contains("KNOWN CONTEXT") && !user.contains("ship-alpha"),
         "memd wrote into the user's message: {user}"

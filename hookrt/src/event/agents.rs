@@ -152,17 +152,10 @@ pub(super) fn vscode_event(input: RawInput) -> Event {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::fixture;
     use super::super::{Event, parse_event};
     use crate::input::Mode;
     use proto::{Client, ToolKind};
-
-    fn fixture(name: &str) -> Vec<u8> {
-        let path = format!(
-            "{}/tests/fixtures/events/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
-    }
 
     #[test]
     fn gemini_prompt_and_turn_end() {

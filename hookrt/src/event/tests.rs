@@ -2,7 +2,8 @@
 
 use super::*;
 
-fn fixture(name: &str) -> Vec<u8> {
+/// A stdin fixture of `tests/fixtures/events/` (also read by the other clients' tests).
+pub(super) fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
         "{}/tests/fixtures/events/{name}",
         env!("CARGO_MANIFEST_DIR")
