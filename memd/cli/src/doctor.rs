@@ -213,7 +213,7 @@ fn check_data_dir(r: &mut Report, cfg: &Config) {
 }
 
 fn check_runtime(r: &mut Report) {
-    match memd_engine::embed::RuntimePaths::resolve().check() {
+    match memd_engine::models::embed::RuntimePaths::resolve().check() {
         Ok(()) => r.ok("runtime", "ONNX Runtime and model files present"),
         Err(e) => r.fail(
             "runtime",
@@ -228,7 +228,7 @@ fn check_runtime(r: &mut Report) {
 fn check_reranker(r: &mut Report, cfg: &Config, health: &proto::HealthResponse) {
     // The files are looked up with this shell's environment (MEMD_COLBERT_DIR,
     // MEMD_RUNTIME_DIR), as the hooks start the daemon with it.
-    let dir = memd_engine::embed::late_interaction_dir();
+    let dir = memd_engine::models::embed::late_interaction_dir();
     let files = ["model.onnx", "tokenizer.json"].map(|f| dir.join(f));
     if !cfg.search.rerank {
         r.ok("reranker", "off (`[search] rerank = false`): fused order");

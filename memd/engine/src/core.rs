@@ -7,40 +7,35 @@
 //! or fsync: heavy calls go through `spawn_blocking` or the store's async commit.
 
 use crate::config::Config;
-use crate::embed::Embed;
 use crate::error::{ApiError, check_len};
+use crate::models::Models;
+use crate::models::embed::Embed;
 use crate::record::Record;
 use crate::redact;
 use crate::retrieve;
 use crate::search::{self, Query, Ranking};
+use crate::state::MemState;
 use crate::state::ops::{Op, Output};
-use crate::state::{MemState, new_id};
 use crate::store::Store;
 use crate::{clock, learn};
 use proto::limits;
 use proto::*;
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub use crate::bank::BANK_DUPLICATE_COSINE;
-const QUERY_CACHE_MAX: usize = 512;
 const HOOK_CALLS_KEPT: usize = 50;
 
 pub struct Core {
     pub cfg: Config,
     pub store: Store<MemState>,
-    embedder: RwLock<Option<Arc<dyn Embed>>>,
-    model_error: RwLock<Option<String>>,
-    /// The cross-encoder for searches; `None` until loaded (or when off or missing).
-    reranker: RwLock<Option<Arc<crate::embed::CrossEncoder>>>,
-    /// The late-interaction model (prompt path and searches); `None` until loaded.
-    late_model: RwLock<Option<Arc<crate::embed::LateInteraction>>>,
-    /// Every memory's token states for it, filled in the background (`late::states_loop`).
-    pub late_states: crate::late::States,
+    /// The embedder, the reranking models, the query cache.
+    models: Models,
+    /// Every memory's token states, filled in the background (`workers::late_states_loop`).
+    pub late_states: crate::models::late::States,
     /// Woken when memories may need token states.
     pub late_wake: tokio::sync::Notify,
-    query_cache: Mutex<HashMap<String, Arc<Vec<f32>>>>,
     /// Woken when an exchange is scored (the stop hook's grace window waits on it).
     pub scored: tokio::sync::Notify,
     /// Woken when new memories need embedding.
@@ -87,7 +82,7 @@ impl Core {
     /// can stand behind `Core` without touching it.
     pub fn open(cfg: Config) -> anyhow::Result<(Core, OpenReport)> {
         let store_dir = cfg.data_dir.join("store");
-        let state = MemState::new(crate::embed::DIMS)?;
+        let state = MemState::new(crate::models::embed::DIMS)?;
         let (store, recovery) =
             Store::open(&store_dir, state).map_err(|e| anyhow::anyhow!("{e}"))?;
         let report = OpenReport {
@@ -110,21 +105,17 @@ impl Core {
 
     /// Where the late-interaction token states are saved between runs.
     pub fn token_states_path(&self) -> std::path::PathBuf {
-        crate::late_file::path_in(&self.cfg.data_dir.join("store"))
+        crate::models::token_states_path_in(&self.cfg.data_dir.join("store"))
     }
 
     pub fn new(cfg: Config, store: Store<MemState>) -> Core {
         Core {
+            models: Models::new(cfg.search.rerank),
             trace: crate::trace::Trace::open(&cfg.data_dir.join("logs")),
             cfg,
             store,
-            embedder: RwLock::new(None),
-            model_error: RwLock::new(Some("model is loading".into())),
-            reranker: RwLock::new(None),
-            late_model: RwLock::new(None),
-            late_states: crate::late::States::default(),
+            late_states: crate::models::late::States::default(),
             late_wake: tokio::sync::Notify::new(),
-            query_cache: Mutex::new(HashMap::new()),
             scored: tokio::sync::Notify::new(),
             embed_wake: tokio::sync::Notify::new(),
             lifecycle_wake: tokio::sync::Notify::new(),
@@ -138,60 +129,40 @@ impl Core {
         }
     }
 
+    /// The models handle (embedder, reranking models, query cache).
+    pub fn models(&self) -> &Models {
+        &self.models
+    }
+
     pub fn set_embedder(&self, e: Result<Arc<dyn Embed>, String>) {
-        match e {
-            Ok(e) => {
-                *self.embedder.write().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                *self.model_error.write().unwrap_or_else(|p| p.into_inner()) = None;
-                self.embed_wake.notify_one();
-            }
-            Err(msg) => *self.model_error.write().unwrap_or_else(|p| p.into_inner()) = Some(msg),
+        if self.models.set_embedder(e) {
+            self.embed_wake.notify_one();
         }
     }
 
-    pub fn set_reranker(&self, ce: Arc<crate::embed::CrossEncoder>) {
-        *self.reranker.write().unwrap_or_else(|p| p.into_inner()) = Some(ce);
+    pub fn set_reranker(&self, ce: Arc<crate::models::embed::CrossEncoder>) {
+        self.models.set_cross_encoder(ce);
     }
 
-    /// The cross-encoder, when it is loaded and `search.rerank` is on.
-    pub fn reranker(&self) -> Option<Arc<crate::embed::CrossEncoder>> {
-        if !self.cfg.search.rerank {
-            return None;
-        }
-        self.reranker
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    pub fn reranker(&self) -> Option<Arc<crate::models::embed::CrossEncoder>> {
+        self.models.cross_encoder()
     }
 
-    pub fn set_late_model(&self, model: Arc<crate::embed::LateInteraction>) {
-        *self.late_model.write().unwrap_or_else(|p| p.into_inner()) = Some(model);
+    pub fn set_late_model(&self, model: Arc<crate::models::embed::LateInteraction>) {
+        self.models.set_late(model);
         self.late_wake.notify_one();
     }
 
-    /// The late-interaction model, when it is loaded and `search.rerank` is on.
-    pub fn late_model(&self) -> Option<Arc<crate::embed::LateInteraction>> {
-        if !self.cfg.search.rerank {
-            return None;
-        }
-        self.late_model
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    pub fn late_model(&self) -> Option<Arc<crate::models::embed::LateInteraction>> {
+        self.models.late()
     }
 
     pub fn embedder(&self) -> Option<Arc<dyn Embed>> {
-        self.embedder
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.models.embedder()
     }
 
     pub fn model_error(&self) -> Option<String> {
-        self.model_error
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.models.error()
     }
 
     pub fn ranking(&self) -> Ranking {
@@ -203,27 +174,8 @@ impl Core {
         }
     }
 
-    /// Query embedding (cached). `None` when no model is loaded or embedding failed: callers
-    /// fall back to lexical search.
-    pub async fn embed_query(self: &Arc<Self>, text: &str) -> Option<Arc<Vec<f32>>> {
-        if let Some(v) = self.query_cache.lock().ok()?.get(text) {
-            return Some(v.clone());
-        }
-        let embedder = self.embedder()?;
-        let owned = text.to_string();
-        let v = tokio::task::spawn_blocking(move || embedder.embed(&[owned.as_str()]))
-            .await
-            .ok()?
-            .ok()?
-            .pop()?;
-        let v = Arc::new(v);
-        if let Ok(mut cache) = self.query_cache.lock() {
-            if cache.len() >= QUERY_CACHE_MAX {
-                cache.clear(); // crude but bounded; queries repeat within a session, not across
-            }
-            cache.insert(text.to_string(), v.clone());
-        }
-        Some(v)
+    pub async fn embed_query(&self, text: &str) -> Option<Arc<Vec<f32>>> {
+        self.models.embed_query(text).await
     }
 
     /// Queues ops without waiting for durability (their order is fixed now); `settle` waits
@@ -328,7 +280,7 @@ impl Core {
             true => retrieve::LateWait::Search,
             false => retrieve::LateWait::Skip,
         };
-        let encoded = retrieve::encode(self, text, wait).await;
+        let encoded = retrieve::encode(&self.models, text, wait).await;
         let depth = match rerank {
             true => q.limit.max(self.cfg.search.rerank_depth),
             false => q.limit,
@@ -363,30 +315,7 @@ impl Core {
 
     /// A fresh record with neutral scores; content must already be scrubbed.
     pub fn new_record(collection: Collection, content: String, now: i64) -> Record {
-        Record {
-            key: 0,
-            id: new_id(collection),
-            collection,
-            content,
-            created_at: now,
-            updated_at: now,
-            score: 0.5,
-            uses: 0,
-            success_count: 0.0,
-            outcome_history: Vec::new(),
-            last_outcome: None,
-            last_used: None,
-            tags: Vec::new(),
-            importance: None,
-            confidence: None,
-            archived: false,
-            former_ids: Vec::new(),
-            metadata: BTreeMap::new(),
-            project: None,
-            team: false,
-            origin: None,
-            moves: Vec::new(),
-        }
+        Record::new(collection, content, now)
     }
 
     /// Stores a record, or reports the id of the identical one already stored.
@@ -521,11 +450,15 @@ impl Core {
                     token_states: late_size.0,
                     token_state_bytes: late_size.1,
                     pending_token_states: match late_loaded {
-                        true => crate::late::pending(self, s),
+                        true => crate::models::late::pending(
+                            &self.late_states,
+                            s,
+                            self.cfg.search.token_states_mb,
+                        ),
                         false => 0,
                     },
                     state: s.index_origin.clone(),
-                    prompt_rerank: self.late_states.prompts.view(),
+                    prompt_rerank: self.models.prompts.view(),
                 },
                 lifecycle: s
                     .counters

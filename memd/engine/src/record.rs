@@ -104,3 +104,39 @@ impl Record {
         format!("[{s}]")
     }
 }
+
+/// A fresh public id in `c`: `<collection>_<12 hex>`.
+pub fn new_id(c: Collection) -> String {
+    let n: u64 = rand::random::<u64>() & 0xffff_ffff_ffff;
+    format!("{}_{n:012x}", c.as_str())
+}
+
+impl Record {
+    /// A fresh record with neutral scores and a new id; `content` must already be scrubbed.
+    pub fn new(collection: Collection, content: String, now: i64) -> Record {
+        Record {
+            key: 0,
+            id: new_id(collection),
+            collection,
+            content,
+            created_at: now,
+            updated_at: now,
+            score: 0.5,
+            uses: 0,
+            success_count: 0.0,
+            outcome_history: Vec::new(),
+            last_outcome: None,
+            last_used: None,
+            tags: Vec::new(),
+            importance: None,
+            confidence: None,
+            archived: false,
+            former_ids: Vec::new(),
+            metadata: Metadata::default(),
+            project: None,
+            team: false,
+            origin: None,
+            moves: Vec::new(),
+        }
+    }
+}

@@ -1,5 +1,5 @@
-//! Background work (System 2): embedding, lifecycle, snapshots, session expiry (and the
-//! late-interaction token states, whose loop lives in `late`).
+//! Background work (System 2): embedding, the late-interaction token states, lifecycle,
+//! snapshots, session expiry.
 //!
 //! Owns every task that runs after a hook has answered: embedding stored memories (retrying
 //! until it works, so a memory is never lost because the model failed), promotion / demotion /
@@ -9,12 +9,14 @@
 use crate::clock::{self, HOUR_MS};
 use crate::core::Core;
 use crate::learn;
+use crate::models::embed::LateInteraction;
+use crate::models::late;
 use crate::shutdown::Shutdown;
 use crate::state::new_id;
 use crate::state::ops::Op;
 use crate::state::session::SessionOp;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Memories embedded per store commit.
 const EMBED_BATCH: usize = 16;
@@ -24,13 +26,19 @@ const LIFECYCLE_EVERY: Duration = Duration::from_secs(30);
 const SNAPSHOT_CHECK_EVERY: Duration = Duration::from_secs(30);
 /// Snapshot once this many ops piled up in the write-ahead log.
 const SNAPSHOT_AFTER_OPS: u64 = 20_000;
+const LATE_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// While running, the token states are saved at most this often (and at shutdown, by
+/// `Core::close`): a crash loses at most this much encoding, which is redone in the background.
+const SAVE_EVERY: Duration = Duration::from_secs(300);
+/// Planning a pass sorts every live memory under the store's read lock (~15 ms at 100k).
+const IDLE_TICK: Duration = Duration::from_secs(60);
 
 pub fn spawn_all(core: &Arc<Core>, shutdown: &Shutdown) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
         tokio::spawn(embed_loop(core.clone(), shutdown.clone())),
         tokio::spawn(lifecycle_loop(core.clone(), shutdown.clone())),
         tokio::spawn(snapshot_loop(core.clone(), shutdown.clone())),
-        tokio::spawn(crate::late::states_loop(core.clone(), shutdown.clone())),
+        tokio::spawn(late_states_loop(core.clone(), shutdown.clone())),
     ]
 }
 
@@ -194,4 +202,93 @@ async fn snapshot_loop(core: Arc<Core>, shutdown: Shutdown) {
             }
         }
     }
+}
+
+/// Keeps every memory's token states current: encodes memories that have none (new or edited),
+/// drops those of deleted memories, sleeps until woken when there is nothing to do.
+async fn late_states_loop(core: Arc<Core>, shutdown: Shutdown) {
+    if !core.cfg.search.rerank {
+        return; // no model will load: keep nothing in memory
+    }
+    let path = core.token_states_path();
+    {
+        let (c, p) = (core.clone(), path.clone());
+        tokio::task::spawn_blocking(move || c.late_states.load(&p))
+            .await
+            .ok();
+    }
+    let mut saved = core.late_states.changes();
+    let mut saved_at = Instant::now();
+    loop {
+        if shutdown.is_set() {
+            return;
+        }
+        let pass = match core.late_model() {
+            Some(model) => encode_token_states(&core, model).await,
+            None => Ok(0),
+        };
+        // Checked after busy passes too, so a long backfill is saved along the way.
+        if core.late_states.changes() != saved && saved_at.elapsed() >= SAVE_EVERY {
+            let (c, p) = (core.clone(), path.clone());
+            match tokio::task::spawn_blocking(move || c.late_states.save(&p)).await {
+                Ok(Ok(n)) => saved = n,
+                Ok(Err(e)) => tracing::warn!("saving token states failed: {e:#}"),
+                Err(e) => tracing::warn!("saving token states failed: {e}"),
+            }
+            saved_at = Instant::now();
+        }
+        match pass {
+            Ok(0) => {
+                // New and edited memories wake the loop; the timer tidies up after deletions.
+                tokio::select! {
+                    _ = core.late_wake.notified() => {}
+                    _ = tokio::time::sleep(IDLE_TICK) => {}
+                    _ = shutdown.wait() => return,
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("late-interaction encoding failed, will retry: {e:#}");
+                tokio::select! {
+                    _ = tokio::time::sleep(LATE_RETRY_AFTER) => {}
+                    _ = shutdown.wait() => return,
+                }
+            }
+        }
+    }
+}
+
+/// Encodes up to `late::ENCODE_BATCH` of the memories that should have states and lack them; returns
+/// how many.
+async fn encode_token_states(
+    core: &Arc<Core>,
+    model: Arc<LateInteraction>,
+) -> anyhow::Result<usize> {
+    let cap = core.cfg.search.token_states_mb * 1024 * 1024;
+    let late::Plan {
+        todo, keep, live, ..
+    } = core.store.read(|s| late::plan(&core.late_states, s, cap));
+    core.late_states.retain(&keep, &live);
+    if todo.is_empty() {
+        return Ok(0);
+    }
+    let c = core.clone();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
+        let n = todo.len();
+        // One memory per call: a prompt's query waits for the model behind one memory at most.
+        for (key, text) in todo {
+            match model.encode_doc(&text) {
+                Ok(states) => c.late_states.insert(key, &text, states),
+                Err(e) => {
+                    // This text is skipped for good (a new text of the memory is tried anew);
+                    // the memory keeps its fused place.
+                    tracing::warn!("token states of memory {key} failed, skipped: {e:#}");
+                    c.late_states
+                        .remember(key, late::text_hash(&text), late::Known::Failed);
+                }
+            }
+        }
+        Ok(n)
+    })
+    .await?
 }

@@ -2,7 +2,7 @@
 //! must score above it, distinct facts about the same subject below it. Prints the cosines.
 
 use memd_engine::core::BANK_DUPLICATE_COSINE;
-use memd_engine::embed::{Embed, OnnxEmbedder, RuntimePaths};
+use memd_engine::models::embed::{Embed, OnnxEmbedder, RuntimePaths};
 
 const SAME: &[(&str, &str)] = &[
     (

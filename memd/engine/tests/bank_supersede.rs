@@ -5,7 +5,7 @@
 
 use memd_engine::config::Config;
 use memd_engine::core::Core;
-use memd_engine::embed::{Embed, OnnxEmbedder, RuntimePaths};
+use memd_engine::models::embed::{Embed, OnnxEmbedder, RuntimePaths};
 use proto::MemoryBankAdd;
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use memd_engine::embed::{DIMS, Embed, OnnxEmbedder, RuntimePaths};
+use memd_engine::models::embed::{DIMS, Embed, OnnxEmbedder, RuntimePaths};
 
 /// The model runs with int8 weights; its vectors agree with the fp32 reference to about
 /// 0.999, so 0.99 leaves room for CPU-specific kernels without hiding a broken pipeline.

@@ -4,7 +4,7 @@
 //! Needs the runtime from install/fetch-runtime.sh (colbert/ included). When it is missing
 //! these tests fail with the fix, unless MEMD_SKIP_MODEL_TESTS=1 says to skip them.
 
-use memd_engine::embed::{LateInteraction, RuntimePaths, late_interaction_dir};
+use memd_engine::models::embed::{LateInteraction, RuntimePaths, late_interaction_dir};
 
 fn load() -> Option<LateInteraction> {
     if std::env::var("MEMD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {
@@ -53,14 +53,17 @@ fn states_are_deterministic_and_sized_by_tokens() {
     // Empty text still encodes ([CLS] [unused1] [SEP]); a huge one is cut, not an error.
     assert_eq!(model.encode_doc("").unwrap().tokens(), 3);
     let long = model.encode_doc(&"token ".repeat(5000)).unwrap();
-    assert_eq!(long.tokens(), memd_engine::embed::colbert::MAX_DOC_TOKENS);
+    assert_eq!(
+        long.tokens(),
+        memd_engine::models::embed::colbert::MAX_DOC_TOKENS
+    );
     // A long prompt is cut too: MaxSim's cost is query tokens × memory tokens.
     let query = model.encode_query(&"why ".repeat(500)).unwrap();
     let with_itself = query.maxsim(&long);
     assert!(with_itself.is_finite());
     assert_eq!(
         query.tokens(),
-        memd_engine::embed::colbert::MAX_QUERY_TOKENS
+        memd_engine::models::embed::colbert::MAX_QUERY_TOKENS
     );
 }
 
@@ -77,19 +80,20 @@ async fn a_second_prompt_query_sheds_while_one_is_encoding() {
     let far = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let q = "which port does the staging database listen on?";
     let (a, b) = tokio::join!(
-        memd_engine::late::encode_query(&core, q, far, true),
-        memd_engine::late::encode_query(&core, q, far, true),
+        core.models().encode_late_query(q, far, true),
+        core.models().encode_late_query(q, far, true),
     );
     assert!(a.is_some() && b.is_none());
     let (a, b) = tokio::join!(
-        memd_engine::late::encode_query(&core, q, far, false),
-        memd_engine::late::encode_query(&core, q, far, false),
+        core.models().encode_late_query(q, far, false),
+        core.models().encode_late_query(q, far, false),
     );
     assert!(a.is_some() && b.is_some());
     // A deadline already passed: no states, and nothing waits.
     let past = std::time::Instant::now();
     assert!(
-        memd_engine::late::encode_query(&core, q, past, true)
+        core.models()
+            .encode_late_query(q, past, true)
             .await
             .is_none()
     );

@@ -3,7 +3,7 @@
 //! Needs the runtime from install/fetch-runtime.sh (reranker/ included). When it is missing
 //! these tests fail with the fix, unless MEMD_SKIP_MODEL_TESTS=1 says to skip them.
 
-use memd_engine::embed::{CrossEncoder, RuntimePaths, reranker_dir};
+use memd_engine::models::embed::{CrossEncoder, RuntimePaths, reranker_dir};
 
 fn load() -> Option<CrossEncoder> {
     if std::env::var("MEMD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use memd_engine::embed::{Embed, OnnxEmbedder, RuntimePaths};
+use memd_engine::models::embed::{Embed, OnnxEmbedder, RuntimePaths};
 
 const LATENCY_RUNS: usize = 200;
 const ONE_SENTENCE: &str =

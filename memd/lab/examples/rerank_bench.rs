@@ -4,7 +4,7 @@
 //! For reading, not asserting: the figures depend on the CPU and what else runs.
 
 use anyhow::Result;
-use memd_engine::embed::{CrossEncoder, RuntimePaths, reranker_dir};
+use memd_engine::models::embed::{CrossEncoder, RuntimePaths, reranker_dir};
 use std::time::Instant;
 
 fn main() -> Result<()> {

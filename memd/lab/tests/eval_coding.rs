@@ -6,7 +6,7 @@
 //! Needs the embedding runtime (install/fetch-runtime.sh); without it the test fails and says
 //! so. Set MEMD_SKIP_MODEL_TESTS=1 to skip.
 
-use memd_engine::embed::RuntimePaths;
+use memd_engine::models::embed::RuntimePaths;
 use memd_engine::search::Ranking;
 use memd_lab::eval::coding::{self, CodingOptions, Configuration, FUSED};
 use memd_lab::eval::locomo::{LEXICAL_ONLY, VECTOR_ONLY, shipped_ranking};

@@ -6,7 +6,7 @@
 //! `MEMD_LOCOMO_DIR`, else an `eval/locomo` or `shared/eval/locomo` directory above the
 //! workspace. Set MEMD_SKIP_MODEL_TESTS=1 to skip.
 
-use memd_engine::embed::RuntimePaths;
+use memd_engine::models::embed::RuntimePaths;
 use memd_engine::search::Ranking;
 use memd_lab::eval::locomo::{LEXICAL_ONLY, SHIPPED, VECTOR_ONLY, shipped_with_graph_boosts};
 use memd_lab::eval::{LocomoOptions, run_locomo_on};

@@ -11,7 +11,7 @@ use crate::http::{self, Server, guard};
 use anyhow::{Context, Result, bail};
 use memd_engine::config::Config;
 use memd_engine::core::Core;
-use memd_engine::embed::{self, Embed};
+use memd_engine::models::embed::{self, Embed};
 use memd_engine::shutdown;
 use memd_engine::store::DirLock;
 use memd_engine::workers;

@@ -11,6 +11,7 @@ use super::{CHARS_PER_TOKEN, QUERY_CHARS, budget, format, select, unscored};
 use crate::core::Core;
 use crate::error::{ApiError, check_len};
 use crate::learn;
+use crate::models::PromptRerank;
 use crate::project::Project;
 use crate::redact;
 use crate::retrieve::{self, Encoded, LateWait, Second};
@@ -170,7 +171,7 @@ pub async fn encode(core: &Arc<Core>, p: &Prompt, t: &Turn) -> Queries {
         None => LateWait::Prompt(deadline),
         Some(_) => LateWait::Skip,
     };
-    let prompt = retrieve::encode(core, &p.query, late).await;
+    let prompt = retrieve::encode(core.models(), &p.query, late).await;
     let followup = match &t.followup {
         Some(f) => core.embed_query(f).await,
         None => None,
@@ -228,9 +229,9 @@ pub async fn retrieve(
     let (head, report) = retrieve::second_stage(&core.late_states, &p.query, found.head, how).await;
     if late.is_some() {
         // MaxSim stops at the deadline: past it, (part of) the head kept its fused places.
-        core.late_states.prompts.count(match report.late_cut_short {
-            true => crate::late::PromptRerank::OverBudget,
-            false => crate::late::PromptRerank::Reranked,
+        core.models().prompts.count(match report.late_cut_short {
+            true => PromptRerank::OverBudget,
+            false => PromptRerank::Reranked,
         });
     }
     select::cut(head, found.extra, &rules, &t.in_play)

@@ -6,8 +6,8 @@
 //! the prompt keeps the fused order instead of queueing work it would not wait for); a search
 //! up to `SEARCH_QUERY_WAIT`. Must never fail: a missing model gives `None`.
 
-use crate::core::Core;
-use crate::embed::QueryStates;
+use crate::models::Models;
+use crate::models::embed::QueryStates;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,16 +41,14 @@ impl Encoded {
 }
 
 /// Both encodings of `text`, in parallel.
-pub async fn encode(core: &Arc<Core>, text: &str, late: LateWait) -> Encoded {
-    let (vector, late) = tokio::join!(core.embed_query(text), async {
+pub async fn encode(models: &Models, text: &str, late: LateWait) -> Encoded {
+    let (vector, late) = tokio::join!(models.embed_query(text), async {
         match late {
             LateWait::Skip => None,
-            LateWait::Prompt(deadline) => {
-                crate::late::encode_query(core, text, deadline, true).await
-            }
+            LateWait::Prompt(deadline) => models.encode_late_query(text, deadline, true).await,
             LateWait::Search => {
                 let deadline = Instant::now() + SEARCH_QUERY_WAIT;
-                crate::late::encode_query(core, text, deadline, false).await
+                models.encode_late_query(text, deadline, false).await
             }
         }
     });

@@ -8,8 +8,8 @@
 //! (logged).
 
 use super::Candidate;
-use crate::embed::{CrossEncoder, QueryStates};
-use crate::late;
+use crate::models::embed::{CrossEncoder, QueryStates};
+use crate::models::late;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -116,11 +116,11 @@ pub async fn cross_encode(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::TokenStates;
+    use crate::models::embed::TokenStates;
     use crate::search::Hit;
 
     fn candidate(key: u64, text: &str) -> Candidate {
-        let mut r = crate::core::Core::new_record(proto::Collection::MemoryBank, text.into(), 0);
+        let mut r = crate::record::Record::new(proto::Collection::MemoryBank, text.into(), 0);
         r.key = key;
         let hit = Hit {
             key,

@@ -485,10 +485,7 @@ pub fn scoped_hash(project: Option<&str>, content: &str) -> u64 {
 }
 
 /// A fresh public id: `<collection>_<12 hex>`.
-pub fn new_id(c: Collection) -> String {
-    let n: u64 = rand::random::<u64>() & 0xffff_ffff_ffff;
-    format!("{}_{n:012x}", c.as_str())
-}
+pub use crate::record::new_id;
 
 impl Machine for MemState {
     type Op = Op;

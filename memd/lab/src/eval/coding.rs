@@ -16,7 +16,7 @@ use super::locomo::{self, Indexed, LEXICAL_ONLY, VECTOR_ONLY};
 use super::metrics::{ConfigResult, Scorer};
 use anyhow::{Context, Result, bail};
 use memd_engine::core::Core;
-use memd_engine::embed::{Embed, OnnxEmbedder, RuntimePaths};
+use memd_engine::models::embed::{Embed, OnnxEmbedder, RuntimePaths};
 use memd_engine::search::{self, Ranking};
 use proto::{Collection, Value};
 use serde::Deserialize;
@@ -461,7 +461,7 @@ impl Default for CodingOptions {
 /// scores (pure cross-encoder order inside the head, as in `memd-eval locomo --rerank`).
 fn reranked_runs(
     index: &CodingIndex,
-    ce: &memd_engine::embed::CrossEncoder,
+    ce: &memd_engine::models::embed::CrossEncoder,
     depths: &[usize],
 ) -> Result<Vec<ConfigRun>> {
     let set = index.set();
@@ -533,9 +533,9 @@ pub fn run_coding(
         .map(|c| score(index.set(), &c.name, index.rank(&c.ranking, options.depth)))
         .collect();
     if !options.rerank_depths.is_empty() {
-        let ce = memd_engine::embed::CrossEncoder::load(
+        let ce = memd_engine::models::embed::CrossEncoder::load(
             &runtime.ort_lib,
-            &memd_engine::embed::reranker_dir(),
+            &memd_engine::models::embed::reranker_dir(),
             options.embed_threads,
         )
         .context("memd-eval coding --rerank needs the reranker (install/fetch-runtime.sh)")?;

@@ -6,7 +6,7 @@
 //! daemon fresh directories) and never synchronise with a bare sleep.
 
 use anyhow::{Context, Result, anyhow, bail};
-use memd_engine::embed::RuntimePaths;
+use memd_engine::models::embed::RuntimePaths;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::Path;

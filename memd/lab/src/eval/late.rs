@@ -11,8 +11,8 @@
 use super::locomo::Indexed;
 use super::metrics::{ConfigResult, Scorer};
 use anyhow::{Context, Result};
-use memd_engine::embed::Embed;
-use memd_engine::embed::{
+use memd_engine::models::embed::Embed;
+use memd_engine::models::embed::{
     CrossEncoder, LateInteraction, OnnxEmbedder, RuntimePaths, TokenStates, late_interaction_dir,
     reranker_dir,
 };
@@ -345,12 +345,12 @@ pub fn study(
                 &reorder_head(&fused, d, &late_scores),
             );
         }
-        // What the daemon ships: `memd_engine::late::score` over the head of 40.
+        // What the daemon ships: `memd_engine::models::late::score` over the head of 40.
         let shipped: Vec<f32> = (0..late_scores.len().min(n))
             .map(|i| {
                 let text = case.candidates[i].1.as_str();
                 states.get(text).map_or(f32::NEG_INFINITY, |s| {
-                    memd_engine::late::score(&q, s, case.similarities[i])
+                    memd_engine::models::late::score(&q, s, case.similarities[i])
                 })
             })
             .collect();

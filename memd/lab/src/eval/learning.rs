@@ -18,7 +18,7 @@ use super::learning_report::{
 use super::probe::{rank_in, top_counts, transition_due};
 use super::scenario::{self, Role, Seed, TOPICS, WARMUP_TURNS};
 use anyhow::{Context, Result, bail};
-use memd_engine::embed::RuntimePaths;
+use memd_engine::models::embed::RuntimePaths;
 use proto::{
     GetContextRequest, GetContextResponse, MemoryView, Outcome, RecordOutcomeRequest,
     RecordOutcomeResponse, RecordResponseRequest, RecordResponseResponse, SearchRequest,

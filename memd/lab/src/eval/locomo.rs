@@ -18,7 +18,9 @@ use super::scenario;
 use anyhow::{Context, Result, anyhow, bail};
 use memd_engine::config::LearningConfig;
 use memd_engine::core::Core;
-use memd_engine::embed::{CrossEncoder, DIMS, Embed, OnnxEmbedder, RuntimePaths, reranker_dir};
+use memd_engine::models::embed::{
+    CrossEncoder, DIMS, Embed, OnnxEmbedder, RuntimePaths, reranker_dir,
+};
 use memd_engine::search::{self, Hit, Query, Ranking};
 use memd_engine::state::MemState;
 use memd_engine::state::ops::{Op, Output, ScoreBatch};

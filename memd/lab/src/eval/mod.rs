@@ -36,7 +36,7 @@ pub use learning_report::{LearningReport, MemoryFate, Placement, SessionRun};
 pub use locomo::{LocomoOptions, Report, run_locomo, run_locomo_on};
 pub use metrics::{ConfigResult, Recall};
 
-use memd_engine::embed::RuntimePaths;
+use memd_engine::models::embed::RuntimePaths;
 use std::path::PathBuf;
 
 /// `memd-eval …`: the evaluations, as a clap subcommand.

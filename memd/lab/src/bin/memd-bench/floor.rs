@@ -14,7 +14,7 @@ use super::daemon::{Daemon, Instance};
 use super::hooks::{self, THINK_TIME};
 use super::report::Samples;
 use anyhow::{Context, Result};
-use memd_engine::embed::{Embed, LateInteraction, OnnxEmbedder, RuntimePaths};
+use memd_engine::models::embed::{Embed, LateInteraction, OnnxEmbedder, RuntimePaths};
 use serde_json::json;
 use std::path::Path;
 use std::time::Instant;
@@ -91,7 +91,7 @@ impl Models {
         let embedder = OnnxEmbedder::load(&paths, threads).context("loading the embedder")?;
         let late = match rerank {
             true => {
-                let dir = memd_engine::embed::late_interaction_dir_in(runtime_dir);
+                let dir = memd_engine::models::embed::late_interaction_dir_in(runtime_dir);
                 let model = LateInteraction::load(&paths.ort_lib, &dir, threads)
                     .context("loading the late-interaction model")?;
                 Some(model)

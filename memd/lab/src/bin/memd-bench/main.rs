@@ -166,7 +166,7 @@ fn run() -> Result<usize> {
         .runtime_dir
         .clone()
         .unwrap_or_else(memd_testkit::runtime_dir);
-    memd_engine::embed::RuntimePaths::in_runtime_dir(&runtime_dir)
+    memd_engine::models::embed::RuntimePaths::in_runtime_dir(&runtime_dir)
         .check()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let work = match &args.work_dir {

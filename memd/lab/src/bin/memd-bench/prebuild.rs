@@ -16,7 +16,7 @@ use super::daemon::{Daemon, Instance};
 use super::report::size_label;
 use anyhow::{Context, Result, anyhow, bail};
 use memd_engine::core::Core;
-use memd_engine::embed::{DIMS, Embed, OnnxEmbedder, RuntimePaths};
+use memd_engine::models::embed::{DIMS, Embed, OnnxEmbedder, RuntimePaths};
 use memd_engine::state::MemState;
 use memd_engine::state::ops::{Op, Output};
 use memd_engine::store::Store;

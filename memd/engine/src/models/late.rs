@@ -1,30 +1,22 @@
 //! Late-interaction reranking (ColBERT MaxSim) of the prompt path and of searches: the token
-//! states of every memory, kept current in the background, and the reorder of a ranked head
-//! under a deadline.
+//! states of every memory and the reorder of a ranked head under a deadline.
 //!
 //! Owns `States` (memory key → its token states and the hash of the text they came from;
-//! derived data, rebuilt from the store, never in the write-ahead log), the background pass
-//! that fills it within `search.token_states_mb` (newest memories first), and `reorder`: inside the head, memories with states sorted by MaxSim into
-//! the places such memories held; a memory without states (not encoded yet) keeps its place.
-//! Saved to disk by `late_file` (at shutdown and every few minutes), loaded at start.
-//! Must never block a request on encoding a memory and never let a missing model or a late
-//! clock fail a read: the fused order is always an answer.
+//! derived data, rebuilt from the store, never in the write-ahead log), which memories should
+//! have states within `search.token_states_mb` (`plan`: newest first), and `reorder`: inside
+//! the head, memories with states sorted by MaxSim into the places such memories held; a memory
+//! without states (not encoded yet) keeps its place. The background pass that fills the states
+//! is a worker (`workers`); `late_file` saves them between runs. Must never block a
+//! request on encoding a memory and never let a missing model or a late clock fail a read: the
+//! fused order is always an answer.
 
-use crate::core::Core;
-use crate::embed::{LateInteraction, QueryStates, TokenStates};
-use crate::shutdown::Shutdown;
+use super::embed::{QueryStates, TokenStates};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Memories encoded per pass between checks for shutdown and new work (~7 ms each).
-const ENCODE_BATCH: usize = 32;
-const RETRY_AFTER: Duration = Duration::from_secs(5);
-/// While running, the states are saved at most this often (and at shutdown, by `Core::close`):
-/// a crash loses at most this much encoding, which is redone in the background.
-const SAVE_EVERY: Duration = Duration::from_secs(300);
-/// Planning a pass sorts every live memory under the store's read lock (~15 ms at 100k).
-const IDLE_TICK: Duration = Duration::from_secs(60);
+pub const ENCODE_BATCH: usize = 32;
 
 /// Token states by memory key, with a hash of the text they were computed from (an edited
 /// memory is re-encoded; until then it has none).
@@ -33,59 +25,14 @@ pub struct States {
     map: RwLock<HashMap<u64, (u32, Arc<TokenStates>)>>,
     /// Bumped on every insert and eviction: the saved file is behind when it differs.
     changes: std::sync::atomic::AtomicU64,
-    /// Query encodings running now (including ones a prompt stopped waiting for).
-    queries: std::sync::atomic::AtomicUsize,
     /// What encoding each (key, text hash) gave, kept after eviction: its real size, so the
     /// cap is planned with it instead of an estimate (which could admit, encode and evict the
     /// same memory on every pass), or that it failed (never retried for that text).
     known: std::sync::Mutex<HashMap<(u64, u32), Known>>,
-    /// How prompts fared against the reranking budget since start.
-    pub prompts: PromptTally,
-}
-
-/// Prompts that asked for late interaction since the daemon started, by what they got: the
-/// figure that says how often a busy machine serves the fused order (`/api/stats`
-/// `index.prompt_rerank`, memd-bench's concurrent phase).
-#[derive(Default)]
-pub struct PromptTally {
-    reranked: std::sync::atomic::AtomicU64,
-    over_budget: std::sync::atomic::AtomicU64,
-    shed: std::sync::atomic::AtomicU64,
-}
-
-/// What one prompt's reranking came to.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum PromptRerank {
-    /// The whole head was scored within the budget.
-    Reranked,
-    /// The query encoding or MaxSim ran past the budget: (part of) the fused order kept.
-    OverBudget,
-    /// Another query was still encoding: the fused order at once (load shedding).
-    Shed,
-}
-
-impl PromptTally {
-    pub fn count(&self, what: PromptRerank) {
-        let counter = match what {
-            PromptRerank::Reranked => &self.reranked,
-            PromptRerank::OverBudget => &self.over_budget,
-            PromptRerank::Shed => &self.shed,
-        };
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    pub fn view(&self) -> proto::PromptRerankStats {
-        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-        proto::PromptRerankStats {
-            reranked: get(&self.reranked),
-            over_budget: get(&self.over_budget),
-            shed: get(&self.shed),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Known {
+pub enum Known {
     Bytes(usize),
     Failed,
 }
@@ -94,7 +41,7 @@ impl States {
     /// Loads what a previous run saved (nothing when the file is missing or unusable: the
     /// states are derived, they will be encoded again).
     pub fn load(&self, path: &std::path::Path) {
-        match crate::late_file::load(path) {
+        match super::late_file::load(path) {
             Ok(entries) => {
                 let n = entries.len();
                 let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
@@ -124,7 +71,7 @@ impl States {
             .iter()
             .map(|(k, h, s)| (*k, *h, s.as_ref()))
             .collect();
-        crate::late_file::save(path, &refs)?;
+        super::late_file::save(path, &refs)?;
         Ok(changes)
     }
 
@@ -152,7 +99,7 @@ impl States {
         self.changed();
     }
 
-    fn remember(&self, key: u64, hash: u32, known: Known) {
+    pub fn remember(&self, key: u64, hash: u32, known: Known) {
         let mut k = self.known.lock().unwrap_or_else(|p| p.into_inner());
         k.insert((key, hash), known);
     }
@@ -163,7 +110,11 @@ impl States {
     }
 
     /// Keeps only the states of `keep` (and what is known of live memories).
-    fn retain(&self, keep: &std::collections::HashSet<u64>, live: &std::collections::HashSet<u64>) {
+    pub fn retain(
+        &self,
+        keep: &std::collections::HashSet<u64>,
+        live: &std::collections::HashSet<u64>,
+    ) {
         {
             let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
             let before = map.len();
@@ -183,7 +134,7 @@ impl States {
     }
 }
 
-fn text_hash(content: &str) -> u32 {
+pub fn text_hash(content: &str) -> u32 {
     crc32fast::hash(content.as_bytes())
 }
 
@@ -245,197 +196,28 @@ pub fn reorder_within(
     (order, finished)
 }
 
-/// The query's token states, if the model is loaded and they arrive before `deadline`. The
-/// encoding cannot be interrupted: past the deadline it finishes on its blocking thread and is
-/// thrown away, while the caller goes on with the fused order. With `shed`, a query that
-/// would queue behind another one still encoding gets `None` at once: under load the prompt
-/// path keeps the fused order instead of piling up work it would not wait for.
-pub async fn encode_query(
-    core: &Arc<Core>,
-    text: &str,
-    deadline: Instant,
-    shed: bool,
-) -> Option<QueryStates> {
-    let model = core.late_model()?;
-    // Only the prompt path sheds, and only its outcomes are tallied.
-    let tally = |what| {
-        if shed {
-            core.late_states.prompts.count(what)
-        }
-    };
-    if Instant::now() >= deadline {
-        tally(PromptRerank::OverBudget);
-        return None;
-    }
-    let in_flight = InFlight::enter(core.clone());
-    if shed && in_flight.others > 0 {
-        tracing::debug!("late-interaction query skipped: another one is encoding");
-        tally(PromptRerank::Shed);
-        return None;
-    }
-    let text = text.to_string();
-    // The guard moves into the work: it counts until the encoding ends, however it ends.
-    let work = tokio::task::spawn_blocking(move || {
-        let _in_flight = in_flight;
-        model.encode_query(&text)
-    });
-    match tokio::time::timeout_at(deadline.into(), work).await {
-        Ok(Ok(Ok(q))) => Some(q),
-        Ok(Ok(Err(e))) => {
-            tracing::warn!("late-interaction query encoding failed: {e:#}");
-            None
-        }
-        Ok(Err(e)) => {
-            tracing::warn!("late-interaction query encoding crashed: {e}");
-            None
-        }
-        Err(_) => {
-            tracing::debug!("late-interaction query missed the reranking budget");
-            tally(PromptRerank::OverBudget);
-            None
-        }
-    }
-}
-
-/// One query encoding in the count of those running; leaves it when dropped (finished,
-/// failed, panicked or never run).
-struct InFlight {
-    core: Arc<Core>,
-    /// How many were running when this one entered.
-    others: usize,
-}
-
-impl InFlight {
-    fn enter(core: Arc<Core>) -> InFlight {
-        let others = core
-            .late_states
-            .queries
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        InFlight { core, others }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.core
-            .late_states
-            .queries
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-/// Keeps `core`'s token states current: encodes memories that have none (new or edited),
-/// drops those of deleted memories, sleeps until woken when there is nothing to do.
-pub async fn states_loop(core: Arc<Core>, shutdown: Shutdown) {
-    if !core.cfg.search.rerank {
-        return; // no model will load: keep nothing in memory
-    }
-    let path = core.token_states_path();
-    {
-        let (c, p) = (core.clone(), path.clone());
-        tokio::task::spawn_blocking(move || c.late_states.load(&p))
-            .await
-            .ok();
-    }
-    let mut saved = core.late_states.changes();
-    let mut saved_at = Instant::now();
-    loop {
-        if shutdown.is_set() {
-            return;
-        }
-        let pass = match core.late_model() {
-            Some(model) => encode_some(&core, model).await,
-            None => Ok(0),
-        };
-        // Checked after busy passes too, so a long backfill is saved along the way.
-        if core.late_states.changes() != saved && saved_at.elapsed() >= SAVE_EVERY {
-            let (c, p) = (core.clone(), path.clone());
-            match tokio::task::spawn_blocking(move || c.late_states.save(&p)).await {
-                Ok(Ok(n)) => saved = n,
-                Ok(Err(e)) => tracing::warn!("saving token states failed: {e:#}"),
-                Err(e) => tracing::warn!("saving token states failed: {e}"),
-            }
-            saved_at = Instant::now();
-        }
-        match pass {
-            Ok(0) => {
-                // New and edited memories wake the loop; the timer tidies up after deletions.
-                tokio::select! {
-                    _ = core.late_wake.notified() => {}
-                    _ = tokio::time::sleep(IDLE_TICK) => {}
-                    _ = shutdown.wait() => return,
-                }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!("late-interaction encoding failed, will retry: {e:#}");
-                tokio::select! {
-                    _ = tokio::time::sleep(RETRY_AFTER) => {}
-                    _ = shutdown.wait() => return,
-                }
-            }
-        }
-    }
-}
-
-/// Encodes up to `ENCODE_BATCH` of the memories that should have states and lack them; returns
-/// how many.
-async fn encode_some(core: &Arc<Core>, model: Arc<LateInteraction>) -> anyhow::Result<usize> {
-    let cap = core.cfg.search.token_states_mb * 1024 * 1024;
-    let Plan {
-        todo, keep, live, ..
-    } = core.store.read(|s| plan(&core.late_states, s, cap));
-    core.late_states.retain(&keep, &live);
-    if todo.is_empty() {
-        return Ok(0);
-    }
-    let c = core.clone();
-    tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
-        let n = todo.len();
-        // One memory per call: a prompt's query waits for the model behind one memory at most.
-        for (key, text) in todo {
-            match model.encode_doc(&text) {
-                Ok(states) => c.late_states.insert(key, &text, states),
-                Err(e) => {
-                    // This text is skipped for good (a new text of the memory is tried anew);
-                    // the memory keeps its fused place.
-                    tracing::warn!("token states of memory {key} failed, skipped: {e:#}");
-                    c.late_states.remember(key, text_hash(&text), Known::Failed);
-                }
-            }
-        }
-        Ok(n)
-    })
-    .await?
-}
-
 /// What the next pass does.
-struct Plan {
+pub struct Plan {
     /// Up to `ENCODE_BATCH` memories to encode (key, text).
-    todo: Vec<(u64, String)>,
+    pub todo: Vec<(u64, String)>,
     /// All memories within the cap that still lack current states.
-    missing: usize,
+    pub missing: usize,
     /// Memories whose current states are within the cap: every other state is dropped
     /// (deleted, archived, edited since, or pushed out by newer memories).
-    keep: std::collections::HashSet<u64>,
+    pub keep: std::collections::HashSet<u64>,
     /// Every live memory's key.
-    live: std::collections::HashSet<u64>,
+    pub live: std::collections::HashSet<u64>,
 }
 
 /// Live memories within the cap (`search.token_states_mb`) that still lack token states.
-pub fn pending(core: &Core, s: &crate::state::MemState) -> usize {
-    plan(
-        &core.late_states,
-        s,
-        core.cfg.search.token_states_mb * 1024 * 1024,
-    )
-    .missing
+pub fn pending(states: &States, s: &crate::state::MemState, cap_mb: usize) -> usize {
+    plan(states, s, cap_mb * 1024 * 1024).missing
 }
 
 /// Which memories get states within `cap` bytes: the newest first (what a prompt most likely
 /// finds), live ones only. A memory's size is its states' real size once it was encoded, an
 /// estimate before.
-fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
+pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
     let mut live: Vec<&crate::record::Record> = s.records().filter(|r| !r.archived).collect();
     live.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.key.cmp(&a.key)));
     let mut plan = Plan {
@@ -473,8 +255,8 @@ fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
 /// A memory's token states before encoding it: a token per ~4 characters (English text with
 /// code), two markers and [SEP], within the model's cut.
 fn estimated_bytes(content: &str) -> usize {
-    let tokens = (content.len() / 4 + 3).min(crate::embed::colbert::MAX_DOC_TOKENS);
-    tokens * (crate::embed::DIMS + 4)
+    let tokens = (content.len() / 4 + 3).min(crate::models::embed::colbert::MAX_DOC_TOKENS);
+    tokens * (crate::models::embed::DIMS + 4)
 }
 
 #[cfg(test)]
@@ -540,10 +322,11 @@ mod tests {
     fn three_notes() -> (crate::state::MemState, Vec<u64>) {
         use crate::state::ops::{Op, Output};
         use crate::store::Machine;
-        let mut s = crate::state::MemState::new(crate::embed::DIMS).unwrap();
+        let mut s = crate::state::MemState::new(crate::models::embed::DIMS).unwrap();
         let mut keys = Vec::new();
         for i in 0..3 {
-            let r = Core::new_record(proto::Collection::MemoryBank, format!("note {i}"), i);
+            let r =
+                crate::record::Record::new(proto::Collection::MemoryBank, format!("note {i}"), i);
             match s.apply(&Op::Insert(Box::new(r))) {
                 Output::Inserted { key, .. } => keys.push(key),
                 other => panic!("{other:?}"),
@@ -576,7 +359,7 @@ mod tests {
         let states = States::default();
         let cap = 2 * estimated_bytes("note 0");
         // The newest note turned out to fill the cap alone.
-        let big = TokenStates::for_tests(&vec![0.1; cap / (crate::embed::DIMS + 4)]);
+        let big = TokenStates::for_tests(&vec![0.1; cap / (crate::models::embed::DIMS + 4)]);
         let real = big.bytes();
         assert!(real > estimated_bytes("note 2"));
         states.insert(keys[2], "note 2", big);

@@ -9,7 +9,7 @@
 //! data, so a missing, truncated, corrupt or foreign file loads as nothing (logged) and the
 //! states are encoded again.
 
-use crate::embed::{DIMS, TokenStates};
+use super::embed::{DIMS, TokenStates};
 use anyhow::{Context, Result, bail, ensure};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};

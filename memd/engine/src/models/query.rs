@@ -1,0 +1,128 @@
+//! The query side of late interaction: the query's token states under a deadline, the count of
+//! encodings in flight that load shedding reads, and the tally of what prompts got.
+//!
+//! Owns when a prompt gives up on reranking (deadline passed, or another query still encoding)
+//! and counting it. Must never block past the caller's deadline and never fail: a missing,
+//! busy or failing model gives `None` (the fused order).
+
+use super::Models;
+use super::embed::QueryStates;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Prompts that asked for late interaction since the daemon started, by what they got: the
+/// figure that says how often a busy machine serves the fused order (`/api/stats`
+/// `index.prompt_rerank`, memd-bench's concurrent phase).
+#[derive(Default)]
+pub struct PromptTally {
+    reranked: std::sync::atomic::AtomicU64,
+    over_budget: std::sync::atomic::AtomicU64,
+    shed: std::sync::atomic::AtomicU64,
+}
+
+/// What one prompt's reranking came to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PromptRerank {
+    /// The whole head was scored within the budget.
+    Reranked,
+    /// The query encoding or MaxSim ran past the budget: (part of) the fused order kept.
+    OverBudget,
+    /// Another query was still encoding: the fused order at once (load shedding).
+    Shed,
+}
+
+impl PromptTally {
+    pub fn count(&self, what: PromptRerank) {
+        let counter = match what {
+            PromptRerank::Reranked => &self.reranked,
+            PromptRerank::OverBudget => &self.over_budget,
+            PromptRerank::Shed => &self.shed,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn view(&self) -> proto::PromptRerankStats {
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        proto::PromptRerankStats {
+            reranked: get(&self.reranked),
+            over_budget: get(&self.over_budget),
+            shed: get(&self.shed),
+        }
+    }
+}
+
+impl Models {
+    /// The query's token states, if the model is loaded and they arrive before `deadline`. The
+    /// encoding cannot be interrupted: past the deadline it finishes on its blocking thread and
+    /// is thrown away, while the caller goes on with the fused order. With `shed`, a query that
+    /// would queue behind another one still encoding gets `None` at once: under load the prompt
+    /// path keeps the fused order instead of piling up work it would not wait for.
+    pub async fn encode_late_query(
+        &self,
+        text: &str,
+        deadline: Instant,
+        shed: bool,
+    ) -> Option<QueryStates> {
+        let model = self.late()?;
+        // Only the prompt path sheds, and only its outcomes are tallied.
+        let tally = |what| {
+            if shed {
+                self.prompts.count(what)
+            }
+        };
+        if Instant::now() >= deadline {
+            tally(PromptRerank::OverBudget);
+            return None;
+        }
+        let in_flight = InFlight::enter(self.queries.clone());
+        if shed && in_flight.others > 0 {
+            tracing::debug!("late-interaction query skipped: another one is encoding");
+            tally(PromptRerank::Shed);
+            return None;
+        }
+        let text = text.to_string();
+        // The guard moves into the work: it counts until the encoding ends, however it ends.
+        let work = tokio::task::spawn_blocking(move || {
+            let _in_flight = in_flight;
+            model.encode_query(&text)
+        });
+        match tokio::time::timeout_at(deadline.into(), work).await {
+            Ok(Ok(Ok(q))) => Some(q),
+            Ok(Ok(Err(e))) => {
+                tracing::warn!("late-interaction query encoding failed: {e:#}");
+                None
+            }
+            Ok(Err(e)) => {
+                tracing::warn!("late-interaction query encoding crashed: {e}");
+                None
+            }
+            Err(_) => {
+                tracing::debug!("late-interaction query missed the reranking budget");
+                tally(PromptRerank::OverBudget);
+                None
+            }
+        }
+    }
+}
+
+/// One query encoding in the count of those running; leaves it when dropped (finished,
+/// failed, panicked or never run).
+struct InFlight {
+    count: Arc<AtomicUsize>,
+    /// How many were running when this one entered.
+    others: usize,
+}
+
+impl InFlight {
+    fn enter(count: Arc<AtomicUsize>) -> InFlight {
+        let others = count.fetch_add(1, Ordering::SeqCst);
+        InFlight { count, others }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
+    }
+}
