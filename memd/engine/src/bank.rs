@@ -1,5 +1,5 @@
-//! The memory bank: facts the agent stores on purpose (add, update, archive), and the user's
-//! own corrections of any memory (share, delete).
+//! The memory bank: facts the agent stores on purpose (add, update, archive), takeaways
+//! (`record_response`), and the user's own corrections of any memory (share, delete).
 //!
 //! Owns validation of memory-bank writes (limits, tags, ranges), redaction before storage, the
 //! near-duplicate check (a near duplicate that `contradict` finds saying otherwise supersedes
@@ -8,14 +8,19 @@
 //! project's facts when deciding what is a duplicate.
 
 use crate::clock;
-use crate::core::{Core, scrub_metadata};
+use crate::config::Config;
 use crate::error::{ApiError, check_len, check_range_f64};
+use crate::models::Models;
+use crate::record::Record;
 use crate::redact;
-use crate::search::{self, Query};
+use crate::redact::scrub_metadata;
+use crate::registry::Registry;
+use crate::scope::ProjectCache;
+use crate::search::{self, Query, Ranking};
+use crate::state::Db;
 use crate::state::ops::{Op, Output};
 use proto::limits;
 use proto::*;
-use std::sync::Arc;
 
 /// Cosine similarity above which a memory-bank add is treated as the same fact.
 /// Measured (memd/engine/tests/bank_duplicates.rs): restatements of one fact 0.80–0.98 (5 of 6 above
@@ -27,10 +32,27 @@ pub const BANK_DUPLICATE_COSINE: f32 = 0.90;
 /// How many memory-bank facts still waiting for their embedding a new fact is compared with
 /// (newest first); each costs one embedding (a few ms) unless the query cache has it.
 const QUEUED_FACTS_COMPARED: usize = 8;
-impl Core {
+
+/// What the memory-bank writes read: the config, the state, the embedder (duplicates), the
+/// project cache (where a fact belongs).
+pub struct Bank<'a> {
+    pub cfg: &'a Config,
+    pub db: &'a Db,
+    pub models: &'a Models,
+    pub cache: &'a ProjectCache,
+}
+
+impl Bank<'_> {
+    fn registry(&self) -> Registry<'_> {
+        Registry {
+            db: self.db,
+            cache: self.cache,
+        }
+    }
+
     /// `fallback`: the caller's project when `req.cwd` is absent (an MCP session's).
-    pub async fn memory_bank_add(
-        self: &Arc<Self>,
+    pub async fn add(
+        &self,
         req: &MemoryBankAdd,
         fallback: Option<String>,
     ) -> Result<MemoryBankResponse, ApiError> {
@@ -45,6 +67,7 @@ impl Core {
         check_range_f64("importance", importance, 0.0, 1.0)?;
         check_range_f64("confidence", confidence, 0.0, 1.0)?;
         let current = self
+            .registry()
             .current_project("cwd", req.cwd.as_deref(), None)?
             .or(fallback);
         let project = crate::scope::home(req.scope.unwrap_or_default(), current.as_deref());
@@ -55,9 +78,7 @@ impl Core {
         // Reads alike but says otherwise (negated, another number or identifier): a new fact
         // that replaces the old one, which is archived (kept, findable), not merged into it.
         let superseded = near.as_ref().and_then(|id| {
-            let old = self
-                .store
-                .read(|s| s.by_id(id).map(|r| r.content.clone()))?;
+            let old = self.db.read(|s| s.by_id(id).map(|r| r.content.clone()))?;
             crate::contradict::differs(&content, &old).map(|_| id.clone())
         });
         if let Some(existing) = near.filter(|_| superseded.is_none()) {
@@ -69,7 +90,7 @@ impl Core {
                 .await?;
             }
             return Ok(MemoryBankResponse {
-                project: self.store.read(|s| s.by_id(&existing)?.project.clone()),
+                project: self.db.read(|s| s.by_id(&existing)?.project.clone()),
                 success: true,
                 doc_id: existing,
                 duplicate: true,
@@ -77,7 +98,7 @@ impl Core {
             });
         }
         let now = clock::now_ms();
-        let mut rec = Core::new_record(Collection::MemoryBank, content, now);
+        let mut rec = Record::new(Collection::MemoryBank, content, now);
         rec.project = project.clone();
         rec.score = 1.0;
         rec.tags = tags;
@@ -89,7 +110,7 @@ impl Core {
                 .insert("supersedes".into(), Value::from(old.as_str()));
         }
         rec.team = req.share;
-        let (doc_id, duplicate) = self.insert(rec).await?;
+        let (doc_id, duplicate) = self.db.insert(rec).await?;
         if let Some(old) = &superseded {
             self.archive_superseded(old).await;
         }
@@ -102,19 +123,63 @@ impl Core {
         })
     }
 
+    /// A takeaway (MCP `record_response`): it belongs to its conversation's project, else to
+    /// `fallback`'s.
+    pub async fn record_response(
+        &self,
+        req: &RecordResponseRequest,
+        fallback: Option<String>,
+    ) -> Result<RecordResponseResponse, ApiError> {
+        let text = req.key_takeaway.trim();
+        if text.is_empty() {
+            return Err(ApiError::bad(
+                "key_takeaway",
+                "key_takeaway must not be empty",
+            ));
+        }
+        check_len("key_takeaway", text, limits::TAKEAWAY_MAX_CHARS)?;
+        let initial = match req.initial_score.as_deref() {
+            None | Some("") => None,
+            Some(s) => Some(Outcome::parse(s).ok_or_else(|| {
+                ApiError::bad(
+                    "initial_score",
+                    format!("initial_score must be worked, failed or partial (got {s:?})"),
+                )
+            })?),
+        };
+        let now = clock::now_ms();
+        let mut rec = Record::new(Collection::Working, redact::scrub(text).text, now);
+        rec.score = crate::learn::scoring::initial_score(initial);
+        rec.metadata
+            .insert("memory_type".into(), Value::from("key_takeaway"));
+        let conv = req
+            .conversation_id
+            .as_deref()
+            .map(|c| redact::safe_id(c.trim()));
+        rec.project = conv
+            .as_deref()
+            .and_then(|c| self.registry().conversation_project(c))
+            .or(fallback);
+        if let Some(c) = conv {
+            rec.metadata
+                .insert("conversation_id".into(), Value::from(c.as_ref()));
+        }
+        let (doc_id, _) = self.db.insert(rec).await?;
+        Ok(RecordResponseResponse {
+            success: true,
+            doc_id,
+        })
+    }
+
     /// An active memory-bank entry saying the same thing (cosine ≥ BANK_DUPLICATE_COSINE) that
     /// a new entry of `project` would stand beside: that project's or a global one. Another
     /// project's identical fact is not a duplicate (it is never shown here). Facts whose
     /// embedding is still queued are compared too: two facts added back to back must meet
     /// even when the embedder has not caught up with the first.
-    async fn near_duplicate_in_bank(
-        self: &Arc<Self>,
-        content: &str,
-        project: Option<&str>,
-    ) -> Option<String> {
-        let v = self.embed_query(content).await?;
+    async fn near_duplicate_in_bank(&self, content: &str, project: Option<&str>) -> Option<String> {
+        let v = self.models.embed_query(content).await?;
         let visible = crate::scope::Visibility::of_current(project);
-        let (indexed, queued) = self.store.read(|s| {
+        let (indexed, queued) = self.db.read(|s| {
             let keep = |k: u64| {
                 s.by_key(k).is_some_and(|r| {
                     r.collection == Collection::MemoryBank
@@ -140,7 +205,7 @@ impl Core {
             (indexed, queued)
         });
         let mut best = indexed;
-        let embedder = self.embedder().filter(|_| !queued.is_empty());
+        let embedder = self.models.embedder().filter(|_| !queued.is_empty());
         for (id, text) in queued {
             // Not through the query cache: these are stored texts, not queries.
             let Some(e) = embedder.clone() else { break };
@@ -169,7 +234,7 @@ impl Core {
             id: id.to_string(),
             at: clock::now_ms(),
         };
-        match self.commit_one(op).await {
+        match self.db.commit_one(op).await {
             Ok(Output::Updated { .. }) => {}
             Ok(other) => tracing::info!("superseded memory {id} not archived: {other:?}"),
             Err(e) => tracing::warn!("superseded memory {id} not archived: {e}"),
@@ -188,7 +253,7 @@ impl Core {
             team: req.shared,
             at: clock::now_ms(),
         };
-        match self.commit_one(op).await? {
+        match self.db.commit_one(op).await? {
             Output::Updated { id } => Ok(ShareResponse {
                 id,
                 shared: req.shared,
@@ -202,7 +267,7 @@ impl Core {
 
     /// `POST /api/memory/delete` and the dashboard's delete: one memory, any collection, for
     /// good. Mirrored memories follow the same rule as edits (only their owner deletes them).
-    pub async fn delete_memory(
+    pub async fn delete(
         &self,
         req: &DeleteMemoryRequest,
     ) -> Result<DeleteMemoryResponse, ApiError> {
@@ -215,7 +280,7 @@ impl Core {
             id: id.to_string(),
             reason: "user".into(),
         };
-        match self.commit_one(op).await? {
+        match self.db.commit_one(op).await? {
             Output::Deleted { id } => Ok(DeleteMemoryResponse { success: true, id }),
             Output::NotFound { id } => Err(ApiError::not_found(format!("no memory {id}"))),
             Output::Rejected(why) => Err(ApiError::unprocessable("id", why)),
@@ -223,14 +288,11 @@ impl Core {
         }
     }
 
-    pub async fn memory_bank_update(
-        &self,
-        req: &MemoryBankUpdate,
-    ) -> Result<MemoryBankResponse, ApiError> {
+    pub async fn update(&self, req: &MemoryBankUpdate) -> Result<MemoryBankResponse, ApiError> {
         let id = req.id.trim();
         check_len("id", id, limits::ID_MAX_CHARS)?;
         let is_bank = self
-            .store
+            .db
             .read(|s| s.by_id(id).map(|r| r.collection == Collection::MemoryBank));
         match is_bank {
             None => return Err(ApiError::not_found(format!("no memory with id {id}"))),
@@ -271,7 +333,7 @@ impl Core {
             confidence: req.confidence,
             at: clock::now_ms(),
         };
-        match self.commit_one(op).await? {
+        match self.db.commit_one(op).await? {
             Output::Updated { id } => Ok(self.changed(id)),
             Output::NotFound { id } => Err(ApiError::not_found(format!("no memory with id {id}"))),
             Output::Rejected(why) => Err(ApiError::unprocessable("id", why)),
@@ -284,7 +346,7 @@ impl Core {
     /// The answer to an update or archive of the entry now called `id`.
     fn changed(&self, id: String) -> MemoryBankResponse {
         MemoryBankResponse {
-            project: self.store.read(|s| s.by_id(&id)?.project.clone()),
+            project: self.db.read(|s| s.by_id(&id)?.project.clone()),
             success: true,
             doc_id: id,
             duplicate: false,
@@ -293,8 +355,8 @@ impl Core {
     }
 
     /// Archiving by content looks only at what `current`'s caller can see.
-    pub async fn memory_bank_archive(
-        self: &Arc<Self>,
+    pub async fn archive(
+        &self,
         req: &MemoryBankArchive,
         current: Option<String>,
     ) -> Result<MemoryBankResponse, ApiError> {
@@ -309,6 +371,7 @@ impl Core {
             _ => return Err(ApiError::bad_request("Provide id or content")),
         };
         match self
+            .db
             .commit_one(Op::Archive {
                 id: id.clone(),
                 at: clock::now_ms(),
@@ -324,20 +387,16 @@ impl Core {
         }
     }
 
-    async fn closest_bank_entry(
-        self: &Arc<Self>,
-        content: &str,
-        current: Option<&str>,
-    ) -> Option<String> {
+    async fn closest_bank_entry(&self, content: &str, current: Option<&str>) -> Option<String> {
         let q = Query {
             collections: Some(vec![Collection::MemoryBank]),
             visibility: crate::scope::Visibility::select(None, current).ok()?,
             limit: 1,
             ..Query::default()
         };
-        let qvec = self.embed_query(content).await;
-        let ranking = self.ranking();
-        self.store.read(|s| {
+        let qvec = self.models.embed_query(content).await;
+        let ranking = Ranking::of(&self.cfg.learning);
+        self.db.read(|s| {
             let hit = search::rank(s, &q, content, qvec.as_deref().map(|v| &v[..]), &ranking, 1)
                 .into_iter()
                 .next()?;

@@ -4,10 +4,13 @@
 //! Must never score book chunks (they are reference material) and never store a chunk twice.
 
 use crate::clock;
-use crate::core::Core;
 use crate::error::{ApiError, check_len};
 use crate::ingest;
+use crate::record::Record;
 use crate::redact;
+use crate::registry::Registry;
+use crate::scope::ProjectCache;
+use crate::state::Db;
 use crate::state::ops::{Op, Output};
 use proto::limits;
 use proto::*;
@@ -17,7 +20,20 @@ use crate::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
 /// Ops per commit while ingesting (each commit is one fsync).
 const INGEST_BATCH: usize = 256;
 
-impl Core {
+/// What the book operations read: the state and the project cache (a project-scoped book).
+pub struct Books<'a> {
+    pub db: &'a Db,
+    pub cache: &'a ProjectCache,
+}
+
+impl Books<'_> {
+    fn registry(&self) -> Registry<'_> {
+        Registry {
+            db: self.db,
+            cache: self.cache,
+        }
+    }
+
     /// Books are global unless `req.scope` is `project`: then they belong to the project of
     /// `req.cwd` (a project-scoped ingest with no directory is refused, not made global).
     pub async fn ingest(&self, req: &IngestRequest) -> Result<IngestResponse, ApiError> {
@@ -35,7 +51,8 @@ impl Core {
         let project = match req.scope.unwrap_or(Scope::Global) {
             Scope::Global => None,
             Scope::Project => Some(
-                self.current_project("cwd", req.cwd.as_deref(), None)?
+                self.registry()
+                    .current_project("cwd", req.cwd.as_deref(), None)?
                     .ok_or_else(|| {
                         ApiError::bad(
                             "cwd",
@@ -53,7 +70,7 @@ impl Core {
         let total = chunks.len();
         let mut ops = Vec::with_capacity(total);
         for c in chunks {
-            let mut rec = Core::new_record(Collection::Books, c.text, now);
+            let mut rec = Record::new(Collection::Books, c.text, now);
             rec.project = project.clone();
             rec.metadata.insert("title".into(), Value::from(title));
             rec.metadata
@@ -73,7 +90,7 @@ impl Core {
             batches.push(std::mem::replace(&mut ops, rest));
         }
         for batch in batches {
-            for out in self.commit(batch).await? {
+            for out in self.db.commit(batch).await? {
                 if matches!(out, Output::Duplicate { .. }) {
                     already_present += 1;
                 }
@@ -88,10 +105,10 @@ impl Core {
         })
     }
 
-    pub fn books(&self) -> Result<BooksResponse, ApiError> {
+    pub fn list(&self) -> Result<BooksResponse, ApiError> {
         // The same title in two projects is two books.
         let mut by_title: BTreeMap<(String, Option<String>), BookInfo> = BTreeMap::new();
-        self.store.read(|s| {
+        self.db.read(|s| {
             for r in s.records().filter(|r| r.collection == Collection::Books) {
                 let title = r
                     .metadata
@@ -119,12 +136,9 @@ impl Core {
         })
     }
 
-    pub async fn remove_book(
-        &self,
-        req: &RemoveBookRequest,
-    ) -> Result<RemoveBookResponse, ApiError> {
+    pub async fn remove(&self, req: &RemoveBookRequest) -> Result<RemoveBookResponse, ApiError> {
         let title = req.title.trim();
-        let ids: Vec<String> = self.store.read(|s| {
+        let ids: Vec<String> = self.db.read(|s| {
             s.records()
                 .filter(|r| r.collection == Collection::Books)
                 .filter(|r| r.metadata.get("title").and_then(Value::as_str) == Some(title))
@@ -144,6 +158,7 @@ impl Core {
             })
             .collect();
         let removed = self
+            .db
             .commit(ops)
             .await?
             .iter()

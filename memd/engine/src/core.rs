@@ -1,60 +1,56 @@
-//! The daemon's service object: one `Core` per process, shared by HTTP, MCP and the workers.
+//! The engine's facade: one `Core` per process, shared by HTTP, MCP and the workers. One short
+//! method per operation, handing the operation's module the narrow handles it needs.
 //!
-//! Owns the store handle, the embedder (loaded in the background; absent when the runtime is
-//! missing), the query-embedding cache and the operations that are not hook-specific: search,
-//! takeaways, health, stats (the memory bank, books, projects and export add theirs in their
-//! own modules). Must never block an async thread on embedding
-//! or fsync: heavy calls go through `spawn_blocking` or the store's async commit.
+//! Owns the handles and their life: the store (private: operations get the `Db` handle, never
+//! `Core`), the models, the token states, the trace ledger, the per-conversation tool evidence,
+//! the project cache, the shared store's link and the recent hook calls. Must never hold an
+//! operation's logic (it lives in the operation's module and takes handles) and never block an
+//! async thread on embedding or fsync.
 
+use crate::bank::Bank;
+use crate::books::Books;
 use crate::config::Config;
-use crate::error::{ApiError, check_len};
+use crate::context::{Hooks, PromptDeps};
+use crate::error::ApiError;
+use crate::evidence::Evidence;
+use crate::export::{ImportResponse, Transfer};
+use crate::find::Search;
+use crate::inspect::{self, Inspect};
 use crate::models::Models;
-use crate::models::embed::Embed;
+use crate::models::embed::{CrossEncoder, Embed, LateInteraction};
+use crate::models::late::States;
 use crate::record::Record;
-use crate::redact;
-use crate::retrieve;
-use crate::search::{self, Query, Ranking};
-use crate::state::MemState;
-use crate::state::ops::{Op, Output};
+use crate::registry::Registry;
+use crate::scope::ProjectCache;
+use crate::shared::SharedLink;
+use crate::shutdown::Shutdown;
+use crate::state::ops::{Op, Output, ScoreResult};
+use crate::state::{Db, MemState, Signals};
+use crate::status::{HookCalls, StatsDeps};
 use crate::store::Store;
-use crate::{clock, learn};
-use proto::limits;
+use crate::tools::Tools;
+use crate::trace::Trace;
+use crate::workers::{self, Workers};
 use proto::*;
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 pub use crate::bank::BANK_DUPLICATE_COSINE;
-const HOOK_CALLS_KEPT: usize = 50;
 
 pub struct Core {
     pub cfg: Config,
-    pub store: Store<MemState>,
-    /// The embedder, the reranking models, the query cache.
+    db: Arc<Db>,
     models: Models,
-    /// Every memory's token states, filled in the background (`workers::late_states_loop`).
-    pub late_states: crate::models::late::States,
-    /// Woken when memories may need token states.
-    pub late_wake: tokio::sync::Notify,
-    /// Woken when an exchange is scored (the stop hook's grace window waits on it).
-    pub scored: tokio::sync::Notify,
-    /// Woken when new memories need embedding.
-    pub embed_wake: tokio::sync::Notify,
-    /// Woken after outcomes (keeps a permit, so a wake during a running pass is not lost).
-    pub lifecycle_wake: tokio::sync::Notify,
-    hook_calls: Mutex<VecDeque<HookCall>>,
-    /// Session records queued by get-context but perhaps not applied yet (see `settle`).
-    queued: std::sync::atomic::AtomicU64,
-    applied: tokio::sync::watch::Sender<u64>,
-    pub started: Instant,
+    /// Every memory's token states, filled in the background (`workers`).
+    late: Arc<States>,
     /// What the hooks did, per conversation (ids and digests only).
-    pub trace: crate::trace::Trace,
+    trace: Trace,
     /// Directory → project, so a prompt does not re-read `.git` every time.
-    pub project_cache: crate::scope::ProjectCache,
+    projects: ProjectCache,
     /// The shared store's status and wake-up bell (`shared`).
-    pub shared: crate::shared::SharedLink,
+    shared: Arc<SharedLink>,
     /// What the agent's commands did per conversation (process memory only).
-    pub evidence: crate::evidence::Evidence,
+    evidence: Evidence,
+    hooks: HookCalls,
 }
 
 /// What opening the engine found, for the start-up log line.
@@ -76,10 +72,9 @@ impl std::fmt::Display for OpenReport {
     }
 }
 
+// ---- life ----
 impl Core {
     /// Opens the engine on `<data dir>/store` (blocking: loads the snapshot, replays the log).
-    /// This is the storage seam: the server never sees the store type, so another backend
-    /// can stand behind `Core` without touching it.
     pub fn open(cfg: Config) -> anyhow::Result<(Core, OpenReport)> {
         let store_dir = cfg.data_dir.join("store");
         let state = MemState::new(crate::models::embed::DIMS)?;
@@ -93,391 +88,395 @@ impl Core {
         Ok((Core::new(cfg, store), report))
     }
 
-    /// Flushes the log and writes the final snapshot and the token states (blocking).
+    pub fn new(cfg: Config, store: Store<MemState>) -> Core {
+        let shared = Arc::new(SharedLink::default());
+        let bell = cfg.store.url.is_some().then(|| shared.clone());
+        Core {
+            db: Arc::new(Db::new(store, Arc::new(Signals::default()), bell)),
+            models: Models::new(cfg.search.rerank),
+            late: Arc::default(),
+            trace: Trace::open(&cfg.data_dir.join("logs")),
+            projects: ProjectCache::default(),
+            shared,
+            evidence: Evidence::default(),
+            hooks: HookCalls::default(),
+            cfg,
+        }
+    }
+
+    /// Flushes the log and writes the final snapshot and the token states (blocking). Needs
+    /// every worker stopped: they hold the store handle.
     pub fn close(self) -> Result<(), String> {
-        if self.late_states.size().0 > 0
-            && let Err(e) = self.late_states.save(&self.token_states_path())
+        if self.late.size().0 > 0
+            && let Err(e) = self.late.save(&workers::token_states_path(&self.cfg))
         {
             tracing::warn!("saving token states failed (they will be encoded again): {e:#}");
         }
-        self.store.close().map_err(|e| e.to_string())
+        let db = Arc::try_unwrap(self.db).map_err(|_| "the store is still in use".to_string())?;
+        db.into_store().close().map_err(|e| e.to_string())
     }
 
-    /// Where the late-interaction token states are saved between runs.
-    pub fn token_states_path(&self) -> std::path::PathBuf {
-        crate::models::token_states_path_in(&self.cfg.data_dir.join("store"))
+    /// The background workers (embedding, token states, lifecycle, snapshots), each holding
+    /// the engine until `shutdown`.
+    pub fn spawn_workers(
+        self: &Arc<Self>,
+        shutdown: &Shutdown,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        workers::Loop::ALL
+            .into_iter()
+            .map(|which| {
+                let (core, shutdown) = (self.clone(), shutdown.clone());
+                tokio::spawn(async move { core.workers().run(which, &shutdown).await })
+            })
+            .collect()
     }
 
-    pub fn new(cfg: Config, store: Store<MemState>) -> Core {
-        Core {
-            models: Models::new(cfg.search.rerank),
-            trace: crate::trace::Trace::open(&cfg.data_dir.join("logs")),
-            cfg,
-            store,
-            late_states: crate::models::late::States::default(),
-            late_wake: tokio::sync::Notify::new(),
-            scored: tokio::sync::Notify::new(),
-            embed_wake: tokio::sync::Notify::new(),
-            lifecycle_wake: tokio::sync::Notify::new(),
-            hook_calls: Mutex::new(VecDeque::new()),
-            queued: std::sync::atomic::AtomicU64::new(0),
-            applied: tokio::sync::watch::channel(0).0,
-            started: Instant::now(),
-            project_cache: crate::scope::ProjectCache::default(),
-            shared: crate::shared::SharedLink::default(),
-            evidence: Default::default(),
+    fn workers(&self) -> Workers<'_> {
+        Workers {
+            cfg: &self.cfg,
+            db: &self.db,
+            models: &self.models,
+            late: &self.late,
+            trace: &self.trace,
         }
     }
 
-    /// The models handle (embedder, reranking models, query cache).
+    /// One lifecycle pass now (promotions, demotions, deletions, age cleanup, idle sessions).
+    pub async fn run_lifecycle(&self) -> anyhow::Result<usize> {
+        self.workers().run_lifecycle().await
+    }
+}
+
+// ---- handles, for the server and the shared store's worker ----
+impl Core {
+    /// The store handle: named reads (`read`), commits, `settle`.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Runs `f` under one short read of the state.
+    pub fn read<R>(&self, f: impl FnOnce(&MemState) -> R) -> R {
+        self.db.read(f)
+    }
+
     pub fn models(&self) -> &Models {
         &self.models
     }
 
+    pub fn shared(&self) -> &SharedLink {
+        &self.shared
+    }
+
     pub fn set_embedder(&self, e: Result<Arc<dyn Embed>, String>) {
         if self.models.set_embedder(e) {
-            self.embed_wake.notify_one();
+            self.db.signals().embed.notify_one();
         }
     }
 
-    pub fn set_reranker(&self, ce: Arc<crate::models::embed::CrossEncoder>) {
+    pub fn set_reranker(&self, ce: Arc<CrossEncoder>) {
         self.models.set_cross_encoder(ce);
     }
 
-    pub fn reranker(&self) -> Option<Arc<crate::models::embed::CrossEncoder>> {
-        self.models.cross_encoder()
-    }
-
-    pub fn set_late_model(&self, model: Arc<crate::models::embed::LateInteraction>) {
+    pub fn set_late_model(&self, model: Arc<LateInteraction>) {
         self.models.set_late(model);
-        self.late_wake.notify_one();
+        self.db.signals().late.notify_one();
     }
-
-    pub fn late_model(&self) -> Option<Arc<crate::models::embed::LateInteraction>> {
-        self.models.late()
-    }
-
-    pub fn embedder(&self) -> Option<Arc<dyn Embed>> {
-        self.models.embedder()
-    }
-
-    pub fn model_error(&self) -> Option<String> {
-        self.models.error()
-    }
-
-    pub fn ranking(&self) -> Ranking {
-        Ranking {
-            prior_weight: self.cfg.learning.prior_weight,
-            exchange_weight: self.cfg.learning.exchange_weight,
-            graph_boosts: self.cfg.learning.graph_boosts,
-            ..Ranking::default()
-        }
-    }
-
-    pub async fn embed_query(&self, text: &str) -> Option<Arc<Vec<f32>>> {
-        self.models.embed_query(text).await
-    }
-
-    /// Queues ops without waiting for durability (their order is fixed now); `settle` waits
-    /// until everything queued this way is applied. Failures are logged.
-    pub fn commit_queued(&self, ops: Vec<Op>) -> Result<(), ApiError> {
-        let rx = self.store.enqueue(ops)?;
-        let n = self
-            .queued
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-            + 1;
-        let applied = self.applied.clone();
-        tokio::spawn(async move {
-            if let Ok(Err(e)) = rx.await {
-                tracing::error!("a queued write failed: {e}");
-            }
-            applied.send_modify(|done| *done = (*done).max(n));
-        });
-        Ok(())
-    }
-
-    /// Waits until every op queued by `commit_queued` so far has been applied, so reads see
-    /// them (normally immediate: turns are seconds apart, an fsync takes milliseconds).
-    pub async fn settle(&self) {
-        let target = self.queued.load(std::sync::atomic::Ordering::SeqCst);
-        let mut rx = self.applied.subscribe();
-        let _ = rx.wait_for(|done| *done >= target).await;
-    }
-
-    pub async fn commit(&self, ops: Vec<Op>) -> Result<Vec<Output>, ApiError> {
-        let out = self.store.commit_async(ops).await?;
-        if out
-            .iter()
-            .any(|o| matches!(o, Output::Inserted { .. } | Output::Updated { .. }))
-        {
-            self.embed_wake.notify_one();
-            self.late_wake.notify_one();
-        }
-        if self.cfg.store.url.is_some() {
-            // Durable here; the shared store should have it soon, not at the next tick.
-            self.shared.wake.notify_one();
-        }
-        Ok(out)
-    }
-
-    pub async fn commit_one(&self, op: Op) -> Result<Output, ApiError> {
-        self.commit(vec![op])
-            .await?
-            .pop()
-            .ok_or_else(|| ApiError::internal("store returned no result"))
-    }
-
-    // ---- search ----
-
-    /// `fallback` is the caller's project when the request itself does not tell it (an MCP
-    /// session's directory).
-    pub async fn search(
-        self: &Arc<Self>,
-        req: &SearchRequest,
-        fallback: Option<String>,
-    ) -> Result<SearchResponse, ApiError> {
-        let now = clock::now_ms();
-        let conv = req
-            .conversation_id
-            .as_deref()
-            .map(|c| redact::safe_id(c.trim()));
-        let current = self
-            .current_project("cwd", req.cwd.as_deref(), conv.as_deref())?
-            .or(fallback);
-        let q = Query::from_request(req, now, current.as_deref())?;
-        if let Some(id) = &q.id {
-            let results: Vec<MemoryView> = self
-                .store
-                .read(|s| s.by_id(id).map(|r| search::view(r, now, None)))
-                .into_iter()
-                .collect();
-            return Ok(SearchResponse {
-                count: results.len(),
-                results,
-            });
-        }
-        let results = match &q.text {
-            Some(text) => self.search_text(&q, text, now).await,
-            None => self.store.read(|s| {
-                search::browse(s, &q)
-                    .into_iter()
-                    .map(|r| search::view(r, now, None))
-                    .collect()
-            }),
-        };
-        Ok(SearchResponse {
-            count: results.len(),
-            results,
-        })
-    }
-
-    /// A text search through the retrieval pipeline: the fused head (deeper than `limit` when
-    /// reranking) under one read, then late interaction and the cross-encoder outside it.
-    async fn search_text(self: &Arc<Self>, q: &Query, text: &str, now: i64) -> Vec<MemoryView> {
-        let relevance_order = matches!(q.sort_by, None | Some(SortBy::Relevance));
-        let rerank = relevance_order && self.cfg.search.rerank;
-        let wait = match rerank {
-            true => retrieve::LateWait::Search,
-            false => retrieve::LateWait::Skip,
-        };
-        let encoded = retrieve::encode(&self.models, text, wait).await;
-        let depth = match rerank {
-            true => q.limit.max(self.cfg.search.rerank_depth),
-            false => q.limit,
-        };
-        let ranking = self.ranking();
-        let stage = retrieve::FirstStage {
-            query: q,
-            text,
-            vector: encoded.vector(),
-            ranking: &ranking,
-        };
-        let head = self
-            .store
-            .read(|s| retrieve::first_stage(s, &stage, depth, |_| true, now));
-        let ce_depth = self.cfg.search.cross_encoder_depth;
-        let how = retrieve::Second {
-            late: encoded
-                .late
-                .as_ref()
-                .map(|l| (l, self.cfg.search.rerank_depth)),
-            deadline: None,
-            cross: self
-                .reranker()
-                .filter(|_| rerank && ce_depth > 0)
-                .map(|ce| (ce, ce_depth)),
-        };
-        let (head, _) = retrieve::second_stage(&self.late_states, text, head, how).await;
-        head.into_iter().take(q.limit).map(|c| c.view).collect()
-    }
-
-    // ---- writes ----
 
     /// A fresh record with neutral scores; content must already be scrubbed.
     pub fn new_record(collection: Collection, content: String, now: i64) -> Record {
         Record::new(collection, content, now)
     }
 
+    pub async fn commit(&self, ops: Vec<Op>) -> Result<Vec<Output>, ApiError> {
+        self.db.commit(ops).await
+    }
+
+    pub async fn commit_one(&self, op: Op) -> Result<Output, ApiError> {
+        self.db.commit_one(op).await
+    }
+
     /// Stores a record, or reports the id of the identical one already stored.
     pub async fn insert(&self, rec: Record) -> Result<(String, bool), ApiError> {
-        match self.commit_one(Op::Insert(Box::new(rec))).await? {
-            Output::Inserted { id, .. } => Ok((id, false)),
-            Output::Duplicate { id } => Ok((id, true)),
-            Output::Rejected(m) => Err(ApiError::internal(m)),
-            other => Err(ApiError::internal(format!(
-                "unexpected store answer {other:?}"
-            ))),
+        self.db.insert(rec).await
+    }
+
+    /// Waits until every queued write is applied.
+    pub async fn settle(&self) {
+        self.db.settle().await
+    }
+}
+
+// ---- the operations' handles ----
+impl Core {
+    fn registry(&self) -> Registry<'_> {
+        Registry {
+            db: &self.db,
+            cache: &self.projects,
         }
     }
 
-    /// The takeaway belongs to its conversation's project, else to `fallback`'s.
+    fn search_deps(&self) -> Search<'_> {
+        Search {
+            cfg: &self.cfg,
+            db: &self.db,
+            models: &self.models,
+            late: &self.late,
+            cache: &self.projects,
+        }
+    }
+
+    fn bank(&self) -> Bank<'_> {
+        Bank {
+            cfg: &self.cfg,
+            db: &self.db,
+            models: &self.models,
+            cache: &self.projects,
+        }
+    }
+
+    fn books_deps(&self) -> Books<'_> {
+        Books {
+            db: &self.db,
+            cache: &self.projects,
+        }
+    }
+
+    fn inspect(&self) -> Inspect<'_> {
+        Inspect {
+            db: &self.db,
+            trace: &self.trace,
+            data_dir: &self.cfg.data_dir,
+        }
+    }
+
+    fn hooks(&self) -> Hooks<'_> {
+        Hooks {
+            cfg: &self.cfg,
+            db: &self.db,
+            trace: &self.trace,
+            evidence: &self.evidence,
+            cache: &self.projects,
+        }
+    }
+
+    fn prompt_deps(&self) -> PromptDeps<'_> {
+        PromptDeps {
+            hooks: self.hooks(),
+            models: &self.models,
+            late: &self.late,
+        }
+    }
+
+    fn tools(&self) -> Tools<'_> {
+        Tools {
+            cfg: &self.cfg,
+            db: &self.db,
+            trace: &self.trace,
+            evidence: &self.evidence,
+            cache: &self.projects,
+        }
+    }
+
+    fn status(&self) -> StatsDeps<'_> {
+        StatsDeps {
+            cfg: &self.cfg,
+            db: &self.db,
+            models: &self.models,
+            late: &self.late,
+            shared: &self.shared,
+            hooks: &self.hooks,
+        }
+    }
+}
+
+// ---- operations: one line each, the logic lives in the named module ----
+impl Core {
+    /// `fallback`: the caller's project when the request does not tell it (an MCP session's).
+    pub async fn search(
+        &self,
+        req: &SearchRequest,
+        fallback: Option<String>,
+    ) -> Result<SearchResponse, ApiError> {
+        self.search_deps().run(req, fallback).await
+    }
+
+    pub async fn get_context(
+        &self,
+        req: &GetContextRequest,
+    ) -> Result<GetContextResponse, ApiError> {
+        self.prompt_deps().get_context(req, None).await
+    }
+
+    pub async fn get_context_for(
+        &self,
+        req: &GetContextRequest,
+        fallback: Option<String>,
+    ) -> Result<GetContextResponse, ApiError> {
+        self.prompt_deps().get_context(req, fallback).await
+    }
+
+    pub async fn stop(&self, req: &StopRequest) -> Result<StopResponse, ApiError> {
+        self.hooks().stop(req).await
+    }
+
+    pub async fn record_outcome(
+        &self,
+        req: &RecordOutcomeRequest,
+    ) -> Result<RecordOutcomeResponse, ApiError> {
+        self.hooks().record_outcome(req).await
+    }
+
+    pub async fn score_memories(
+        &self,
+        scores: Vec<(String, Outcome)>,
+    ) -> Result<ScoreResult, ApiError> {
+        self.hooks().score_memories(scores).await
+    }
+
+    pub async fn sidecar_report(&self, req: &SidecarReport) -> Result<SuccessResponse, ApiError> {
+        self.hooks().sidecar_report(req).await
+    }
+
+    pub async fn pre_tool(&self, req: &PreToolRequest) -> Result<PreToolResponse, ApiError> {
+        self.tools().pre_tool(req).await
+    }
+
+    pub async fn post_tool(&self, req: &PostToolRequest) -> Result<PostToolResponse, ApiError> {
+        self.tools().post_tool(req).await
+    }
+
     pub async fn record_response(
         &self,
         req: &RecordResponseRequest,
         fallback: Option<String>,
     ) -> Result<RecordResponseResponse, ApiError> {
-        let text = req.key_takeaway.trim();
-        if text.is_empty() {
-            return Err(ApiError::bad(
-                "key_takeaway",
-                "key_takeaway must not be empty",
-            ));
-        }
-        check_len("key_takeaway", text, limits::TAKEAWAY_MAX_CHARS)?;
-        let initial = match req.initial_score.as_deref() {
-            None | Some("") => None,
-            Some(s) => Some(Outcome::parse(s).ok_or_else(|| {
-                ApiError::bad(
-                    "initial_score",
-                    format!("initial_score must be worked, failed or partial (got {s:?})"),
-                )
-            })?),
-        };
-        let now = clock::now_ms();
-        let mut rec = Core::new_record(Collection::Working, redact::scrub(text).text, now);
-        rec.score = learn::scoring::initial_score(initial);
-        rec.metadata
-            .insert("memory_type".into(), Value::from("key_takeaway"));
-        let conv = req
-            .conversation_id
-            .as_deref()
-            .map(|c| redact::safe_id(c.trim()));
-        rec.project = conv
-            .as_deref()
-            .and_then(|c| self.conversation_project(c))
-            .or(fallback);
-        if let Some(c) = conv {
-            rec.metadata
-                .insert("conversation_id".into(), Value::from(c.as_ref()));
-        }
-        let (doc_id, _) = self.insert(rec).await?;
-        Ok(RecordResponseResponse {
-            success: true,
-            doc_id,
-        })
+        self.bank().record_response(req, fallback).await
     }
 
-    // ---- status ----
+    pub async fn memory_bank_add(
+        &self,
+        req: &MemoryBankAdd,
+        fallback: Option<String>,
+    ) -> Result<MemoryBankResponse, ApiError> {
+        self.bank().add(req, fallback).await
+    }
 
-    pub fn note_hook_call(&self, endpoint: &str, micros: u64, status: u16) {
-        if let Ok(mut calls) = self.hook_calls.lock() {
-            calls.push_front(HookCall {
-                at: clock::rfc3339(clock::now_ms()),
-                endpoint: endpoint.to_string(),
-                micros,
-                status,
-            });
-            calls.truncate(HOOK_CALLS_KEPT);
-        }
+    pub async fn memory_bank_update(
+        &self,
+        req: &MemoryBankUpdate,
+    ) -> Result<MemoryBankResponse, ApiError> {
+        self.bank().update(req).await
+    }
+
+    /// `current`: the caller's project (archiving by content sees only what it can see).
+    pub async fn memory_bank_archive(
+        &self,
+        req: &MemoryBankArchive,
+        current: Option<String>,
+    ) -> Result<MemoryBankResponse, ApiError> {
+        self.bank().archive(req, current).await
+    }
+
+    pub async fn share(&self, req: &ShareRequest) -> Result<ShareResponse, ApiError> {
+        self.bank().share(req).await
+    }
+
+    pub async fn delete_memory(
+        &self,
+        req: &DeleteMemoryRequest,
+    ) -> Result<DeleteMemoryResponse, ApiError> {
+        self.bank().delete(req).await
+    }
+
+    pub async fn ingest(&self, req: &IngestRequest) -> Result<IngestResponse, ApiError> {
+        self.books_deps().ingest(req).await
+    }
+
+    pub fn books(&self) -> Result<BooksResponse, ApiError> {
+        self.books_deps().list()
+    }
+
+    pub async fn remove_book(
+        &self,
+        req: &RemoveBookRequest,
+    ) -> Result<RemoveBookResponse, ApiError> {
+        self.books_deps().remove(req).await
+    }
+
+    pub fn export(&self, collection: Option<Collection>) -> Result<Vec<u8>, ApiError> {
+        Transfer { db: &self.db }.export(collection)
+    }
+
+    pub async fn import(&self, jsonl: &[u8], dry_run: bool) -> Result<ImportResponse, ApiError> {
+        Transfer { db: &self.db }.import(jsonl, dry_run).await
+    }
+
+    /// The project a caller stands in: its directory, else its conversation's, else unknown.
+    pub fn current_project(
+        &self,
+        field: &str,
+        dir: Option<&str>,
+        conversation: Option<&str>,
+    ) -> Result<Option<String>, ApiError> {
+        self.registry().current_project(field, dir, conversation)
+    }
+
+    pub fn conversation_project(&self, conversation: &str) -> Option<String> {
+        self.registry().conversation_project(conversation)
+    }
+
+    pub fn latest_project(&self) -> Option<String> {
+        self.registry().latest_project()
+    }
+
+    pub fn projects(&self) -> ProjectsResponse {
+        self.registry().projects()
+    }
+
+    pub async fn forget_project(
+        &self,
+        req: &ForgetProjectRequest,
+    ) -> Result<ForgetProjectResponse, ApiError> {
+        self.registry().forget_project(req).await
+    }
+
+    pub async fn list_memories(
+        &self,
+        f: &inspect::ListFilter,
+    ) -> Result<Vec<MemoryView>, ApiError> {
+        self.inspect().list_memories(&self.search_deps(), f).await
+    }
+
+    pub fn memory_detail(&self, id: &str) -> Option<inspect::MemoryDetail> {
+        self.inspect().memory_detail(id)
+    }
+
+    pub fn tags_in_use(&self) -> Vec<String> {
+        self.inspect().tags_in_use()
+    }
+
+    pub fn conversations(&self) -> Vec<inspect::conversations::ConversationSummary> {
+        self.inspect().conversations()
+    }
+
+    pub fn conversation_turns(&self, conversation: &str) -> Vec<inspect::conversations::Turn> {
+        self.inspect().conversation_turns(conversation)
+    }
+
+    pub fn health_series(&self) -> inspect::health::HealthSeries {
+        self.inspect().health_series()
     }
 
     pub fn health(&self) -> HealthResponse {
-        let counts = self.counts();
-        let model_error = self.model_error();
-        HealthResponse {
-            status: "ok".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            model_loaded: model_error.is_none(),
-            model_error,
-            reranker_loaded: self.reranker().is_some(),
-            late_interaction_loaded: self.late_model().is_some(),
-            counts,
-            pid: std::process::id(),
-            port: self.cfg.port,
-        }
+        self.status().health()
     }
 
-    fn counts(&self) -> BTreeMap<String, usize> {
-        self.store.read(|s| {
-            Collection::ALL
-                .iter()
-                .map(|c| (c.as_str().to_string(), s.count(*c)))
-                .collect()
-        })
+    pub fn stats(&self) -> StatsResponse {
+        self.status().stats()
     }
 
-    /// Everything but the sidecar section (see `status::stats`, which adds it).
-    pub(crate) fn stats_without_sidecar(&self) -> StatsResponse {
-        let late_size = self.late_states.size();
-        let late_loaded = self.late_model().is_some();
-        let mut stats = self.store.read(|s| {
-            let mut collections: BTreeMap<String, CollectionStats> = BTreeMap::new();
-            for r in s.records() {
-                let e = collections
-                    .entry(r.collection.as_str().to_string())
-                    .or_default();
-                e.count += 1;
-                e.mean_score += r.score;
-                if r.uses > 0 {
-                    e.scored += 1;
-                }
-            }
-            for e in collections.values_mut() {
-                e.mean_score = if e.count > 0 {
-                    e.mean_score / e.count as f64
-                } else {
-                    0.0
-                };
-            }
-            StatsResponse {
-                version: env!("CARGO_PKG_VERSION").into(),
-                collections,
-                disk_bytes: 0,
-                index: IndexStats {
-                    vectors: s.vectors().len(),
-                    pending_embeddings: s.pending_len(),
-                    lexical_docs: s.lexical().len(),
-                    token_states: late_size.0,
-                    token_state_bytes: late_size.1,
-                    pending_token_states: match late_loaded {
-                        true => crate::models::late::pending(
-                            &self.late_states,
-                            s,
-                            self.cfg.search.token_states_mb,
-                        ),
-                        false => 0,
-                    },
-                    state: s.index_origin.clone(),
-                    prompt_rerank: self.models.prompts.view(),
-                },
-                lifecycle: s
-                    .counters
-                    .iter()
-                    .filter(|(k, _)| !k.starts_with("sidecar_runs_day_"))
-                    .map(|(k, v)| (k.clone(), *v))
-                    .collect(),
-                conversations: s.sessions.conversations.len(),
-                knowledge_graph: s.graph.sizes(),
-                recent_hooks: Vec::new(),
-                sidecar: SidecarStatus::default(),
-                shared_store: None,
-            }
-        });
-        stats.disk_bytes = self.store.disk_bytes();
-        if let Ok(calls) = self.hook_calls.lock() {
-            stats.recent_hooks = calls.iter().cloned().collect();
-        }
-        stats
+    pub fn note_hook_call(&self, endpoint: &str, micros: u64, status: u16) {
+        self.hooks.note(endpoint, micros, status)
     }
 }
 
@@ -498,21 +497,5 @@ fn tail_note(tail: &crate::store::TailState) -> String {
             "; {skipped} damaged WAL bytes at byte {offset} set aside ({reason}), the frames \
              after them replayed"
         ),
-    }
-}
-
-/// Metadata keys and string values get the same redaction as content.
-pub(crate) fn scrub_metadata(m: Metadata) -> Metadata {
-    m.into_iter()
-        .map(|(k, v)| (redact::scrub(&k).text, scrub_value(v)))
-        .collect()
-}
-
-fn scrub_value(v: Value) -> Value {
-    match v {
-        Value::String(s) => Value::String(redact::scrub(&s).text),
-        Value::List(l) => Value::List(l.into_iter().map(scrub_value).collect()),
-        Value::Map(m) => Value::Map(scrub_metadata(m)),
-        other => other,
     }
 }

@@ -8,10 +8,10 @@
 //! was (with a new internal key; embeddings are rebuilt in the background). Must never
 //! overwrite or merge into an existing memory, and never accept a record it cannot validate.
 
-use crate::core::Core;
 use crate::error::ApiError;
 use crate::record::Record;
 use crate::redact;
+use crate::state::Db;
 use crate::state::ops::{Op, Output};
 use proto::Collection;
 use serde::{Deserialize, Serialize};
@@ -56,10 +56,15 @@ impl ImportResponse {
     }
 }
 
-impl Core {
+/// Export and import read and write the state only.
+pub struct Transfer<'a> {
+    pub db: &'a Db,
+}
+
+impl Transfer<'_> {
     /// Every record (of one collection, if given) as JSON Lines, in insertion order.
     pub fn export(&self, collection: Option<Collection>) -> Result<Vec<u8>, ApiError> {
-        let mut records: Vec<Record> = self.store.read(|s| {
+        let mut records: Vec<Record> = self.db.read(|s| {
             s.records()
                 .filter(|r| collection.is_none_or(|c| r.collection == c))
                 .cloned()
@@ -99,7 +104,7 @@ impl Core {
                 resp.reject(line_no, reason);
                 continue;
             }
-            let known = self.store.read(|s| {
+            let known = self.db.read(|s| {
                 s.by_id(&rec.id).is_some() || rec.former_ids.iter().any(|f| s.by_id(f).is_some())
             });
             if known || !seen.insert(rec.id.clone()) {
@@ -114,9 +119,9 @@ impl Core {
             }
             rec.content = redact::scrub(&rec.content).text;
             rec.tags = rec.tags.iter().map(|t| redact::scrub(t).text).collect();
-            rec.metadata = crate::core::scrub_metadata(std::mem::take(&mut rec.metadata));
+            rec.metadata = crate::redact::scrub_metadata(std::mem::take(&mut rec.metadata));
             if dry_run {
-                let stored = self.store.read(|s| {
+                let stored = self.db.read(|s| {
                     s.duplicate_of(rec.collection, rec.project.as_deref(), &rec.content)
                         .is_some()
                 });
@@ -134,7 +139,7 @@ impl Core {
             let rest = pending.split_off(pending.len().min(IMPORT_BATCH));
             let batch = std::mem::replace(&mut pending, rest);
             let (lines, ops): (Vec<usize>, Vec<Op>) = batch.into_iter().unzip();
-            for (line_no, out) in lines.into_iter().zip(self.commit(ops).await?) {
+            for (line_no, out) in lines.into_iter().zip(self.db.commit(ops).await?) {
                 match out {
                     Output::Inserted { .. } => resp.imported += 1,
                     Output::Duplicate { .. } => resp.duplicates += 1,
@@ -238,7 +243,7 @@ mod tests {
 
     #[test]
     fn validation_names_the_problem() {
-        let mut r = Core::new_record(Collection::Working, "x".into(), 1);
+        let mut r = Record::new(Collection::Working, "x".into(), 1);
         assert!(validate(&r).is_ok());
         r.score = f64::NAN;
         assert!(validate(&r).unwrap_err().contains("score"));
@@ -254,7 +259,7 @@ mod tests {
     /// written before projects existed imports as global.
     #[test]
     fn project_round_trips_and_old_lines_are_global() {
-        let mut r = Core::new_record(Collection::MemoryBank, "Run just test".into(), 1);
+        let mut r = Record::new(Collection::MemoryBank, "Run just test".into(), 1);
         r.project = Some("github.com/acme/shop".into());
         let line = serde_json::to_string(&r).unwrap();
         assert!(

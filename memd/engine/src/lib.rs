@@ -57,8 +57,8 @@
 //! `registry`, `status`, `tools`, `workers`) as well as `late` and `retrieve`'s query encoding
 //! take `&Core` back. Narrow handles in place of `Core` there are the rest of issue 21.
 
-mod bank;
-mod books;
+pub mod bank;
+pub mod books;
 pub mod clock;
 pub mod config;
 pub mod confine;
@@ -68,6 +68,7 @@ pub mod core;
 pub mod error;
 pub mod evidence;
 pub mod export;
+pub mod find;
 pub mod guards_config;
 pub mod heap;
 mod index;
@@ -78,7 +79,7 @@ pub mod models;
 pub mod project;
 pub mod record;
 pub mod redact;
-mod registry;
+pub mod registry;
 pub mod retrieve;
 pub mod scope;
 pub mod search;

@@ -422,3 +422,20 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     };
     RULE_TABLE.iter().map(rule).collect()
 });
+
+/// Metadata keys and string values get the same redaction as content.
+pub fn scrub_metadata(m: proto::Metadata) -> proto::Metadata {
+    m.into_iter()
+        .map(|(k, v)| (scrub(&k).text, scrub_value(v)))
+        .collect()
+}
+
+fn scrub_value(v: proto::Value) -> proto::Value {
+    use proto::Value;
+    match v {
+        Value::String(s) => Value::String(scrub(&s).text),
+        Value::List(l) => Value::List(l.into_iter().map(scrub_value).collect()),
+        Value::Map(m) => Value::Map(scrub_metadata(m)),
+        other => other,
+    }
+}

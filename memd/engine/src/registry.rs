@@ -1,17 +1,26 @@
 //! Projects as the user sees them: which project a caller stands in, `memd projects` (counts and
 //! last use) and `memd projects forget` (every memory of one project, atomically).
 //!
-//! Owns the operations on `Core` that deal with projects as a whole. Must never delete a global
+//! Owns the operations that deal with projects as a whole (`Registry`, over the store and
+//! the project cache). Must never delete a global
 //! memory, and never decide visibility itself: `scope` does.
 
 use crate::clock;
-use crate::core::Core;
 use crate::error::{ApiError, check_len};
+use crate::scope::ProjectCache;
+use crate::state::Db;
 use crate::state::ops::{Op, Output};
 use proto::{ForgetProjectRequest, ForgetProjectResponse, ProjectInfo, ProjectsResponse, limits};
 use std::collections::BTreeMap;
 
-impl Core {
+/// What the project operations read: the state and the directory → project cache.
+#[derive(Clone, Copy)]
+pub struct Registry<'a> {
+    pub db: &'a Db,
+    pub cache: &'a ProjectCache,
+}
+
+impl Registry<'_> {
     /// The project a caller stands in: its directory resolved (`field` names the directory in
     /// errors), else the project of its conversation, else unknown.
     pub fn current_project(
@@ -20,7 +29,7 @@ impl Core {
         dir: Option<&str>,
         conversation: Option<&str>,
     ) -> Result<Option<String>, ApiError> {
-        if let Some(p) = self.project_cache.resolve(field, dir)? {
+        if let Some(p) = self.cache.resolve(field, dir)? {
             return Ok(Some(p.id));
         }
         Ok(conversation.and_then(|c| self.conversation_project(c.trim())))
@@ -28,18 +37,18 @@ impl Core {
 
     /// The project a conversation's prompts came from, if memd saw one.
     pub fn conversation_project(&self, conversation: &str) -> Option<String> {
-        self.store
+        self.db
             .read(|s| s.sessions.get(conversation).and_then(|c| c.project.clone()))
     }
 
     /// The project of the most recently active conversation (MCP calls that send no directory).
     pub fn latest_project(&self) -> Option<String> {
-        self.store.read(|s| s.sessions.latest_project())
+        self.db.read(|s| s.sessions.latest_project())
     }
 
     /// Every project with memories or prompts, most recently used first.
     pub fn projects(&self) -> ProjectsResponse {
-        self.store.read(|s| {
+        self.db.read(|s| {
             let mut by_id: BTreeMap<String, ProjectInfo> = BTreeMap::new();
             let mut newest: BTreeMap<String, i64> = BTreeMap::new();
             let mut global: BTreeMap<String, usize> = BTreeMap::new();
@@ -92,7 +101,7 @@ impl Core {
             return Err(ApiError::bad("project", "project must not be empty"));
         }
         check_len("project", project, limits::PROJECT_MAX_CHARS)?;
-        let known = self.store.read(|s| {
+        let known = self.db.read(|s| {
             s.projects.contains_key(project)
                 || s.records().any(|r| r.project.as_deref() == Some(project))
         });
@@ -104,7 +113,7 @@ impl Core {
         let op = Op::ForgetProject {
             project: project.to_string(),
         };
-        match self.commit_one(op).await? {
+        match self.db.commit_one(op).await? {
             Output::Forgotten {
                 deleted,
                 conversations,

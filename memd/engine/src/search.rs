@@ -36,6 +36,18 @@ pub struct Ranking {
     pub graph_boosts: bool,
 }
 
+impl Ranking {
+    /// The ranking `[learning]` asks for (the fusion weights keep their defaults).
+    pub fn of(learning: &crate::config::LearningConfig) -> Ranking {
+        Ranking {
+            prior_weight: learning.prior_weight,
+            exchange_weight: learning.exchange_weight,
+            graph_boosts: learning.graph_boosts,
+            ..Ranking::default()
+        }
+    }
+}
+
 impl Default for Ranking {
     fn default() -> Self {
         Ranking {
@@ -419,12 +431,11 @@ fn round4(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::Core;
     use crate::state::ops::{Op, Output};
     use crate::store::Machine;
 
     fn insert(state: &mut MemState, text: &str, exchange: bool) -> u64 {
-        let mut rec = Core::new_record(Collection::Working, text.to_string(), 0);
+        let mut rec = Record::new(Collection::Working, text.to_string(), 0);
         if exchange {
             rec.metadata
                 .insert("memory_type".into(), Value::from("exchange"));

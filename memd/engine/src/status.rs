@@ -1,19 +1,149 @@
-//! What `/api/stats` reports: the core's counts plus the sidecar chain's state.
+//! What `/api/health` and `/api/stats` report: the counts, the models, the indexes, the token
+//! states, the sidecar chain, the shared store and the latest hook calls.
 //!
-//! Exists so that `core` never imports `context` (the sidecar state is the turn cycle's):
-//! dependencies point one way. Must never block on the store's writer.
+//! Owns assembling those answers from the handles (`StatsDeps`) and the ring of recent hook
+//! calls. Must never block on the store's writer (one read per answer) and never count under
+//! the store lock what it can count outside it.
 
-use crate::core::Core;
-use proto::StatsResponse;
+use crate::clock;
+use crate::config::Config;
+use crate::models::Models;
+use crate::models::late::{self, States};
+use crate::shared::SharedLink;
+use crate::state::{Db, MemState};
+use proto::{
+    Collection, CollectionStats, HealthResponse, HookCall, IndexStats, SidecarStatus, StatsResponse,
+};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
 
-/// The full statistics answer.
-pub fn stats(core: &Core) -> StatsResponse {
-    let mut stats = core.stats_without_sidecar();
-    stats.sidecar = crate::context::sidecar_status(core);
-    stats.shared_store = core.shared.status().map(|mut s| {
-        // Counted now, not at the worker's last pass.
-        (s.backlog, s.mirrored) = core.store.read(|st| (st.backlog(), st.mirrored_len()));
-        s
-    });
-    stats
+const HOOK_CALLS_KEPT: usize = 50;
+
+/// The latest hook calls (endpoint, time taken, status), newest first.
+#[derive(Default)]
+pub struct HookCalls(Mutex<VecDeque<HookCall>>);
+
+impl HookCalls {
+    pub fn note(&self, endpoint: &str, micros: u64, status: u16) {
+        if let Ok(mut calls) = self.0.lock() {
+            calls.push_front(HookCall {
+                at: clock::rfc3339(clock::now_ms()),
+                endpoint: endpoint.to_string(),
+                micros,
+                status,
+            });
+            calls.truncate(HOOK_CALLS_KEPT);
+        }
+    }
+
+    fn list(&self) -> Vec<HookCall> {
+        self.0
+            .lock()
+            .map(|c| c.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// What the status answers read.
+pub struct StatsDeps<'a> {
+    pub cfg: &'a Config,
+    pub db: &'a Db,
+    pub models: &'a Models,
+    pub late: &'a States,
+    pub shared: &'a SharedLink,
+    pub hooks: &'a HookCalls,
+}
+
+/// Each collection's count.
+pub fn counts(s: &MemState) -> BTreeMap<String, usize> {
+    Collection::ALL
+        .iter()
+        .map(|c| (c.as_str().to_string(), s.count(*c)))
+        .collect()
+}
+
+impl StatsDeps<'_> {
+    /// `GET /api/health`.
+    pub fn health(&self) -> HealthResponse {
+        let model_error = self.models.error();
+        HealthResponse {
+            status: "ok".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            model_loaded: model_error.is_none(),
+            model_error,
+            reranker_loaded: self.models.cross_encoder().is_some(),
+            late_interaction_loaded: self.models.late().is_some(),
+            counts: self.db.read(counts),
+            pid: std::process::id(),
+            port: self.cfg.port,
+        }
+    }
+
+    /// `GET /api/stats`.
+    pub fn stats(&self) -> StatsResponse {
+        let late_size = self.late.size();
+        let late_loaded = self.models.late().is_some();
+        let cap_mb = self.cfg.search.token_states_mb;
+        let mut stats = self.db.read(|s| StatsResponse {
+            version: env!("CARGO_PKG_VERSION").into(),
+            collections: collections(s),
+            disk_bytes: 0,
+            index: IndexStats {
+                vectors: s.vectors().len(),
+                pending_embeddings: s.pending_len(),
+                lexical_docs: s.lexical().len(),
+                token_states: late_size.0,
+                token_state_bytes: late_size.1,
+                pending_token_states: match late_loaded {
+                    true => late::pending(self.late, s, cap_mb),
+                    false => 0,
+                },
+                state: s.index_origin.clone(),
+                prompt_rerank: self.models.prompts.view(),
+            },
+            lifecycle: s
+                .counters
+                .iter()
+                .filter(|(k, _)| !k.starts_with("sidecar_runs_day_"))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            conversations: s.sessions.conversations.len(),
+            knowledge_graph: s.graph.sizes(),
+            recent_hooks: Vec::new(),
+            sidecar: SidecarStatus::default(),
+            shared_store: None,
+        });
+        stats.disk_bytes = self.db.store().disk_bytes();
+        stats.recent_hooks = self.hooks.list();
+        stats.sidecar = crate::context::sidecar_status(&self.cfg.sidecar, self.db);
+        stats.shared_store = self.shared.status().map(|mut s| {
+            // Counted now, not at the worker's last pass.
+            (s.backlog, s.mirrored) = self.db.read(|st| (st.backlog(), st.mirrored_len()));
+            s
+        });
+        stats
+    }
+}
+
+/// Count, mean score and scored count per collection.
+fn collections(s: &MemState) -> BTreeMap<String, CollectionStats> {
+    let mut collections: BTreeMap<String, CollectionStats> = BTreeMap::new();
+    for r in s.records() {
+        let e = collections
+            .entry(r.collection.as_str().to_string())
+            .or_default();
+        e.count += 1;
+        e.mean_score += r.score;
+        if r.uses > 0 {
+            e.scored += 1;
+        }
+    }
+    for e in collections.values_mut() {
+        e.mean_score = if e.count > 0 {
+            e.mean_score / e.count as f64
+        } else {
+            0.0
+        };
+    }
+    collections
 }

@@ -1,4 +1,4 @@
-//! Tool events on `Core`: the guard before a tool runs, the evidence after it ran.
+//! Tool events: the guard before a tool runs, the evidence after it ran.
 //!
 //! Owns the pre-tool decision (the static rules of `memd-guard` at the levels of `[guards]`,
 //! then the learned guardrails: a memory of this project saying this command failed or broke
@@ -8,10 +8,15 @@
 //! never block a tool on a slow lookup (the learned check is a lexical search, no embedding),
 //! and never let a memory that was scored wrong guard anything.
 
-use crate::core::Core;
+use crate::config::Config;
 use crate::error::{ApiError, check_len};
+use crate::evidence::Evidence;
 use crate::record::Record;
-use crate::search::{self, Query};
+use crate::registry::Registry;
+use crate::scope::ProjectCache;
+use crate::search::{self, Query, Ranking};
+use crate::state::Db;
+use crate::trace::Trace;
 use crate::trace::TraceEntry;
 use crate::{learn, redact, scope};
 use memd_guard::{Action, Level};
@@ -19,7 +24,6 @@ use proto::{
     Collection, PostToolRequest, PostToolResponse, PreToolRequest, PreToolResponse, ToolCall,
     ToolKind, limits,
 };
-use std::sync::Arc;
 
 /// Memories a learned-guardrail lookup looks at (the lexical index's best).
 const LEARNED_CANDIDATES: usize = 20;
@@ -59,12 +63,26 @@ const UBIQUITOUS: [&str; 24] = [
 /// Commands longer than the guard reads (`memd_guard::MAX_INPUT`) are asked about whole.
 const TOO_LONG: &str = "too_long";
 
-impl Core {
+/// What the tool hooks read: the `[guards]` and `[evidence]` settings, the state (learned
+/// guardrails), the ledger, the evidence, the project cache.
+pub struct Tools<'a> {
+    pub cfg: &'a Config,
+    pub db: &'a Db,
+    pub trace: &'a Trace,
+    pub evidence: &'a Evidence,
+    pub cache: &'a ProjectCache,
+}
+
+impl Tools<'_> {
+    fn registry(&self) -> Registry<'_> {
+        Registry {
+            db: self.db,
+            cache: self.cache,
+        }
+    }
+
     /// `POST /api/hooks/pre-tool`.
-    pub async fn pre_tool(
-        self: &Arc<Self>,
-        req: &PreToolRequest,
-    ) -> Result<PreToolResponse, ApiError> {
+    pub async fn pre_tool(&self, req: &PreToolRequest) -> Result<PreToolResponse, ApiError> {
         let conv = check_tool_request(&req.conversation_id, &req.tool)?;
         if let Some(answer) = too_long(&req.tool) {
             self.record_decision(req, &conv, &answer);
@@ -95,6 +113,7 @@ impl Core {
             // A directory memd cannot place must not cost the user's policy: global memories
             // still guard.
             let project = self
+                .registry()
                 .current_project("project_dir", req.project_dir.as_deref(), Some(&conv))
                 .unwrap_or(None);
             if let Some((id, why)) = self.learned_guardrail(command, project.as_deref()) {
@@ -160,9 +179,9 @@ impl Core {
             limit: LEARNED_CANDIDATES,
             ..Query::default()
         };
-        let ranking = self.ranking();
+        let ranking = Ranking::of(&self.cfg.learning);
         let text = signatures.join(" ");
-        self.store.read(|s| {
+        self.db.read(|s| {
             search::rank(s, &q, &text, None, &ranking, LEARNED_CANDIDATES)
                 .into_iter()
                 .filter_map(|hit| s.by_key(hit.key))

@@ -7,14 +7,17 @@
 //! on a request's path and never hold the store's lock while embedding.
 
 use crate::clock::{self, HOUR_MS};
-use crate::core::Core;
+use crate::config::Config;
 use crate::learn;
+use crate::models::Models;
 use crate::models::embed::LateInteraction;
 use crate::models::late;
 use crate::shutdown::Shutdown;
+use crate::state::Db;
 use crate::state::new_id;
 use crate::state::ops::Op;
 use crate::state::session::SessionOp;
+use crate::trace::Trace;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,91 +36,303 @@ const SAVE_EVERY: Duration = Duration::from_secs(300);
 /// Planning a pass sorts every live memory under the store's read lock (~15 ms at 100k).
 const IDLE_TICK: Duration = Duration::from_secs(60);
 
-pub fn spawn_all(core: &Arc<Core>, shutdown: &Shutdown) -> Vec<tokio::task::JoinHandle<()>> {
-    vec![
-        tokio::spawn(embed_loop(core.clone(), shutdown.clone())),
-        tokio::spawn(lifecycle_loop(core.clone(), shutdown.clone())),
-        tokio::spawn(snapshot_loop(core.clone(), shutdown.clone())),
-        tokio::spawn(late_states_loop(core.clone(), shutdown.clone())),
-    ]
+/// The background loops.
+#[derive(Debug, Clone, Copy)]
+pub enum Loop {
+    Embed,
+    TokenStates,
+    Lifecycle,
+    Snapshot,
 }
 
-async fn embed_loop(core: Arc<Core>, shutdown: Shutdown) {
-    loop {
-        if shutdown.is_set() {
-            return;
+impl Loop {
+    pub const ALL: [Loop; 4] = [
+        Loop::Embed,
+        Loop::TokenStates,
+        Loop::Lifecycle,
+        Loop::Snapshot,
+    ];
+}
+
+/// What the workers read and write: the settings, the store handle (shared with a blocking
+/// snapshot), the models, the token states (shared with blocking encoding), the ledger.
+pub struct Workers<'a> {
+    pub cfg: &'a Config,
+    pub db: &'a Arc<Db>,
+    pub models: &'a Models,
+    pub late: &'a Arc<late::States>,
+    pub trace: &'a Trace,
+}
+
+/// Where the late-interaction token states are saved between runs.
+pub fn token_states_path(cfg: &Config) -> std::path::PathBuf {
+    crate::models::token_states_path_in(&cfg.data_dir.join("store"))
+}
+
+impl Workers<'_> {
+    /// Runs one loop until `shutdown`.
+    pub async fn run(&self, which: Loop, shutdown: &Shutdown) {
+        match which {
+            Loop::Embed => self.embed_loop(shutdown).await,
+            Loop::TokenStates => self.late_states_loop(shutdown).await,
+            Loop::Lifecycle => self.lifecycle_loop(shutdown).await,
+            Loop::Snapshot => self.snapshot_loop(shutdown).await,
         }
-        match embed_some(&core).await {
-            Ok(0) => {
-                // Idle: hand back what the embeddings since the last tick freed.
-                tokio::task::spawn_blocking(crate::heap::release_if_dirty);
-                tokio::select! {
-                    _ = core.embed_wake.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
-                    _ = shutdown.wait() => return,
-                }
+    }
+
+    async fn embed_loop(&self, shutdown: &Shutdown) {
+        loop {
+            if shutdown.is_set() {
+                return;
             }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!("embedding failed, will retry: {e}");
-                tokio::select! {
-                    _ = tokio::time::sleep(EMBED_RETRY) => {}
-                    _ = shutdown.wait() => return,
+            match self.embed_some().await {
+                Ok(0) => {
+                    // Idle: hand back what the embeddings since the last tick freed.
+                    tokio::task::spawn_blocking(crate::heap::release_if_dirty);
+                    tokio::select! {
+                        _ = self.db.signals().embed.notified() => {}
+                        _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                        _ = shutdown.wait() => return,
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!("embedding failed, will retry: {e}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(EMBED_RETRY) => {}
+                        _ = shutdown.wait() => return,
+                    }
                 }
             }
         }
     }
-}
 
-/// Embeds one batch of pending memories; returns how many were embedded.
-pub async fn embed_some(core: &Arc<Core>) -> anyhow::Result<usize> {
-    let Some(embedder) = core.embedder() else {
-        return Ok(0);
-    };
-    let batch: Vec<(u64, String)> = core.store.read(|s| {
-        s.pending_keys(EMBED_BATCH)
-            .into_iter()
-            .filter_map(|k| Some((k, s.by_key(k)?.content.clone())))
-            .collect()
-    });
-    if batch.is_empty() {
-        return Ok(0);
-    }
-    let vectors = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<(u64, Vec<f32>)>> {
-        // One text per call: on 2 cores padding makes batches slower, and a query embedding
-        // waiting for the model never waits behind more than one memory.
-        batch
-            .into_iter()
-            .map(|(k, text)| {
-                Ok((
-                    k,
-                    embedder.embed(&[text.as_str()])?.pop().unwrap_or_default(),
-                ))
+    /// Embeds one batch of pending memories; returns how many were embedded.
+    pub async fn embed_some(&self) -> anyhow::Result<usize> {
+        let Some(embedder) = self.models.embedder() else {
+            return Ok(0);
+        };
+        let batch: Vec<(u64, String)> = self.db.read(|s| {
+            s.pending_keys(EMBED_BATCH)
+                .into_iter()
+                .filter_map(|k| Some((k, s.by_key(k)?.content.clone())))
+                .collect()
+        });
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let vectors =
+            tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<(u64, Vec<f32>)>> {
+                // One text per call: on 2 cores padding makes batches slower, and a query embedding
+                // waiting for the model never waits behind more than one memory.
+                batch
+                    .into_iter()
+                    .map(|(k, text)| {
+                        Ok((
+                            k,
+                            embedder.embed(&[text.as_str()])?.pop().unwrap_or_default(),
+                        ))
+                    })
+                    .collect()
             })
-            .collect()
-    })
-    .await??;
-    let n = vectors.len();
-    let ops = vectors
-        .into_iter()
-        .map(|(key, vector)| Op::vector(key, &vector))
-        .collect();
-    core.commit(ops).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(n)
-}
+            .await??;
+        let n = vectors.len();
+        let ops = vectors
+            .into_iter()
+            .map(|(key, vector)| Op::vector(key, &vector))
+            .collect();
+        self.db
+            .commit(ops)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(n)
+    }
 
-async fn lifecycle_loop(core: Arc<Core>, shutdown: Shutdown) {
-    core.sample_counts();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(LIFECYCLE_EVERY) => {}
-            _ = core.lifecycle_wake.notified() => {}
-            _ = shutdown.wait() => return,
+    async fn lifecycle_loop(&self, shutdown: &Shutdown) {
+        self.sample_counts();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(LIFECYCLE_EVERY) => {}
+                _ = self.db.signals().lifecycle.notified() => {}
+                _ = shutdown.wait() => return,
+            }
+            if let Err(e) = self.run_lifecycle().await {
+                tracing::warn!("lifecycle pass failed: {e}");
+            }
+            self.sample_counts();
         }
-        if let Err(e) = run_lifecycle(&core).await {
-            tracing::warn!("lifecycle pass failed: {e}");
+    }
+
+    /// One lifecycle pass: promotions, demotions, deletions, age cleanup, idle sessions.
+    pub async fn run_lifecycle(&self) -> anyhow::Result<usize> {
+        // Age decisions go by a clock that cannot jump ahead (`clock::cleanup_now_ms`).
+        let now = clock::cleanup_now_ms();
+        let mut ops: Vec<Op> = self.db.read(|s| {
+            s.records()
+                // A memory from the shared store follows the lifecycle its own daemon runs.
+                .filter(|r| r.origin.is_none())
+                .filter_map(|r| {
+                    if let Some(step) = learn::lifecycle::expiry_step(r, now) {
+                        return Some(expiry_op(r, step, now));
+                    }
+                    if learn::lifecycle::expired_at(r).is_some() {
+                        return None;
+                    }
+                    let t = learn::lifecycle::next_transition(r, now)?;
+                    match t {
+                        learn::lifecycle::Transition::Promote { to }
+                        | learn::lifecycle::Transition::Demote { to } => Some(Op::Move {
+                            id: r.id.clone(),
+                            to,
+                            new_id: new_id(to),
+                            at: now,
+                        }),
+                        learn::lifecycle::Transition::Delete { .. } => Some(Op::Delete {
+                            id: r.id.clone(),
+                            reason: "low_score".into(),
+                        }),
+                    }
+                })
+                .collect()
+        });
+        let ttl = self.cfg.context.session_ttl_hours as i64 * HOUR_MS;
+        let stale = self.db.read(|s| {
+            s.sessions
+                .conversations
+                .values()
+                .any(|c| c.last_seen < now - ttl)
+        });
+        if stale {
+            // What the forgotten conversations leave unscored gets its tool evidence first.
+            ops.extend(
+                self.db.read(|s| {
+                    crate::context::unscored::on_expire(self.cfg, self.trace, s, now - ttl)
+                }),
+            );
+            ops.push(Op::Session(SessionOp::Expire { before: now - ttl }));
         }
-        core.sample_counts();
+        let n = ops.len();
+        if n > 0 {
+            self.db
+                .commit(ops)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        Ok(n)
+    }
+
+    async fn snapshot_loop(&self, shutdown: &Shutdown) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(SNAPSHOT_CHECK_EVERY) => {}
+                _ = shutdown.wait() => return,
+            }
+            if self.db.store().ops_since_snapshot() >= SNAPSHOT_AFTER_OPS {
+                let db = self.db.clone();
+                match tokio::task::spawn_blocking(move || db.store().snapshot()).await {
+                    Ok(Ok(_)) => crate::heap::release_freed_memory(),
+                    Ok(Err(e)) => {
+                        tracing::error!("snapshot failed (the WAL keeps everything): {e}")
+                    }
+                    Err(e) => tracing::error!("snapshot task failed: {e}"),
+                }
+            }
+        }
+    }
+
+    /// Keeps every memory's token states current: encodes memories that have none (new or edited),
+    /// drops those of deleted memories, sleeps until woken when there is nothing to do.
+    async fn late_states_loop(&self, shutdown: &Shutdown) {
+        if !self.cfg.search.rerank {
+            return; // no model will load: keep nothing in memory
+        }
+        let path = token_states_path(self.cfg);
+        {
+            let (late, p) = (self.late.clone(), path.clone());
+            tokio::task::spawn_blocking(move || late.load(&p))
+                .await
+                .ok();
+        }
+        let mut saved = self.late.changes();
+        let mut saved_at = Instant::now();
+        loop {
+            if shutdown.is_set() {
+                return;
+            }
+            let pass = match self.models.late() {
+                Some(model) => self.encode_token_states(model).await,
+                None => Ok(0),
+            };
+            // Checked after busy passes too, so a long backfill is saved along the way.
+            if self.late.changes() != saved && saved_at.elapsed() >= SAVE_EVERY {
+                let (late, p) = (self.late.clone(), path.clone());
+                match tokio::task::spawn_blocking(move || late.save(&p)).await {
+                    Ok(Ok(n)) => saved = n,
+                    Ok(Err(e)) => tracing::warn!("saving token states failed: {e:#}"),
+                    Err(e) => tracing::warn!("saving token states failed: {e}"),
+                }
+                saved_at = Instant::now();
+            }
+            match pass {
+                Ok(0) => {
+                    // New and edited memories wake the loop; the timer tidies up after deletions.
+                    tokio::select! {
+                        _ = self.db.signals().late.notified() => {}
+                        _ = tokio::time::sleep(IDLE_TICK) => {}
+                        _ = shutdown.wait() => return,
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!("late-interaction encoding failed, will retry: {e:#}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(LATE_RETRY_AFTER) => {}
+                        _ = shutdown.wait() => return,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Encodes up to `late::ENCODE_BATCH` of the memories that should have states and lack them; returns
+    /// how many.
+    async fn encode_token_states(&self, model: Arc<LateInteraction>) -> anyhow::Result<usize> {
+        let cap = self.cfg.search.token_states_mb * 1024 * 1024;
+        let late::Plan {
+            todo, keep, live, ..
+        } = self.db.read(|s| late::plan(self.late, s, cap));
+        self.late.retain(&keep, &live);
+        if todo.is_empty() {
+            return Ok(0);
+        }
+        let states = self.late.clone();
+        tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
+            let n = todo.len();
+            // One memory per call: a prompt's query waits for the model behind one memory at most.
+            for (key, text) in todo {
+                match model.encode_doc(&text) {
+                    Ok(encoded) => states.insert(key, &text, encoded),
+                    Err(e) => {
+                        // This text is skipped for good (a new text of the memory is tried anew);
+                        // the memory keeps its fused place.
+                        tracing::warn!("token states of memory {key} failed, skipped: {e:#}");
+                        states.remember(key, late::text_hash(&text), late::Known::Failed);
+                    }
+                }
+            }
+            Ok(n)
+        })
+        .await?
+    }
+
+    /// Appends today's collection counts to the daily counts file (first call of a day wins).
+    fn sample_counts(&self) {
+        crate::inspect::Inspect {
+            db: self.db,
+            trace: self.trace,
+            data_dir: &self.cfg.data_dir,
+        }
+        .sample_counts()
     }
 }
 
@@ -131,164 +346,4 @@ fn expiry_op(r: &crate::record::Record, step: learn::lifecycle::ExpiryStep, now:
             reason: "expired".into(),
         },
     }
-}
-
-/// One lifecycle pass: promotions, demotions, deletions, age cleanup, idle sessions.
-pub async fn run_lifecycle(core: &Arc<Core>) -> anyhow::Result<usize> {
-    // Age decisions go by a clock that cannot jump ahead (`clock::cleanup_now_ms`).
-    let now = clock::cleanup_now_ms();
-    let mut ops: Vec<Op> = core.store.read(|s| {
-        s.records()
-            // A memory from the shared store follows the lifecycle its own daemon runs.
-            .filter(|r| r.origin.is_none())
-            .filter_map(|r| {
-                if let Some(step) = learn::lifecycle::expiry_step(r, now) {
-                    return Some(expiry_op(r, step, now));
-                }
-                if learn::lifecycle::expired_at(r).is_some() {
-                    return None;
-                }
-                let t = learn::lifecycle::next_transition(r, now)?;
-                match t {
-                    learn::lifecycle::Transition::Promote { to }
-                    | learn::lifecycle::Transition::Demote { to } => Some(Op::Move {
-                        id: r.id.clone(),
-                        to,
-                        new_id: new_id(to),
-                        at: now,
-                    }),
-                    learn::lifecycle::Transition::Delete { .. } => Some(Op::Delete {
-                        id: r.id.clone(),
-                        reason: "low_score".into(),
-                    }),
-                }
-            })
-            .collect()
-    });
-    let ttl = core.cfg.context.session_ttl_hours as i64 * HOUR_MS;
-    let stale = core.store.read(|s| {
-        s.sessions
-            .conversations
-            .values()
-            .any(|c| c.last_seen < now - ttl)
-    });
-    if stale {
-        // What the forgotten conversations leave unscored gets its tool evidence first.
-        ops.extend(
-            core.store
-                .read(|s| crate::context::unscored::on_expire(core, s, now - ttl)),
-        );
-        ops.push(Op::Session(SessionOp::Expire { before: now - ttl }));
-    }
-    let n = ops.len();
-    if n > 0 {
-        core.commit(ops).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    Ok(n)
-}
-
-async fn snapshot_loop(core: Arc<Core>, shutdown: Shutdown) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(SNAPSHOT_CHECK_EVERY) => {}
-            _ = shutdown.wait() => return,
-        }
-        if core.store.ops_since_snapshot() >= SNAPSHOT_AFTER_OPS {
-            let c = core.clone();
-            match tokio::task::spawn_blocking(move || c.store.snapshot()).await {
-                Ok(Ok(_)) => crate::heap::release_freed_memory(),
-                Ok(Err(e)) => tracing::error!("snapshot failed (the WAL keeps everything): {e}"),
-                Err(e) => tracing::error!("snapshot task failed: {e}"),
-            }
-        }
-    }
-}
-
-/// Keeps every memory's token states current: encodes memories that have none (new or edited),
-/// drops those of deleted memories, sleeps until woken when there is nothing to do.
-async fn late_states_loop(core: Arc<Core>, shutdown: Shutdown) {
-    if !core.cfg.search.rerank {
-        return; // no model will load: keep nothing in memory
-    }
-    let path = core.token_states_path();
-    {
-        let (c, p) = (core.clone(), path.clone());
-        tokio::task::spawn_blocking(move || c.late_states.load(&p))
-            .await
-            .ok();
-    }
-    let mut saved = core.late_states.changes();
-    let mut saved_at = Instant::now();
-    loop {
-        if shutdown.is_set() {
-            return;
-        }
-        let pass = match core.late_model() {
-            Some(model) => encode_token_states(&core, model).await,
-            None => Ok(0),
-        };
-        // Checked after busy passes too, so a long backfill is saved along the way.
-        if core.late_states.changes() != saved && saved_at.elapsed() >= SAVE_EVERY {
-            let (c, p) = (core.clone(), path.clone());
-            match tokio::task::spawn_blocking(move || c.late_states.save(&p)).await {
-                Ok(Ok(n)) => saved = n,
-                Ok(Err(e)) => tracing::warn!("saving token states failed: {e:#}"),
-                Err(e) => tracing::warn!("saving token states failed: {e}"),
-            }
-            saved_at = Instant::now();
-        }
-        match pass {
-            Ok(0) => {
-                // New and edited memories wake the loop; the timer tidies up after deletions.
-                tokio::select! {
-                    _ = core.late_wake.notified() => {}
-                    _ = tokio::time::sleep(IDLE_TICK) => {}
-                    _ = shutdown.wait() => return,
-                }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!("late-interaction encoding failed, will retry: {e:#}");
-                tokio::select! {
-                    _ = tokio::time::sleep(LATE_RETRY_AFTER) => {}
-                    _ = shutdown.wait() => return,
-                }
-            }
-        }
-    }
-}
-
-/// Encodes up to `late::ENCODE_BATCH` of the memories that should have states and lack them; returns
-/// how many.
-async fn encode_token_states(
-    core: &Arc<Core>,
-    model: Arc<LateInteraction>,
-) -> anyhow::Result<usize> {
-    let cap = core.cfg.search.token_states_mb * 1024 * 1024;
-    let late::Plan {
-        todo, keep, live, ..
-    } = core.store.read(|s| late::plan(&core.late_states, s, cap));
-    core.late_states.retain(&keep, &live);
-    if todo.is_empty() {
-        return Ok(0);
-    }
-    let c = core.clone();
-    tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
-        let n = todo.len();
-        // One memory per call: a prompt's query waits for the model behind one memory at most.
-        for (key, text) in todo {
-            match model.encode_doc(&text) {
-                Ok(states) => c.late_states.insert(key, &text, states),
-                Err(e) => {
-                    // This text is skipped for good (a new text of the memory is tried anew);
-                    // the memory keeps its fused place.
-                    tracing::warn!("token states of memory {key} failed, skipped: {e:#}");
-                    c.late_states
-                        .remember(key, late::text_hash(&text), late::Known::Failed);
-                }
-            }
-        }
-        Ok(n)
-    })
-    .await?
 }

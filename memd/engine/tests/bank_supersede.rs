@@ -39,12 +39,12 @@ async fn a_fact_still_waiting_for_its_embedding_is_superseded_and_restatements_m
     let port = add(&core, "The lantern database listens on port 6543").await;
     let other = add(&core, "The lantern database listens on port 5432").await;
     assert!(
-        core.store.read(|s| s.pending_len()) >= 2,
+        core.db().read(|s| s.pending_len()) >= 2,
         "nothing embedded yet"
     );
     assert_eq!(other.superseded.as_deref(), Some(port.doc_id.as_str()));
     let old_archived = core
-        .store
+        .db()
         .read(|s| s.by_id(&port.doc_id).map(|r| r.archived));
     assert_eq!(old_archived, Some(true), "the old port is archived, kept");
     // A restatement of the queued fact is the same fact, not a second copy.

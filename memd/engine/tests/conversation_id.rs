@@ -4,7 +4,6 @@
 //! left in any file of the data dir.
 
 use memd_engine::config::Config;
-use memd_engine::context;
 use memd_engine::core::Core;
 use memd_testkit::files_under;
 use proto::{
@@ -65,12 +64,13 @@ async fn one_conversation(core: &Arc<Core>, conv: &str) -> String {
         .await
         .unwrap()
         .0;
-    let ctx = context::get_context(
-        core,
-        &prompt_request(conv, "how do I get the lantern integration tests to pass"),
-    )
-    .await
-    .unwrap();
+    let ctx = core
+        .get_context(&prompt_request(
+            conv,
+            "how do I get the lantern integration tests to pass",
+        ))
+        .await
+        .unwrap();
     core.settle().await;
     assert!(
         ctx.relevant_memories.iter().any(|m| m.id == id),
@@ -92,12 +92,13 @@ async fn one_conversation(core: &Arc<Core>, conv: &str) -> String {
         project_dir: None,
     };
     core.post_tool(&post).await.unwrap();
-    context::stop(core, &stop_request(conv, "Started the database first."))
+    core.stop(&stop_request(conv, "Started the database first."))
         .await
         .unwrap();
     // The next prompt of the same conversation is asked to score the previous exchange: the
     // hooks still meet under the stored id.
-    let next = context::get_context(core, &prompt_request(conv, "and the linter?"))
+    let next = core
+        .get_context(&prompt_request(conv, "and the linter?"))
         .await
         .unwrap();
     core.settle().await;
@@ -113,7 +114,7 @@ async fn one_conversation(core: &Arc<Core>, conv: &str) -> String {
         exchange_summary: Some("started the db, then the tests passed".into()),
         source: Some("agent".into()),
     };
-    let r = context::record_outcome(core, &outcome).await.unwrap();
+    let r = core.record_outcome(&outcome).await.unwrap();
     assert!(!r.already_scored && r.documents_scored >= 1, "{r:?}");
     assert!(r.summary_stored);
     let report = SidecarReport {
@@ -147,7 +148,7 @@ async fn a_token_sent_as_conversation_id_is_stored_nowhere_and_the_conversation_
     let core = Arc::new(core);
     let conv = format!(" {TOKEN} ");
     let id = one_conversation(&core, &conv).await;
-    let (uses, score) = core.store.read(|s| {
+    let (uses, score) = core.db().read(|s| {
         let r = s.by_id(&id).expect("the note exists");
         (r.uses, r.score)
     });

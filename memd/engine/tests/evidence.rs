@@ -3,7 +3,6 @@
 //! conversation expires; an agent's score always wins; with `[evidence]` off nothing changes.
 
 use memd_engine::config::Config;
-use memd_engine::context;
 use memd_engine::core::Core;
 use memd_engine::state::ops::Op;
 use memd_engine::state::session::SessionOp;
@@ -45,7 +44,7 @@ async fn prompt(core: &Arc<Core>, conv: &str, query: &str) -> proto::GetContextR
         session_start: false,
         session_source: None,
     };
-    let r = context::get_context(core, &req).await.unwrap();
+    let r = core.get_context(&req).await.unwrap();
     core.settle().await;
     r
 }
@@ -59,7 +58,7 @@ async fn stop(core: &Arc<Core>, conv: &str, answer: &str) {
         project_dir: None,
         score_call_seen: Some(false),
     };
-    context::stop(core, &req).await.unwrap();
+    core.stop(&req).await.unwrap();
 }
 
 async fn ran(core: &Arc<Core>, conv: &str, command: &str, failed: bool) {
@@ -81,7 +80,7 @@ async fn ran(core: &Arc<Core>, conv: &str, command: &str, failed: bool) {
 
 /// (uses, raw score) of a memory.
 fn used(core: &Core, id: &str) -> (u32, f64) {
-    core.store.read(|s| {
+    core.db().read(|s| {
         let r = s.by_id(id).expect("the memory exists");
         (r.uses, r.score)
     })
@@ -158,7 +157,7 @@ async fn the_agents_score_wins_over_the_evidence() {
         exchange_summary: None,
         source: Some("agent".into()),
     };
-    context::record_outcome(&core, &req).await.unwrap();
+    core.record_outcome(&req).await.unwrap();
     stop(&core, "c", "Answered.").await;
     prompt(&core, "c", "one more").await;
     let (uses, score) = used(&core, &id);
@@ -211,9 +210,9 @@ async fn an_expiring_conversation_gives_its_last_turn_the_evidence() {
     ])
     .await
     .unwrap();
-    memd_engine::workers::run_lifecycle(&core).await.unwrap();
+    core.run_lifecycle().await.unwrap();
     assert!(
-        core.store.read(|s| s.sessions.get("old").is_none()),
+        core.db().read(|s| s.sessions.get("old").is_none()),
         "expired"
     );
     assert_eq!(used(&core, &id).0, 1, "scored before it was forgotten");

@@ -7,7 +7,6 @@ use memd_engine::config::Config;
 use memd_engine::core::Core;
 use memd_engine::learn::lifecycle::{EXPIRED_AT_KEY, EXPIRED_KEEP_MS};
 use memd_engine::state::ops::Op;
-use memd_engine::workers::run_lifecycle;
 use proto::Collection;
 use std::sync::Arc;
 
@@ -24,7 +23,7 @@ async fn working(core: &Core, text: &str, created_at: i64) -> String {
 
 /// (exists, archived, expired_at)
 fn state(core: &Core, id: &str) -> (bool, bool, Option<f64>) {
-    core.store.read(|s| match s.by_id(id) {
+    core.db().read(|s| match s.by_id(id) {
         Some(r) => (
             true,
             r.archived,
@@ -44,7 +43,7 @@ async fn an_expired_memory_is_archived_first_and_deleted_a_week_later() {
     )
     .await;
     let fresh = working(&core, "an exchange from just now", now_ms()).await;
-    run_lifecycle(&core).await.unwrap();
+    core.run_lifecycle().await.unwrap();
     let (exists, archived, at) = state(&core, &old);
     assert!(exists && archived && at.is_some(), "archived, not deleted");
     assert_eq!(state(&core, &fresh), (true, false, None));
@@ -57,7 +56,7 @@ async fn an_expired_memory_is_archived_first_and_deleted_a_week_later() {
     })
     .await
     .unwrap();
-    run_lifecycle(&core).await.unwrap();
+    core.run_lifecycle().await.unwrap();
     assert!(!state(&core, &older).0, "deleted a week after it expired");
     assert!(state(&core, &old).0, "the two-day-old one is still kept");
 }
@@ -76,6 +75,6 @@ async fn a_memory_expired_by_a_clock_jump_is_restored() {
     .await
     .unwrap();
     assert!(state(&core, &id).1, "archived by the jump");
-    run_lifecycle(&core).await.unwrap();
+    core.run_lifecycle().await.unwrap();
     assert_eq!(state(&core, &id), (true, false, None), "restored");
 }

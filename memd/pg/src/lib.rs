@@ -86,7 +86,7 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
         target: target.describe().to_string(),
         ..SharedStoreStatus::default()
     };
-    core.shared.report(status.clone());
+    core.shared().report(status.clone());
     let mut w = Worker {
         core,
         target,
@@ -109,13 +109,13 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
         };
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
-            _ = w.core.shared.wake.notified(), if ok => {}
+            _ = w.core.shared().wake.notified(), if ok => {}
             _ = shutdown.wait() => break,
         }
     }
     // What the last stops wrote goes out now if the store answers; otherwise it waits in the
     // local log for the next start.
-    if w.core.store.read(|s| s.backlog()) > 0 {
+    if w.core.db().read(|s| s.backlog()) > 0 {
         // Bounded: a store that is down must not hold up the daemon's exit.
         let _ = tokio::time::timeout(FINAL_PASS, w.pass()).await;
     }
@@ -125,7 +125,7 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
 /// first time, and whenever `store.url` leads to another database or another role than
 /// before (rows written as the old role are not the new role's to change).
 async fn store_id(core: &Core, database: &str, role: &str, taken: bool) -> Result<String> {
-    let (id, known, was) = core.store.read(|s| {
+    let (id, known, was) = core.db().read(|s| {
         let sync = s.sync();
         (
             sync.store_id.clone(),
@@ -180,7 +180,7 @@ impl Worker {
                 self.db = None;
             }
         }
-        self.core.shared.report(self.status.clone());
+        self.core.shared().report(self.status.clone());
         self.status.connected
     }
 
@@ -198,7 +198,7 @@ impl Worker {
         self.status.latency_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
         // Reachable: say so now, not after a first send that may take minutes.
         self.status.connected = true;
-        self.core.shared.report(self.status.clone());
+        self.core.shared().report(self.status.clone());
         sync::send(&self.core, db, &self.store_id, limit).await?;
         sync::receive(&self.core, db, &self.store_id, limit).await?;
         Ok(())
@@ -266,7 +266,7 @@ impl Worker {
                 bail!("the shared store refused this daemon's new store id");
             }
         }
-        if self.core.store.read(|s| s.sync().role.clone()).as_deref() != Some(role.as_str()) {
+        if self.core.db().read(|s| s.sync().role.clone()).as_deref() != Some(role.as_str()) {
             self.core
                 .commit(vec![Op::Sync(SyncOp::Role { role: role.clone() })])
                 .await

@@ -90,7 +90,7 @@ where
 pub async fn send(core: &Core, db: &mut Client, store_id: &str, limit: Duration) -> Result<usize> {
     let mut sent = 0;
     loop {
-        let outbox = core.store.read(|s| s.outbox(ROW_BATCH, EVENT_BATCH));
+        let outbox = core.db().read(|s| s.outbox(ROW_BATCH, EVENT_BATCH));
         if outbox.is_empty() {
             return Ok(sent);
         }
@@ -276,9 +276,7 @@ pub async fn receive(
     let mut applied = 0;
     let own = format!("{store_id}:");
     loop {
-        let (cursor, news_after) = core
-            .store
-            .read(|s| (s.sync().cursor, s.sync().news_after()));
+        let (cursor, news_after) = core.db().read(|s| (s.sync().cursor, s.sync().news_after()));
         let read = read_batch(db, (cursor, news_after), &own);
         let Some((horizon, found)) = within(limit, read).await? else {
             return Ok(applied);

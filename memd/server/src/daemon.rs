@@ -14,7 +14,6 @@ use memd_engine::core::Core;
 use memd_engine::models::embed::{self, Embed};
 use memd_engine::shutdown;
 use memd_engine::store::DirLock;
-use memd_engine::workers;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -59,7 +58,7 @@ pub async fn serve(cfg: Config) -> Result<()> {
     let core = Arc::new(core);
     load_model_in_background(core.clone());
     let (trigger, stop) = shutdown::channel();
-    let mut workers = workers::spawn_all(&core, &stop);
+    let mut workers = core.spawn_workers(&stop);
     if core.cfg.store.url.is_some() {
         workers.push(memd_pg::spawn(core.clone(), stop.clone())?);
     }

@@ -23,12 +23,22 @@ pub mod unscored;
 
 pub use sidecar::sidecar_status;
 
-use crate::core::Core;
+use crate::config::Config;
 use crate::error::{ApiError, check_len};
+use crate::evidence::Evidence;
+use crate::models::Models;
+use crate::models::late::States;
 use crate::redact;
+use crate::registry::Registry;
+use crate::scope::ProjectCache;
+use crate::state::Db;
+use crate::state::ops::ScoreResult;
+use crate::trace::Trace;
 use proto::limits;
-use proto::{GetContextRequest, GetContextResponse};
-use std::sync::Arc;
+use proto::{
+    GetContextRequest, GetContextResponse, Outcome, RecordOutcomeRequest, RecordOutcomeResponse,
+    StopRequest, StopResponse,
+};
 
 /// Characters per token, for the injection budget (English prose averages about 4).
 pub const CHARS_PER_TOKEN: usize = 4;
@@ -49,45 +59,87 @@ pub(crate) fn validate_conversation(id: &str) -> Result<std::borrow::Cow<'_, str
     Ok(redact::safe_id(id))
 }
 
-/// `POST /api/hooks/get-context`.
-pub async fn get_context(
-    core: &Arc<Core>,
-    req: &GetContextRequest,
-) -> Result<GetContextResponse, ApiError> {
-    get_context_for(core, req, None).await
+/// What the turn cycle reads and writes: the settings, the state, the ledger, the tool
+/// evidence, the project cache.
+#[derive(Clone, Copy)]
+pub struct Hooks<'a> {
+    pub cfg: &'a Config,
+    pub db: &'a Db,
+    pub trace: &'a Trace,
+    pub evidence: &'a Evidence,
+    pub cache: &'a ProjectCache,
 }
 
-/// get-context for a caller whose project may be known otherwise (`fallback`: an MCP
-/// session's) when neither its directory nor its conversation tells it. The prompt goes
-/// through named stages (`stages`): check → one read of the conversation → the query's
-/// encodings → retrieval (one read for the snapshot, the rest outside the lock) → lay-out →
-/// record.
-pub async fn get_context_for(
-    core: &Arc<Core>,
-    req: &GetContextRequest,
-    fallback: Option<String>,
-) -> Result<GetContextResponse, ApiError> {
-    let prompt = stages::Prompt::check(core, req)?;
-    core.settle().await;
-    let turn = stages::Turn::read(core, &prompt, fallback);
-    let queries = stages::encode(core, &prompt, &turn).await;
-    let picked = stages::retrieve(core, &prompt, &turn, &queries).await;
-    let injection = stages::lay_out(core, &prompt, &turn, picked);
-    stages::record(core, req, &prompt, turn.unscored, &injection)?;
-    Ok(injection.response(turn.plan.required, turn.scoring_hints))
+/// What a prompt reads besides: the models (the query's encodings) and the token states.
+pub struct PromptDeps<'a> {
+    pub hooks: Hooks<'a>,
+    pub models: &'a Models,
+    pub late: &'a States,
+}
+
+impl Hooks<'_> {
+    pub(crate) fn registry(&self) -> Registry<'_> {
+        Registry {
+            db: self.db,
+            cache: self.cache,
+        }
+    }
+
+    /// `POST /api/hooks/stop`.
+    pub async fn stop(&self, req: &StopRequest) -> Result<StopResponse, ApiError> {
+        turn::stop(self, req).await
+    }
+
+    /// `POST /api/record-outcome`.
+    pub async fn record_outcome(
+        &self,
+        req: &RecordOutcomeRequest,
+    ) -> Result<RecordOutcomeResponse, ApiError> {
+        turn::record_outcome(self, req).await
+    }
+
+    /// Scores memories outside a hook turn (MCP clients without hooks).
+    pub async fn score_memories(
+        &self,
+        scores: Vec<(String, Outcome)>,
+    ) -> Result<ScoreResult, ApiError> {
+        turn::score_memories(self, scores).await
+    }
+}
+
+impl PromptDeps<'_> {
+    /// `POST /api/hooks/get-context`, for a caller whose project may be known otherwise
+    /// (`fallback`: an MCP session's) when neither its directory nor its conversation tells
+    /// it. The prompt goes through named stages (`stages`): check → one read of the
+    /// conversation → the query's encodings → retrieval (one read for the snapshot, the rest
+    /// outside the lock) → lay-out → record.
+    pub async fn get_context(
+        &self,
+        req: &GetContextRequest,
+        fallback: Option<String>,
+    ) -> Result<GetContextResponse, ApiError> {
+        let h = &self.hooks;
+        let prompt = stages::Prompt::check(h, req)?;
+        h.db.settle().await;
+        let turn = stages::Turn::read(h, &prompt, fallback);
+        let queries = stages::encode(self, &prompt, &turn).await;
+        let picked = stages::retrieve(self, &prompt, &turn, &queries).await;
+        let injection = stages::lay_out(h, &prompt, &turn, picked);
+        stages::record(h, req, &prompt, turn.unscored, &injection)?;
+        Ok(injection.response(turn.plan.required, turn.scoring_hints))
+    }
 }
 
 /// The project of the hook's directory (`project_dir`, else `cwd`), if it sent one.
 fn where_the_prompt_is(
-    core: &Core,
+    h: &Hooks,
     req: &GetContextRequest,
 ) -> Result<Option<crate::project::Project>, ApiError> {
     let nonblank = |d: &Option<String>| d.as_deref().filter(|d| !d.trim().is_empty()).is_some();
     if nonblank(&req.project_dir) {
-        core.project_cache
-            .resolve("project_dir", req.project_dir.as_deref())
+        h.cache.resolve("project_dir", req.project_dir.as_deref())
     } else {
-        core.project_cache.resolve("cwd", req.cwd.as_deref())
+        h.cache.resolve("cwd", req.cwd.as_deref())
     }
 }
 
@@ -126,4 +178,4 @@ fn write_cursor_rules(cwd: Option<&str>, context: &str) {
     });
 }
 
-pub use turn::{record_outcome, score_memories, stop};
+pub use turn::GRACE;

@@ -6,11 +6,12 @@
 //! cooling periods derived from reported attempts. Must never let a remote target through unless
 //! the user opted in, and never put an API key anywhere but the loopback answer to the hook.
 
+use super::Hooks;
 use super::format;
 use crate::clock::{self, DAY_MS, MINUTE_MS};
 use crate::config::SidecarConfig;
-use crate::core::Core;
 use crate::error::ApiError;
+use crate::state::Db;
 use crate::state::ops::Op;
 use crate::state::session::SessionOp;
 use proto::{
@@ -28,14 +29,14 @@ pub const ZEN_FALLBACK_MODELS: [&str; 3] =
     ["big-pickle", "deepseek-v4-flash-free", "mimo-v2.5-free"];
 
 /// Hands out one sidecar run for `conv` if the rate limits allow it.
-pub async fn claim(core: &Core, conv: &str) -> Result<Option<SidecarData>, ApiError> {
+pub async fn claim(h: &Hooks<'_>, conv: &str) -> Result<Option<SidecarData>, ApiError> {
     let now = clock::now_ms();
-    let cfg = &core.cfg.sidecar;
+    let cfg = &h.cfg.sidecar;
     let targets = targets(cfg);
     if targets.is_empty() {
         return Ok(None);
     }
-    let data = core.store.read(|s| {
+    let data = h.db.read(|s| {
         let c = s.sessions.get(conv)?;
         if c.sidecar_lease_until > now
             || now - c.last_sidecar_at < crate::state::session::SIDECAR_MIN_SPACING_MS
@@ -86,8 +87,8 @@ pub async fn claim(core: &Core, conv: &str) -> Result<Option<SidecarData>, ApiEr
         }
     }
     // The lease op re-checks the limits when applied, so two stops racing get one run.
-    let granted = core
-        .commit_one(Op::Session(SessionOp::SidecarLease {
+    let granted =
+        h.db.commit_one(Op::Session(SessionOp::SidecarLease {
             conv: conv.to_string(),
             at: now,
             until: now + cfg.total_ms as i64 + 5_000,
@@ -211,7 +212,7 @@ pub fn cooling<'a>(
     out
 }
 
-impl Core {
+impl Hooks<'_> {
     /// `POST /api/sidecar/report`: remembers what a sidecar run tried (no content), so failing
     /// models cool down across hook runs and `memd status` can show it.
     pub async fn sidecar_report(
@@ -239,26 +240,27 @@ impl Core {
             req.scored,
             req.attempts.len(),
         ));
-        self.commit_one(Op::SidecarAttempts {
-            at: clock::now_ms(),
-            attempts,
-        })
-        .await?;
+        self.db
+            .commit_one(Op::SidecarAttempts {
+                at: clock::now_ms(),
+                attempts,
+            })
+            .await?;
         Ok(proto::SuccessResponse { success: true })
     }
 }
 
 /// Sidecar bookkeeping for `memd status` and `/api/stats`.
-pub fn sidecar_status(core: &Core) -> SidecarStatus {
+pub fn sidecar_status(cfg: &SidecarConfig, db: &Db) -> SidecarStatus {
     let now = clock::now_ms();
-    core.store.read(|s| SidecarStatus {
-        remote_enabled: core.cfg.sidecar.remote,
+    db.read(|s| SidecarStatus {
+        remote_enabled: cfg.remote,
         calls_today: s
             .counters
             .get(&crate::state::sidecar_day_counter(now))
             .copied()
             .unwrap_or(0) as u32,
-        daily_cap: core.cfg.sidecar.daily_cap,
+        daily_cap: cfg.daily_cap,
         attempts: s
             .sidecar_attempts
             .iter()

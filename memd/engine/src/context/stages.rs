@@ -8,7 +8,7 @@
 //! call and never await an fsync: the session record is queued, not waited for.
 
 use super::{CHARS_PER_TOKEN, QUERY_CHARS, budget, format, select, unscored};
-use crate::core::Core;
+use super::{Hooks, PromptDeps};
 use crate::error::{ApiError, check_len};
 use crate::learn;
 use crate::models::PromptRerank;
@@ -16,6 +16,7 @@ use crate::project::Project;
 use crate::redact;
 use crate::retrieve::{self, Encoded, LateWait, Second};
 use crate::scope::Visibility;
+use crate::search::Ranking;
 use crate::state::ops::Op;
 use crate::state::session::{ProjectRef, ScoringPlan, SessionOp};
 use proto::{GetContextRequest, GetContextResponse, MemoryView, ScoringMemory, limits};
@@ -44,7 +45,7 @@ pub struct Prompt {
 
 impl Prompt {
     /// Validates and scrubs the request and finds the project of its directory.
-    pub fn check(core: &Core, req: &GetContextRequest) -> Result<Prompt, ApiError> {
+    pub fn check(h: &Hooks, req: &GetContextRequest) -> Result<Prompt, ApiError> {
         let conv = super::validate_conversation(&req.conversation_id)?.to_string();
         check_len("query", &req.query, limits::EXCHANGE_MAX_CHARS)?;
         let text = redact::scrub(&req.query).text;
@@ -53,7 +54,7 @@ impl Prompt {
             conv,
             text,
             query,
-            here: super::where_the_prompt_is(core, req)?,
+            here: super::where_the_prompt_is(h, req)?,
             now: crate::clock::now_ms(),
             session_start: req.session_start,
             fresh_context: req.session_start
@@ -89,10 +90,10 @@ pub struct Turn {
 impl Turn {
     /// One read of the conversation; `fallback` is the caller's project when neither the
     /// prompt's directory nor the conversation tells it.
-    pub fn read(core: &Core, p: &Prompt, fallback: Option<String>) -> Turn {
+    pub fn read(h: &Hooks, p: &Prompt, fallback: Option<String>) -> Turn {
         let conv = p.conv.as_str();
-        let tracking = !p.session_start && core.cfg.evidence.tracking();
-        let mut turn = core.store.read(|s| {
+        let tracking = !p.session_start && h.cfg.evidence.tracking();
+        let mut turn = h.db.read(|s| {
             let current = match &p.here {
                 Some(here) => Some(here.id.clone()),
                 None => s.sessions.get(conv).and_then(|c| c.project.clone()),
@@ -123,17 +124,17 @@ impl Turn {
                 scoring_hints,
                 // Before the prompt moves the scoring target on: the exchange it leaves.
                 unscored: tracking
-                    .then(|| unscored::on_prompt(core, s, conv))
+                    .then(|| unscored::on_prompt(h.cfg, h.trace, s, conv))
                     .flatten(),
                 in_play: Vec::new(),
                 own_role: s.sync().role.clone(),
             }
         });
-        if core.cfg.evidence.boost {
-            turn.in_play = core.evidence.terms(conv);
+        if h.cfg.evidence.boost {
+            turn.in_play = h.evidence.terms(conv);
         }
         if tracking {
-            core.evidence.new_turn(conv);
+            h.evidence.new_turn(conv);
         }
         turn
     }
@@ -160,20 +161,20 @@ pub struct Queries {
 /// The prompt's embedding beside its late-interaction states (each has its own model); a
 /// follow-up's embedding after. The reranking budget starts here: it covers the query's
 /// late-interaction encoding and MaxSim after the first stage.
-pub async fn encode(core: &Arc<Core>, p: &Prompt, t: &Turn) -> Queries {
+pub async fn encode(d: &PromptDeps<'_>, p: &Prompt, t: &Turn) -> Queries {
     if !p.has_query() {
         return Queries::default();
     }
-    let budget = Duration::from_millis(core.cfg.search.prompt_budget_ms);
+    let budget = Duration::from_millis(d.hooks.cfg.search.prompt_budget_ms);
     let deadline = Instant::now() + budget;
     // A follow-up's words are mostly the conversation's, not the prompt's: fused order.
     let late = match t.followup {
         None => LateWait::Prompt(deadline),
         Some(_) => LateWait::Skip,
     };
-    let prompt = retrieve::encode(core.models(), &p.query, late).await;
+    let prompt = retrieve::encode(d.models, &p.query, late).await;
     let followup = match &t.followup {
-        Some(f) => core.embed_query(f).await,
+        Some(f) => d.models.embed_query(f).await,
         None => None,
     };
     Queries {
@@ -186,31 +187,32 @@ pub async fn encode(core: &Arc<Core>, p: &Prompt, t: &Turn) -> Queries {
 /// The memories to inject, best first, with their keys: the profile for an empty prompt,
 /// else the pipeline: the snapshot under one read, late interaction outside it, the cut.
 pub async fn retrieve(
-    core: &Arc<Core>,
+    d: &PromptDeps<'_>,
     p: &Prompt,
     t: &Turn,
     q: &Queries,
 ) -> Vec<(u64, MemoryView)> {
-    let max = core.cfg.context.max_memories;
+    let max = d.hooks.cfg.context.max_memories;
     if !p.has_query() {
-        return core
-            .store
+        return d
+            .hooks
+            .db
             .read(|s| select::profile(s, &t.visible, max, p.with_disputed, p.now));
     }
     let late = q.prompt.late.as_ref();
     let boosting = !t.in_play.is_empty();
     let rules = select::Rules::new(
-        &core.cfg,
+        d.hooks.cfg,
         &p.conv,
         &t.visible,
         p.with_disputed,
         boosting,
         late.is_some(),
     );
-    let ranking = core.ranking();
+    let ranking = Ranking::of(&d.hooks.cfg.learning);
     let followup = t.followup.as_deref();
     let fvec = q.followup.as_deref().map(|v| &v[..]);
-    let found = core.store.read(|s| {
+    let found = d.hooks.db.read(|s| {
         let prompt = (p.query.as_str(), q.prompt.vector());
         select::snapshot(
             s,
@@ -226,10 +228,10 @@ pub async fn retrieve(
         deadline: q.deadline,
         cross: None,
     };
-    let (head, report) = retrieve::second_stage(&core.late_states, &p.query, found.head, how).await;
+    let (head, report) = retrieve::second_stage(d.late, &p.query, found.head, how).await;
     if late.is_some() {
         // MaxSim stops at the deadline: past it, (part of) the head kept its fused places.
-        core.models().prompts.count(match report.late_cut_short {
+        d.models.prompts.count(match report.late_cut_short {
             true => PromptRerank::OverBudget,
             false => PromptRerank::Reranked,
         });
@@ -254,7 +256,7 @@ pub struct Injection {
 
 /// The scoring request and KNOWN CONTEXT within the token budget (a memory shown in full
 /// earlier in the conversation gets a reference line).
-pub fn lay_out(core: &Core, p: &Prompt, t: &Turn, picked: Vec<(u64, MemoryView)>) -> Injection {
+pub fn lay_out(h: &Hooks, p: &Prompt, t: &Turn, picked: Vec<(u64, MemoryView)>) -> Injection {
     let scoring_prompt = match (t.plan.required, p.client) {
         (false, _) => String::new(),
         // OpenCode rebuilds its system prompt every turn: last turn's KNOWN CONTEXT is gone,
@@ -262,7 +264,7 @@ pub fn lay_out(core: &Core, p: &Prompt, t: &Turn, picked: Vec<(u64, MemoryView)>
         (true, Some(proto::Client::Opencode)) => format::scoring_with_reference(&t.scoring_hints),
         (true, _) => format::scoring_prompt(&t.plan.ids),
     };
-    let budget = core.cfg.context.token_budget * CHARS_PER_TOKEN;
+    let budget = h.cfg.context.token_budget * CHARS_PER_TOKEN;
     let first_context = t.already.is_empty();
     let seen: Vec<bool> = picked.iter().map(|(k, _)| t.already.contains(k)).collect();
     let own = t.own_role.as_deref();
@@ -312,7 +314,7 @@ impl Injection {
 /// awaited: its order against the stop that follows is fixed now, and the prompt path does not
 /// pay an fsync. A crash in between loses only which ids this turn showed, never a memory.
 pub fn record(
-    core: &Arc<Core>,
+    h: &Hooks,
     req: &GetContextRequest,
     p: &Prompt,
     unscored: Option<Op>,
@@ -338,23 +340,19 @@ pub fn record(
             conv: p.conv.clone(),
         })
     });
-    core.commit_queued(unscored.into_iter().chain(reset).chain([op]).collect())?;
+    h.db.commit_queued(unscored.into_iter().chain(reset).chain([op]).collect())?;
     if evidence_scored {
         // The lifecycle pass must see the scores: wake it once the queued ops are applied.
-        let core = core.clone();
-        tokio::spawn(async move {
-            core.settle().await;
-            core.lifecycle_wake.notify_one();
-        });
+        h.db.signals().wake_lifecycle_when_applied();
     }
-    core.trace.append(&crate::trace::TraceEntry::get_context(
+    h.trace.append(&crate::trace::TraceEntry::get_context(
         &p.conv,
         &p.text,
         &inj.injected,
         &inj.formatted,
         p.session_start,
     ));
-    if core.cfg.cursor.rules_file && p.client == Some(proto::Client::Cursor) && !p.session_start {
+    if h.cfg.cursor.rules_file && p.client == Some(proto::Client::Cursor) && !p.session_start {
         super::write_cursor_rules(req.cwd.as_deref(), &inj.context);
     }
     Ok(())

@@ -5,10 +5,11 @@
 //! for an in-flight `score_response`, and which ids an outcome applies to (seed 001's `related`
 //! table). Must never block the stop hook beyond the grace window.
 
+use super::Hooks;
 use super::{format, sidecar, validate_conversation};
 use crate::clock;
-use crate::core::Core;
 use crate::error::{ApiError, check_len};
+use crate::record::Record;
 use crate::redact;
 use crate::state::ops::{Op, Output, ScoreBatch};
 use crate::state::session::{EXCHANGE_KEEP_CHARS, Exchange};
@@ -18,7 +19,6 @@ use proto::{
     Value,
 };
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a stop waits for a `score_response` that may still be in flight (seed 000).
@@ -28,7 +28,7 @@ const EXCHANGE_USER_CHARS: usize = 1_000;
 const EXCHANGE_ASSISTANT_CHARS: usize = 2_000;
 
 /// `POST /api/hooks/stop`.
-pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, ApiError> {
+pub async fn stop(h: &Hooks<'_>, req: &StopRequest) -> Result<StopResponse, ApiError> {
     let conv = validate_conversation(&req.conversation_id)?.to_string();
     check_len(
         "user_message",
@@ -41,16 +41,17 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
         limits::EXCHANGE_MAX_CHARS,
     )?;
     let now = clock::now_ms();
-    core.settle().await;
+    h.db.settle().await;
     // The exchange belongs where its prompt was; the stop's own directory only when memd never
     // saw that prompt.
-    let project = match core.conversation_project(&conv) {
+    let project = match h.registry().conversation_project(&conv) {
         Some(p) => Some(p),
-        None => core.current_project("project_dir", req.project_dir.as_deref(), None)?,
+        None => h
+            .registry()
+            .current_project("project_dir", req.project_dir.as_deref(), None)?,
     };
     let user = if req.user_message.trim().is_empty() {
-        core.store
-            .read(|s| s.sessions.get(&conv).map(|c| c.current_prompt.clone()))
+        h.db.read(|s| s.sessions.get(&conv).map(|c| c.current_prompt.clone()))
             .unwrap_or_default()
     } else {
         redact::scrub(&req.user_message).text
@@ -67,29 +68,29 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
         format::clip(user.trim(), EXCHANGE_USER_CHARS),
         format::clip(assistant.trim(), EXCHANGE_ASSISTANT_CHARS)
     );
-    let mut rec = Core::new_record(Collection::Working, content, now);
+    let mut rec = Record::new(Collection::Working, content, now);
     rec.project = project;
     rec.metadata
         .insert("memory_type".into(), Value::from("exchange"));
     rec.metadata
         .insert("conversation_id".into(), Value::from(conv.as_str()));
-    let required = core.store.read(|s| {
+    let required = h.db.read(|s| {
         s.sessions
             .get(&conv)
             .is_some_and(|c| c.scoring_required && c.target.as_ref().is_some_and(|t| !t.scored))
     });
-    let out = core
-        .commit_one(Op::Exchange {
+    let out =
+        h.db.commit_one(Op::Exchange {
             record: Box::new(rec),
             conv: conv.clone(),
             at: now,
             user: format::clip(&user, EXCHANGE_KEEP_CHARS),
             assistant: format::clip(&assistant, EXCHANGE_KEEP_CHARS),
-            evidence: core
+            evidence: h
                 .cfg
                 .evidence
                 .outcomes
-                .then(|| core.evidence.verdict(&conv))
+                .then(|| h.evidence.verdict(&conv))
                 .flatten(),
         })
         .await?;
@@ -107,14 +108,14 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
         scoring_complete: !required,
         ..StopResponse::default()
     };
-    if required && !score_arrives(core, &conv, req).await {
+    if required && !score_arrives(h, &conv, req).await {
         resp.scoring_complete = false;
-        resp.sidecar_data = sidecar::claim(core, &conv).await?;
+        resp.sidecar_data = sidecar::claim(h, &conv).await?;
         resp.needs_sidecar = resp.sidecar_data.is_some();
     } else {
         resp.scoring_complete = true;
     }
-    core.trace.append(&crate::trace::TraceEntry::stop(
+    h.trace.append(&crate::trace::TraceEntry::stop(
         &conv,
         &resp.doc_id,
         &user,
@@ -128,20 +129,20 @@ pub async fn stop(core: &Arc<Core>, req: &StopRequest) -> Result<StopResponse, A
 /// can tell (no transcript). A turn known not to have called it, and Cursor (which never sees
 /// the scoring request), get the answer at once: 14 of 34 stops in issue 12's replay waited
 /// 500 ms for a score that was never coming.
-async fn score_arrives(core: &Core, conv: &str, req: &StopRequest) -> bool {
+async fn score_arrives(h: &Hooks<'_>, conv: &str, req: &StopRequest) -> bool {
     let may_be_in_flight = match req.score_call_seen {
         Some(seen) => seen,
         None => !req.client.is_some_and(proto::Client::turn_end_after_tools),
     };
     if may_be_in_flight {
-        wait_for_score(core, conv).await
+        wait_for_score(h, conv).await
     } else {
-        is_scored(core, conv)
+        is_scored(h, conv)
     }
 }
 
-fn is_scored(core: &Core, conv: &str) -> bool {
-    core.store.read(|s| {
+fn is_scored(h: &Hooks<'_>, conv: &str) -> bool {
+    h.db.read(|s| {
         s.sessions
             .get(conv)
             .and_then(|c| c.target.as_ref())
@@ -150,11 +151,11 @@ fn is_scored(core: &Core, conv: &str) -> bool {
 }
 
 /// True once the conversation's scoring target is scored, false after the grace window.
-async fn wait_for_score(core: &Core, conv: &str) -> bool {
-    let scored = || is_scored(core, conv);
+async fn wait_for_score(h: &Hooks<'_>, conv: &str) -> bool {
+    let scored = || is_scored(h, conv);
     let deadline = tokio::time::Instant::now() + GRACE;
     loop {
-        let notified = core.scored.notified();
+        let notified = h.db.signals().scored.notified();
         if scored() {
             return true;
         }
@@ -166,7 +167,7 @@ async fn wait_for_score(core: &Core, conv: &str) -> bool {
 
 /// `POST /api/record-outcome`: scores the pending exchange of a conversation, once.
 pub async fn record_outcome(
-    core: &Arc<Core>,
+    h: &Hooks<'_>,
     req: &RecordOutcomeRequest,
 ) -> Result<RecordOutcomeResponse, ApiError> {
     let outcome = Outcome::parse(&req.outcome).ok_or_else(|| {
@@ -182,9 +183,9 @@ pub async fn record_outcome(
     if let Some(s) = &req.exchange_summary {
         check_len("exchange_summary", s.trim(), limits::SUMMARY_MAX_CHARS)?;
     }
-    core.settle().await;
+    h.db.settle().await;
     let conv = redact::safe_id(req.conversation_id.trim());
-    let (conv, target) = pending_exchange(core, &conv);
+    let (conv, target) = pending_exchange(h, &conv);
     let Some((conv, target)) = conv.zip(target) else {
         return Ok(RecordOutcomeResponse {
             success: true,
@@ -199,7 +200,7 @@ pub async fn record_outcome(
         let o = per_memory.get(&id).copied().unwrap_or(outcome);
         (id, o)
     }));
-    let unknown_ids: Vec<String> = core.store.read(|s| {
+    let unknown_ids: Vec<String> = h.db.read(|s| {
         scores
             .iter()
             .filter(|(id, _)| s.by_id(id).is_none())
@@ -213,7 +214,7 @@ pub async fn record_outcome(
         scores,
         concepts: target.concepts.clone(),
         at: now,
-        time_weighting: core.cfg.learning.time_weighting,
+        time_weighting: h.cfg.learning.time_weighting,
     }))];
     let summary = req
         .exchange_summary
@@ -221,8 +222,8 @@ pub async fn record_outcome(
         .map(str::trim)
         .filter(|s| !s.is_empty());
     if let Some(s) = summary {
-        let mut rec = Core::new_record(Collection::Working, redact::scrub(s).text, now);
-        rec.project = core.conversation_project(&conv);
+        let mut rec = Record::new(Collection::Working, redact::scrub(s).text, now);
+        rec.project = h.registry().conversation_project(&conv);
         rec.metadata
             .insert("memory_type".into(), Value::from("exchange_summary"));
         rec.metadata
@@ -231,9 +232,9 @@ pub async fn record_outcome(
             .insert("conversation_id".into(), Value::from(conv.as_str()));
         ops.push(Op::Insert(Box::new(rec)));
     }
-    let out = core.commit(ops).await?;
-    core.scored.notify_waiters();
-    core.lifecycle_wake.notify_one();
+    let out = h.db.commit(ops).await?;
+    h.db.signals().scored.notify_waiters();
+    h.db.signals().lifecycle.notify_one();
     let mut resp = RecordOutcomeResponse {
         success: true,
         outcome: outcome.as_str().into(),
@@ -243,7 +244,7 @@ pub async fn record_outcome(
     match out.first() {
         Some(Output::Scored(r)) => {
             resp.documents_scored = r.scored.len();
-            core.trace.append(&crate::trace::TraceEntry::record_outcome(
+            h.trace.append(&crate::trace::TraceEntry::record_outcome(
                 &conv,
                 outcome.as_str(),
                 &r.scored,
@@ -252,7 +253,7 @@ pub async fn record_outcome(
             ));
         }
         Some(Output::AlreadyScored) => {
-            core.trace.append(&crate::trace::TraceEntry::record_outcome(
+            h.trace.append(&crate::trace::TraceEntry::record_outcome(
                 &conv,
                 outcome.as_str(),
                 &[],
@@ -279,7 +280,7 @@ pub async fn record_outcome(
 /// when no hook exchange is waiting (clients without hooks, issue 12). The caller guarantees
 /// each id is scored once (it forgets what it scored). Unknown ids are reported, not errors.
 pub async fn score_memories(
-    core: &Arc<Core>,
+    h: &Hooks<'_>,
     scores: Vec<(String, Outcome)>,
 ) -> Result<crate::state::ops::ScoreResult, ApiError> {
     if scores.len() > 100 {
@@ -295,11 +296,11 @@ pub async fn score_memories(
         scores,
         concepts: Vec::new(),
         at: clock::now_ms(),
-        time_weighting: core.cfg.learning.time_weighting,
+        time_weighting: h.cfg.learning.time_weighting,
     };
-    match core.commit_one(Op::ScoreExchange(Box::new(batch))).await? {
+    match h.db.commit_one(Op::ScoreExchange(Box::new(batch))).await? {
         Output::Scored(r) => {
-            core.lifecycle_wake.notify_one();
+            h.db.signals().lifecycle.notify_one();
             Ok(r)
         }
         other => Err(ApiError::internal(format!(
@@ -333,8 +334,8 @@ fn parse_memory_scores(
 
 /// The conversation and exchange an outcome applies to. An empty or "default" conversation id
 /// (MCP clients cannot know the hook's session id) means the most recent pending one.
-fn pending_exchange(core: &Core, conv: &str) -> (Option<String>, Option<Exchange>) {
-    core.store.read(|s| {
+fn pending_exchange(h: &Hooks<'_>, conv: &str) -> (Option<String>, Option<Exchange>) {
+    h.db.read(|s| {
         let conv = if conv.is_empty() || conv == "default" {
             s.sessions.most_recent_pending()
         } else {

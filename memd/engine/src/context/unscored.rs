@@ -7,19 +7,19 @@
 //! agent's or sidecar's score that lands first wins. Must never touch an exchange somebody
 //! can still score, and never act when the setting is off.
 
-use crate::core::Core;
+use crate::config::Config;
 use crate::state::MemState;
 use crate::state::ops::{Op, ScoreBatch};
 use crate::state::session::{self, Exchange};
-use crate::trace::TraceEntry;
+use crate::trace::{Trace, TraceEntry};
 
 /// The ledger's word for an outcome the tool evidence gave.
 pub const SOURCE: &str = "evidence";
 
 /// At a (non session-start) prompt of `conv`: the score batch for the exchange this prompt
 /// leaves behind unscored, if its turn has a verdict.
-pub fn on_prompt(core: &Core, s: &MemState, conv: &str) -> Option<Op> {
-    if !core.cfg.evidence.outcomes {
+pub fn on_prompt(cfg: &Config, trace: &Trace, s: &MemState, conv: &str) -> Option<Op> {
+    if !cfg.evidence.outcomes {
         return None;
     }
     let c = s.sessions.get(conv)?;
@@ -28,13 +28,13 @@ pub fn on_prompt(core: &Core, s: &MemState, conv: &str) -> Option<Op> {
     if next.is_some_and(|n| n.doc_id == leaving.doc_id) {
         return None;
     }
-    batch(core, s, conv, leaving)
+    batch(cfg, trace, s, conv, leaving)
 }
 
 /// Before conversations idle since before `before` are forgotten: a batch for each unscored
 /// exchange with a verdict they still hold.
-pub fn on_expire(core: &Core, s: &MemState, before: i64) -> Vec<Op> {
-    if !core.cfg.evidence.outcomes {
+pub fn on_expire(cfg: &Config, trace: &Trace, s: &MemState, before: i64) -> Vec<Op> {
+    if !cfg.evidence.outcomes {
         return Vec::new();
     }
     let mut ops = Vec::new();
@@ -47,7 +47,7 @@ pub fn on_expire(core: &Core, s: &MemState, before: i64) -> Vec<Op> {
         ops.extend(
             held.into_iter()
                 .filter(|ex| !ex.scored)
-                .filter_map(|ex| batch(core, s, conv, ex)),
+                .filter_map(|ex| batch(cfg, trace, s, conv, ex)),
         );
     }
     ops
@@ -55,10 +55,10 @@ pub fn on_expire(core: &Core, s: &MemState, before: i64) -> Vec<Op> {
 
 /// The exchange and every memory it was shown get the verdict, as an agent's score without
 /// `related` would give them; the ledger says the evidence scored it.
-fn batch(core: &Core, s: &MemState, conv: &str, ex: &Exchange) -> Option<Op> {
+fn batch(cfg: &Config, trace: &Trace, s: &MemState, conv: &str, ex: &Exchange) -> Option<Op> {
     let outcome = match ex.evidence? {
         // Which of the memories shown misled cannot be told from a failure alone.
-        proto::Outcome::Failed if !core.cfg.evidence.failures => return None,
+        proto::Outcome::Failed if !cfg.evidence.failures => return None,
         o => o,
     };
     let mut scores = vec![(ex.doc_id.clone(), outcome)];
@@ -69,7 +69,7 @@ fn batch(core: &Core, s: &MemState, conv: &str, ex: &Exchange) -> Option<Op> {
             .map(|id| (id.clone(), outcome)),
     );
     let ids: Vec<String> = scores.iter().map(|(id, _)| id.clone()).collect();
-    core.trace.append(&TraceEntry::record_outcome(
+    trace.append(&TraceEntry::record_outcome(
         conv,
         outcome.as_str(),
         &ids,
@@ -82,6 +82,6 @@ fn batch(core: &Core, s: &MemState, conv: &str, ex: &Exchange) -> Option<Op> {
         scores,
         concepts: ex.concepts.clone(),
         at: crate::clock::now_ms(),
-        time_weighting: core.cfg.learning.time_weighting,
+        time_weighting: cfg.learning.time_weighting,
     })))
 }

@@ -5,9 +5,9 @@
 //! for their current content. Must never read text from the ledger (it has none) and never
 //! change a session.
 
+use super::Inspect;
 use super::TRACE_LINES;
 use crate::clock;
-use crate::core::Core;
 use crate::trace::{TraceEntry, TraceEvent};
 use std::collections::BTreeMap;
 
@@ -54,7 +54,7 @@ pub struct InjectedMemory {
     pub scored: bool,
 }
 
-impl Core {
+impl Inspect<'_> {
     /// Conversations with ledger lines, newest first.
     pub fn conversations(&self) -> Vec<ConversationSummary> {
         let trace = self.trace.read(None, TRACE_LINES);
@@ -75,7 +75,7 @@ impl Core {
                 }
             })
             .collect();
-        self.store.read(|s| {
+        self.db.read(|s| {
             for c in &mut out {
                 c.project = s
                     .sessions
@@ -93,7 +93,7 @@ impl Core {
     pub fn conversation_turns(&self, conversation: &str) -> Vec<Turn> {
         let trace = self.trace.read(Some(conversation), TRACE_LINES);
         let mut turns = turns_of(&trace.iter().collect::<Vec<_>>());
-        self.store.read(|s| {
+        self.db.read(|s| {
             for m in turns.iter_mut().flat_map(|t| t.injected.iter_mut()) {
                 m.now = s.by_id(&m.id).map(|r| {
                     (

@@ -5,9 +5,9 @@
 //! trace ledger. Must never fail a caller: a counts file that cannot be written or read is
 //! skipped (the dashboard then shows today's counts only).
 
+use super::Inspect;
 use super::TRACE_LINES;
 use crate::clock;
-use crate::core::Core;
 use crate::trace::TraceEvent;
 use proto::Collection;
 use serde::{Deserialize, Serialize};
@@ -58,14 +58,14 @@ impl HealthSeries {
     }
 }
 
-impl Core {
+impl Inspect<'_> {
     fn counts_path(&self) -> PathBuf {
-        self.cfg.data_dir.join("logs").join(COUNTS_FILE)
+        self.data_dir.join("logs").join(COUNTS_FILE)
     }
 
     /// Each collection's count now.
     pub fn counts_now(&self) -> DayCounts {
-        let counts = self.store.read(|s| {
+        let counts = self.db.read(|s| {
             Collection::ALL
                 .iter()
                 .map(|c| (c.as_str().to_string(), s.count(*c)))

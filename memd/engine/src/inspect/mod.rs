@@ -3,7 +3,7 @@
 //! Owns listing memories under the dashboard's filters, one memory with its history and the
 //! turns it was injected into (`detail`), conversations turn by turn (`conversations`) and the
 //! health figures over time (`health`, which also keeps the daily counts file). Must never
-//! change a memory: every action the dashboard offers goes through the same `Core` calls as the
+//! change a memory: every action the dashboard offers goes through the same operations as the
 //! HTTP API. Must never show text from the trace (it holds ids and digests only): content comes
 //! from the store.
 
@@ -11,14 +11,16 @@ pub mod conversations;
 pub mod health;
 
 use crate::clock;
-use crate::core::Core;
 use crate::error::ApiError;
+use crate::find::Search;
 use crate::learn;
 use crate::record::Record;
 use crate::search::{self, Query};
+use crate::state::Db;
+use crate::trace::Trace;
 use crate::trace::TraceEntry;
 use proto::{Collection, MemoryView, SearchRequest, SortBy};
-use std::sync::Arc;
+use std::path::Path;
 
 /// Trace lines read for one page: the live ledger and its rotated copy hold at most 8 MiB,
 /// well under this many lines.
@@ -73,12 +75,20 @@ pub struct Injection {
     pub session_start: bool,
 }
 
-impl Core {
+/// What the dashboard's views read: the state, the trace ledger, the data dir (daily counts).
+pub struct Inspect<'a> {
+    pub db: &'a Db,
+    pub trace: &'a Trace,
+    pub data_dir: &'a Path,
+}
+
+impl Inspect<'_> {
     /// The dashboard's list. With a query it is the agent's search (same ranking, at most 100
     /// results) narrowed by the filters the search has no field for; without one, every
     /// memory that passes the filters, newest first.
     pub async fn list_memories(
-        self: &Arc<Self>,
+        &self,
+        search: &Search<'_>,
         f: &ListFilter,
     ) -> Result<Vec<MemoryView>, ApiError> {
         let limit = f.limit.clamp(1, LIST_MAX);
@@ -94,7 +104,7 @@ impl Core {
                 sort_by: Some(SortBy::Relevance),
                 ..SearchRequest::default()
             };
-            let mut views = self.search(&req, None).await?.results;
+            let mut views = search.run(&req, None).await?.results;
             views.retain(|v| keeps_view(f, v));
             views.truncate(limit);
             return Ok(views);
@@ -108,7 +118,7 @@ impl Core {
             ..Query::default()
         };
         let now = clock::now_ms();
-        Ok(self.store.read(|s| {
+        Ok(self.db.read(|s| {
             search::browse(s, &q)
                 .into_iter()
                 .filter(|r| keeps_record(f, r))
@@ -121,7 +131,7 @@ impl Core {
     /// One memory by its id or a former one, with the turns it was injected into.
     pub fn memory_detail(&self, id: &str) -> Option<MemoryDetail> {
         let now = clock::now_ms();
-        let (record, view) = self.store.read(|s| {
+        let (record, view) = self.db.read(|s| {
             let r = s.by_id(id)?;
             Some((r.clone(), search::view(r, now, None)))
         })?;
@@ -135,7 +145,7 @@ impl Core {
 
     /// Every distinct tag in use, for the filter's choices.
     pub fn tags_in_use(&self) -> Vec<String> {
-        let mut tags: Vec<String> = self.store.read(|s| {
+        let mut tags: Vec<String> = self.db.read(|s| {
             s.records()
                 .flat_map(|r| r.tags.iter().cloned())
                 .collect::<std::collections::BTreeSet<_>>()

@@ -8,10 +8,12 @@
 
 #[cfg(test)]
 mod compat_tests;
+mod db;
 pub mod expiry;
 pub mod ops;
 mod projects;
 pub mod session;
+mod signals;
 pub mod sync;
 #[cfg(test)]
 mod sync_tests;
@@ -486,6 +488,8 @@ pub fn scoped_hash(project: Option<&str>, content: &str) -> u64 {
 
 /// A fresh public id: `<collection>_<12 hex>`.
 pub use crate::record::new_id;
+pub use db::Db;
+pub use signals::Signals;
 
 impl Machine for MemState {
     type Op = Op;

@@ -168,7 +168,6 @@ pub struct ScoreResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::Core;
     use crate::state::MemState;
     use crate::store::Machine;
     use proto::Collection;
@@ -182,7 +181,7 @@ mod tests {
     }
 
     fn inserted_key(state: &mut MemState, text: &str) -> u64 {
-        let rec = Core::new_record(Collection::Working, text.to_string(), 0);
+        let rec = Record::new(Collection::Working, text.to_string(), 0);
         match state.apply(&Op::Insert(Box::new(rec))) {
             crate::state::ops::Output::Inserted { key, .. } => key,
             other => panic!("insert: {other:?}"),

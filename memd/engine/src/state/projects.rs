@@ -60,14 +60,14 @@ impl MemState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::Core;
+    use crate::record::Record;
     use crate::state::ops::Op;
     use crate::state::session::SessionOp;
     use crate::store::Machine;
     use proto::Collection;
 
     fn add(s: &mut MemState, text: &str, project: Option<&str>) -> Output {
-        let mut rec = Core::new_record(Collection::MemoryBank, text.to_string(), 1);
+        let mut rec = Record::new(Collection::MemoryBank, text.to_string(), 1);
         rec.project = project.map(str::to_string);
         s.apply(&Op::Insert(Box::new(rec)))
     }

@@ -4,7 +4,6 @@
 use super::MemState;
 use super::ops::{Op, Output, ScoreBatch};
 use super::sync::{SharedRow, SyncOp, uid};
-use crate::core::Core;
 use crate::record::Record;
 use crate::store::Machine;
 use proto::{Collection, Outcome};
@@ -14,7 +13,7 @@ fn state() -> MemState {
 }
 
 fn insert(s: &mut MemState, c: Collection, text: &str) -> (String, u64) {
-    match s.apply(&Op::Insert(Box::new(Core::new_record(c, text.into(), 1)))) {
+    match s.apply(&Op::Insert(Box::new(Record::new(c, text.into(), 1)))) {
         Output::Inserted { id, key } => (id, key),
         other => panic!("insert: {other:?}"),
     }
@@ -39,7 +38,7 @@ fn score(s: &mut MemState, id: &str, o: Outcome, at: i64) {
 }
 
 fn row_from_elsewhere(uid: &str, text: &str) -> SharedRow {
-    let mut record: Record = Core::new_record(Collection::MemoryBank, text.into(), 5);
+    let mut record: Record = Record::new(Collection::MemoryBank, text.into(), 5);
     record.team = true;
     SharedRow {
         uid: uid.into(),

@@ -14,7 +14,6 @@ use axum::http::{Method, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, any, get, post};
-use memd_engine::context;
 use memd_engine::error::ApiError;
 use memd_engine::export::{IMPORT_MAX_BYTES, ImportResponse};
 use memd_engine::record::Record;
@@ -423,7 +422,7 @@ async fn hello(
 }
 
 async fn stats(State(s): App) -> Response {
-    json_response(200, &memd_engine::status::stats(&s.core))
+    json_response(200, &s.core.stats())
 }
 
 async fn search(State(s): App, ApiJson(b): ApiJson<SearchRequest, BODY_MAX_BYTES>) -> Response {
@@ -434,11 +433,11 @@ async fn get_context(
     State(s): App,
     ApiJson(b): ApiJson<GetContextRequest, BODY_MAX_BYTES>,
 ) -> Response {
-    respond(context::get_context(&s.core, &b).await)
+    respond(s.core.get_context(&b).await)
 }
 
 async fn stop(State(s): App, ApiJson(b): ApiJson<StopRequest, BODY_MAX_BYTES>) -> Response {
-    respond(context::stop(&s.core, &b).await)
+    respond(s.core.stop(&b).await)
 }
 
 async fn pre_tool(State(s): App, ApiJson(b): ApiJson<PreToolRequest, BODY_MAX_BYTES>) -> Response {
@@ -456,7 +455,7 @@ async fn record_outcome(
     State(s): App,
     ApiJson(b): ApiJson<RecordOutcomeRequest, BODY_MAX_BYTES>,
 ) -> Response {
-    respond(context::record_outcome(&s.core, &b).await)
+    respond(s.core.record_outcome(&b).await)
 }
 
 async fn record_response(

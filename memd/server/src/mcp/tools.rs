@@ -8,7 +8,6 @@ use super::args::{self, decode};
 use super::format::{error_text, full_memory, result_list};
 use super::recall::{self, Recall};
 use super::text;
-use memd_engine::context;
 use memd_engine::core::Core;
 use memd_engine::error::ApiError;
 use memd_engine::learn;
@@ -195,7 +194,7 @@ async fn get_context_insights(c: &Caller<'_>, args: Args) -> Result<String, ApiE
         session_start: false,
         session_source: None,
     };
-    let resp = context::get_context_for(c.core, &req, c.project.clone()).await?;
+    let resp = c.core.get_context_for(&req, c.project.clone()).await?;
     let shown: Vec<String> = resp
         .relevant_memories
         .iter()
@@ -377,7 +376,7 @@ async fn score_response(c: &Caller<'_>, args: Args) -> Result<String, ApiError> 
         exchange_summary: a.exchange_summary,
         source: Some("agent".into()),
     };
-    let resp = context::record_outcome(c.core, &req).await?;
+    let resp = c.core.record_outcome(&req).await?;
     if resp.already_scored {
         return score_without_exchange(c, a.outcome, &explicit, a.related.as_deref()).await;
     }
@@ -444,7 +443,7 @@ async fn score_without_exchange(
     if scores.is_empty() {
         return Ok("Nothing to score: no exchange is waiting for a score, and this session was shown no memory it has not scored yet. Nothing changed.".into());
     }
-    let result = context::score_memories(c.core, scores).await?;
+    let result = c.core.score_memories(scores).await?;
     c.recall.forget_shown(key, &result.scored);
     Ok(format!(
         "No hook exchange was waiting: scored {} {} this session was shown, as {}.",

@@ -90,11 +90,7 @@ pub async fn conversation(State(s): App, viewer: Viewer, Path(id): Path<String>)
 
 pub async fn health(State(s): App, viewer: Viewer) -> Response {
     let read = off_thread(&s, |core| {
-        (
-            core.health(),
-            memd_engine::status::stats(core),
-            core.health_series(),
-        )
+        (core.health(), core.stats(), core.health_series())
     });
     let (h, stats, series) = match read.await {
         Ok(all) => all,
