@@ -7,7 +7,8 @@
 //! It sends the finished exchange to memd (`POST /api/hooks/stop`) and, when memd asks for it
 //! (`needs_sidecar`), scores the previous exchange with the sidecar chain. After a tool it sends
 //! the evidence (`POST /api/hooks/post-tool`: which tool, command or file, failed or not; never
-//! the tool's output). It must never block or
+//! the tool's output). Before Claude Code compacts a conversation (`PreCompact`) it asks memd to
+//! store a digest of it (`POST /api/hooks/pre-compact`). It must never block or
 //! steer the agent: no `decision`, no `followup_message`; Claude Code, Gemini CLI and OpenCode
 //! get no output, Cursor gets `{}`;
 //! every failure path exits 0 and leaves one line in the hook log.
@@ -27,13 +28,17 @@ use hookrt::daemon::Daemon;
 use hookrt::event::Event;
 use hookrt::watchdog::Deadline;
 use hookrt::{log, output};
-use proto::{Client, PostToolRequest, PostToolResponse, StopRequest, StopResponse};
+use proto::{
+    Client, PostToolRequest, PostToolResponse, PreCompactRequest, PreCompactResponse, StopRequest,
+    StopResponse,
+};
 use std::path::Path;
 
 /// Cursor's neutral answer (never a `followup_message`).
 const CURSOR_EMPTY: &str = "{}";
 const STOP_PATH: &str = "/api/hooks/stop";
 const POST_TOOL_PATH: &str = "/api/hooks/post-tool";
+const PRE_COMPACT_PATH: &str = "/api/hooks/pre-compact";
 
 fn main() {
     let Some(run) = hookrt::session::start("hook-stop", CURSOR_EMPTY) else {
@@ -64,6 +69,22 @@ fn answer(event: Event, deadline: &Deadline) {
             request.client = Some(client);
             request.project_dir = project_dir;
             request
+        }
+        Event::ClaudePreCompact {
+            client,
+            session_id,
+            trigger,
+            custom_instructions,
+            project_dir,
+        } => {
+            let request = PreCompactRequest {
+                conversation_id: session_id,
+                trigger,
+                custom_instructions,
+                client: Some(client),
+                project_dir,
+            };
+            return send_pre_compact(&request, deadline);
         }
         Event::CursorResponse {
             conversation_id,
@@ -125,6 +146,20 @@ fn answer(event: Event, deadline: &Deadline) {
         _ => return,
     };
     send_stop(&request, deadline);
+}
+
+/// Asks memd to digest the conversation before Claude Code compacts it. Never blocks the
+/// compaction and never changes its instructions: failures are logged, never shown.
+fn send_pre_compact(request: &PreCompactRequest, deadline: &Deadline) {
+    let daemon = match Daemon::locate() {
+        Ok(daemon) => daemon,
+        Err(e) => return log::failure(e.kind(), &e.summary()),
+    };
+    if let Err(e) =
+        daemon.post::<_, PreCompactResponse>(PRE_COMPACT_PATH, request, deadline.call_budget())
+    {
+        daemon.note_failure(&e);
+    }
 }
 
 /// Posts what a tool did; failures are logged, never shown.

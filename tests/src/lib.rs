@@ -51,3 +51,20 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The digests memd stored before a client compacted `conversation` (`PreCompact`), as
+/// `GET /api/export` writes them, oldest first.
+pub fn digests(d: &Daemon, conversation: &str) -> Vec<serde_json::Value> {
+    let (status, lines) = d.get_raw("/api/export?collection=working", true);
+    assert_eq!(status, 200, "export: {lines}");
+    let mut found: Vec<serde_json::Value> = lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| {
+            r["metadata"]["memory_type"] == "session_digest"
+                && r["metadata"]["conversation_id"] == conversation
+        })
+        .collect();
+    found.sort_by_key(|r| r["created_at"].as_i64());
+    found
+}

@@ -3,8 +3,9 @@
 //! What the model was sent and what memd recorded: this project's memories injected (not the
 //! other project's), `rm -rf /` refused with memd's reason in the tool result, the exchange
 //! stored, the scoring request answered by a `score_response` call (through the always-loaded
-//! `memd-score` entry, without a `ToolSearch` first) memd records as the agent's, no token in any
-//! client file, and nothing the client complains about.
+//! `memd-score` entry, without a `ToolSearch` first) memd records as the agent's, `/compact`
+//! leaving a digest of the conversation (PreCompact) and bringing the brief back, no token in
+//! any client file, and nothing the client complains about.
 
 use serde_json::Value;
 use std::path::Path;
@@ -167,6 +168,19 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
     // Compaction empties the model's context: the SessionStart `compact` brief shows the
     // project's facts in full again, where a resumed session only points back at them.
     claude(&s, &p.alpha, "/compact", Some(&session));
+    // PreCompact: before the context was cut, memd stored a digest of both exchanges in the
+    // project they belong to.
+    let digest = tests::digests(&s.daemon, &session);
+    assert_eq!(digest.len(), 1, "one digest per compaction: {digest:?}");
+    let text = digest[0]["content"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("Conversation digest before /compact (2 exchanges):"),
+        "{text}"
+    );
+    assert!(text.contains("How does the service deploy?"), "{text}");
+    assert!(text.contains("What else should I check?"), "{text}");
+    let fact = tests::lookup(&s.daemon, &p.alpha_fact).expect("the alpha fact");
+    assert_eq!(digest[0]["project"].as_str(), fact.project.as_deref());
     s.model.clear();
     claude(&s, &p.alpha, "And the tests?", Some(&session));
     s.model.dump_if_asked("claude after compact");

@@ -90,6 +90,14 @@ fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
             post(stop),
         ),
         (
+            post_op::<PreCompactRequest, PreCompactResponse>(
+                "/api/hooks/pre-compact",
+                "preCompact",
+                "Before the client compacts a conversation: store a digest of its exchanges since the last compaction.",
+            ),
+            post(pre_compact),
+        ),
+        (
             post_op::<PreToolRequest, PreToolResponse>(
                 "/api/hooks/pre-tool",
                 "preTool",
@@ -439,6 +447,13 @@ async fn get_context(
 
 async fn stop(State(s): App, ApiJson(b): ApiJson<StopRequest, BODY_MAX_BYTES>) -> Response {
     respond(context::stop(&s.core, &b).await)
+}
+
+async fn pre_compact(
+    State(s): App,
+    ApiJson(b): ApiJson<PreCompactRequest, BODY_MAX_BYTES>,
+) -> Response {
+    respond(context::pre_compact(&s.core, &b).await)
 }
 
 async fn pre_tool(State(s): App, ApiJson(b): ApiJson<PreToolRequest, BODY_MAX_BYTES>) -> Response {
