@@ -179,7 +179,10 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
     );
     assert!(text.contains("How does the service deploy?"), "{text}");
     assert!(text.contains("What else should I check?"), "{text}");
-    assert!(!text.contains("In progress"), "`/compact` is no turn: {text}");
+    assert!(
+        !text.contains("In progress"),
+        "`/compact` is no turn: {text}"
+    );
     let fact = tests::lookup(&s.daemon, &p.alpha_fact).expect("the alpha fact");
     assert_eq!(digest[0]["project"].as_str(), fact.project.as_deref());
     s.model.clear();
