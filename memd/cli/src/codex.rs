@@ -2,11 +2,11 @@
 //! reads back.
 //!
 //! Two files under `$CODEX_HOME` (default `~/.codex`): `hooks.json` gets memd's hooks
-//! (`UserPromptSubmit`, `PreToolUse` and `PostToolUse` for Bash, `Stop`, each running
-//! `hook-prompt --codex` or `hook-stop --codex`), and `config.toml` gets the stdio MCP server
-//! `[mcp_servers.memd]` (`memd mcp --only score_response`: no token; the tool approved, the
-//! variables that locate the daemon passed on) and, because Codex runs a user's hook only once it
-//! is trusted, one `[hooks.state."<hooks.json>:<event>:<group>:<handler>"]` entry per memd hook
+//! (`SessionStart`, `UserPromptSubmit`, `PreToolUse` and `PostToolUse` for Bash, `Stop`, each
+//! running `hook-prompt --codex` or `hook-stop --codex`), and `config.toml` gets the stdio MCP
+//! server `[mcp_servers.memd]` (`memd mcp --only score_response`: no token; the tool approved,
+//! the variables that locate the daemon passed on) and, because Codex runs a user's hook only
+//! once it is trusted, one `[hooks.state."<hooks.json>:<event>:<group>:<handler>"]` entry per memd hook
 //! holding the `trusted_hash` Codex computes for that hook (the SHA-256 of its normalized
 //! definition: checked against Codex 0.169.0 by tests/tests/client_codex.rs). Running
 //! `memd init --codex` is the user's consent to trust these hooks. Must never change another
@@ -24,7 +24,9 @@ use toml_edit::{DocumentMut, Item, Table, value};
 
 /// Codex events → (binary, timeout seconds, matcher). Codex's tool events name the shell
 /// `Bash` (its published pre-tool-use input schema allows nothing else).
-pub const CODEX_HOOKS: [(&str, &str, i64, Option<&str>); 4] = [
+/// `SessionStart` has no matcher: every source (startup, resume) gets the brief.
+pub const CODEX_HOOKS: [(&str, &str, i64, Option<&str>); 5] = [
+    ("SessionStart", HOOK_PROMPT, 10, None),
     ("UserPromptSubmit", HOOK_PROMPT, 10, None),
     ("PreToolUse", HOOK_PROMPT, 10, Some("Bash")),
     ("PostToolUse", HOOK_STOP, 10, Some("Bash")),
