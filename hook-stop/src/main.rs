@@ -51,76 +51,7 @@ fn main() {
 }
 
 fn answer(event: Event, deadline: &Deadline) {
-    let request = match event {
-        Event::ClaudeStop {
-            stop_hook_active: true,
-            ..
-        } => return,
-        Event::ClaudeStop {
-            client,
-            session_id,
-            transcript_path,
-            last_assistant_message,
-            project_dir,
-            ..
-        } => {
-            let mut request =
-                claude_stop_request(session_id, transcript_path, last_assistant_message);
-            request.client = Some(client);
-            request.project_dir = project_dir;
-            request
-        }
-        Event::ClaudePreCompact {
-            client,
-            session_id,
-            trigger,
-            custom_instructions,
-            project_dir,
-        } => {
-            let request = PreCompactRequest {
-                conversation_id: session_id,
-                trigger,
-                custom_instructions,
-                client: Some(client),
-                project_dir,
-            };
-            return send_pre_compact(&request, deadline);
-        }
-        Event::CursorResponse {
-            conversation_id,
-            text,
-            project_dir,
-        } => {
-            // The answer is fixed; print it now so nothing later can change it.
-            output::emit(CURSOR_EMPTY);
-            StopRequest {
-                conversation_id,
-                user_message: String::new(),
-                assistant_response: text,
-                client: Some(Client::Cursor),
-                project_dir,
-                score_call_seen: None,
-            }
-        }
-        // A retry Gemini CLI runs after a stop hook refused the answer is not a new exchange
-        // (memd never refuses one; another hook may).
-        Event::TurnEnd { retry: true, .. } => return,
-        Event::TurnEnd {
-            client,
-            session_id,
-            user_message,
-            assistant_response,
-            project_dir,
-            score_call_seen,
-            ..
-        } => StopRequest {
-            conversation_id: session_id,
-            user_message,
-            assistant_response,
-            client: Some(client),
-            project_dir,
-            score_call_seen,
-        },
+    match event {
         Event::ToolAfter {
             client,
             conversation_id,
@@ -140,37 +71,105 @@ fn answer(event: Event, deadline: &Deadline) {
                 failed,
                 project_dir,
             };
-            send_evidence(&request, deadline);
-            return;
+            post_quietly::<_, PostToolResponse>(POST_TOOL_PATH, &request, deadline);
         }
-        _ => return,
-    };
-    send_stop(&request, deadline);
-}
-
-/// Asks memd to digest the conversation before Claude Code compacts it. Never blocks the
-/// compaction and never changes its instructions: failures are logged, never shown.
-fn send_pre_compact(request: &PreCompactRequest, deadline: &Deadline) {
-    let daemon = match Daemon::locate() {
-        Ok(daemon) => daemon,
-        Err(e) => return log::failure(e.kind(), &e.summary()),
-    };
-    if let Err(e) =
-        daemon.post::<_, PreCompactResponse>(PRE_COMPACT_PATH, request, deadline.call_budget())
-    {
-        daemon.note_failure(&e);
+        // Never blocks the compaction and never changes its instructions.
+        Event::ClaudePreCompact {
+            client,
+            session_id,
+            trigger,
+            custom_instructions,
+            project_dir,
+        } => {
+            let request = PreCompactRequest {
+                conversation_id: session_id,
+                trigger,
+                custom_instructions,
+                client: Some(client),
+                project_dir,
+            };
+            post_quietly::<_, PreCompactResponse>(PRE_COMPACT_PATH, &request, deadline);
+        }
+        other => {
+            if let Some(request) = stop_request(other) {
+                send_stop(&request, deadline);
+            }
+        }
     }
 }
 
-/// Posts what a tool did; failures are logged, never shown.
-fn send_evidence(request: &PostToolRequest, deadline: &Deadline) {
+/// The finished exchange an event reports, if it reports one.
+fn stop_request(event: Event) -> Option<StopRequest> {
+    let request = match event {
+        Event::ClaudeStop {
+            stop_hook_active: true,
+            ..
+        } => return None,
+        Event::ClaudeStop {
+            client,
+            session_id,
+            transcript_path,
+            last_assistant_message,
+            project_dir,
+            ..
+        } => {
+            let mut request =
+                claude_stop_request(session_id, transcript_path, last_assistant_message);
+            request.client = Some(client);
+            request.project_dir = project_dir;
+            request
+        }
+        Event::CursorResponse {
+            conversation_id,
+            text,
+            project_dir,
+        } => {
+            // The answer is fixed; print it now so nothing later can change it.
+            output::emit(CURSOR_EMPTY);
+            StopRequest {
+                conversation_id,
+                user_message: String::new(),
+                assistant_response: text,
+                client: Some(Client::Cursor),
+                project_dir,
+                score_call_seen: None,
+            }
+        }
+        // A retry Gemini CLI runs after a stop hook refused the answer is not a new exchange
+        // (memd never refuses one; another hook may).
+        Event::TurnEnd { retry: true, .. } => return None,
+        Event::TurnEnd {
+            client,
+            session_id,
+            user_message,
+            assistant_response,
+            project_dir,
+            score_call_seen,
+            ..
+        } => StopRequest {
+            conversation_id: session_id,
+            user_message,
+            assistant_response,
+            client: Some(client),
+            project_dir,
+            score_call_seen,
+        },
+        _ => return None,
+    };
+    Some(request)
+}
+
+/// Posts what a tool did, or that a compaction is coming; failures are logged, never shown.
+fn post_quietly<Req: serde::Serialize, Resp: serde::de::DeserializeOwned>(
+    path: &str,
+    request: &Req,
+    deadline: &Deadline,
+) {
     let daemon = match Daemon::locate() {
         Ok(daemon) => daemon,
         Err(e) => return log::failure(e.kind(), &e.summary()),
     };
-    if let Err(e) =
-        daemon.post::<_, PostToolResponse>(POST_TOOL_PATH, request, deadline.call_budget())
-    {
+    if let Err(e) = daemon.post::<_, Resp>(path, request, deadline.call_budget()) {
         daemon.note_failure(&e);
     }
 }
