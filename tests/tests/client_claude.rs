@@ -11,7 +11,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 use tests::clients::{
-    CLAUDE_CODE, FIRST_PROMPT, SECOND_PROMPT, Sandbox, assert_only_this_projects_context,
+    CLAUDE_CODE, FIRST_PROMPT, SECOND_PROMPT, Sandbox, assert_brief_shown_once,
+    assert_only_this_projects_context,
 };
 use tests::fake_model::agent::score_ids;
 use tests::fake_model::anthropic::Messages;
@@ -112,15 +113,7 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
         text.contains("SessionStart hook additional context"),
         "no SessionStart brief"
     );
-    assert_eq!(
-        text.matches("make ship-alpha").count(),
-        1,
-        "the fact shown once"
-    );
-    assert!(
-        text.contains("shown earlier in this conversation"),
-        "{text}"
-    );
+    assert_brief_shown_once(&text);
     let refused = sent
         .iter()
         .flat_map(|r| tool_results(&r.body))

@@ -12,7 +12,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 use tests::clients::{
-    CODEX, FIRST_PROMPT, SECOND_PROMPT, Sandbox, assert_only_this_projects_context,
+    CODEX, FIRST_PROMPT, SECOND_PROMPT, Sandbox, assert_brief_shown_once,
+    assert_only_this_projects_context,
 };
 use tests::fake_model::agent::score_ids;
 use tests::fake_model::responses::Responses;
@@ -149,15 +150,7 @@ fn codex_gets_this_projects_context_is_guarded_and_scores() {
     let at = |needle: &str| input.iter().position(|i| i.to_string().contains(needle));
     let brief = at("make ship-alpha").expect("the brief");
     assert!(brief < at("How does the service deploy").expect("the prompt"));
-    assert_eq!(
-        text.matches("make ship-alpha").count(),
-        1,
-        "the fact shown once"
-    );
-    assert!(
-        text.contains("shown earlier in this conversation"),
-        "{text}"
-    );
+    assert_brief_shown_once(&text);
     assert!(
         sent.iter()
             .flat_map(|r| outputs(&r.body))
