@@ -138,6 +138,37 @@ fn pre_compact_stores_a_digest_of_the_exchanges_since_the_last_one() {
 }
 
 #[test]
+fn an_automatic_compaction_mid_turn_keeps_the_prompt_in_progress() {
+    let d = tests::start_daemon();
+    let session = "sess-mid-turn";
+    let t = d.data_dir().join("mid.jsonl");
+    turn(
+        &d,
+        session,
+        &t,
+        ("Which port does billing use?", "Port 8420."),
+        None,
+    );
+    // The next prompt starts a long turn; the context fills up before its stop.
+    hook(
+        &d,
+        "hook-prompt",
+        json!({"session_id": session, "transcript_path": t, "cwd": "/tmp",
+               "hook_event_name": "UserPromptSubmit",
+               "prompt": "Migrate the billing schema to v2"}),
+    );
+    pre_compact(&d, session, "auto", None);
+    let found = digests(&d, session);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        found[0]["content"],
+        "Conversation digest before automatic compaction (1 exchange):\n\
+         - Asked: Which port does billing use? → Port 8420.\n\
+         In progress: Migrate the billing schema to v2"
+    );
+}
+
+#[test]
 fn pre_compact_refuses_an_unknown_trigger_by_name() {
     let d = tests::start_daemon();
     let (status, body) = d.post_raw(
