@@ -174,6 +174,25 @@ fn the_hooks_link_only_small_crates() {
     }
 }
 
+/// The shared store's worker reaches the engine through `SharedSync` only: the bookkeeping
+/// rules stay in the engine's `state::sync`, and the worker cannot log a change of its own.
+#[test]
+fn memd_pg_never_builds_engine_ops_or_reads_engine_state() {
+    let root = architecture::workspace_root();
+    let forbidden = ["state::ops", "SyncOp", "Op::", ".store.", "Arc<Core>", "core::Core;"];
+    let mut found = Vec::new();
+    for file in rust_files(&root.join("memd/pg/src")) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            for f in forbidden.iter().filter(|f| code.contains(**f)) {
+                found.push(format!("{}:{}: {f}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "memd-pg past SharedSync: {found:?}");
+}
+
 #[test]
 fn no_new_file_is_over_600_lines() {
     let root = architecture::workspace_root();

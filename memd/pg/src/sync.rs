@@ -2,8 +2,9 @@
 //!
 //! Owns the SQL of the sync. Sending runs in one transaction per batch (the schema numbers each
 //! written row in commit order: `memd_stamp_change`); reading runs in a repeatable-read
-//! snapshot and advances the cursor to the highest change it could see. Must never mark something sent before the database committed it (the
-//! `Sent` op is logged after COMMIT) and never apply a row it did not read whole.
+//! snapshot and advances the cursor to the highest change it could see. The engine is reached
+//! through `SharedSync` only. Must never mark something sent before the database committed it
+//! (`SharedSync::sent` runs after COMMIT) and never apply a row it did not read whole.
 
 use crate::rows::{self, bounded};
 use anyhow::{Context, Result};

@@ -138,7 +138,8 @@ fn string_end(c: &[char], mut i: usize) -> usize {
 /// Skips `'x'`, `'\n'`, `'\u{..}'` or a lifetime `'a`.
 fn char_or_lifetime_end(c: &[char], i: usize) -> usize {
     if c.get(i + 1) == Some(&'\\') {
-        let mut j = i + 2;
+        // The escape is at least two characters (`\'`, `\n`): the quote after it closes.
+        let mut j = i + 3;
         while j < c.len() && c[j] != '\'' {
             j += 1;
         }
