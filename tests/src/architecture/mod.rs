@@ -33,7 +33,7 @@ pub struct Import {
 /// One crate target (library, binary) and the imports between its modules.
 #[derive(Debug, Default)]
 pub struct Target {
-    /// `memd-server (lib)`, `memd (bin memd)`.
+    /// `memd-server (lib)`, `memd (bin)` (its `main.rs`), `memd-lab (memd-bench)` (`src/bin/`).
     pub name: String,
     pub modules: BTreeSet<ModPath>,
     pub imports: Vec<Import>,
