@@ -13,13 +13,13 @@
 //! server, another hook or its trust entry, and never rewrite config.toml's formatting:
 //! edits go through `toml_edit`, which keeps comments and order.
 
+use super::clients::ClientFiles;
 use super::files::{self, Planned};
-use super::init::ClientFiles;
 use super::json::Json;
 use super::merge::{self, HOOK_PROMPT, HOOK_STOP, ShapeError};
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use toml_edit::{DocumentMut, Item, Table, value};
 
 /// Codex events → (binary, timeout seconds, matcher). Codex's tool events name the shell
@@ -57,14 +57,6 @@ pub const SERVER_ARGS: [&str; 3] = ["mcp", "--only", "score_response"];
 pub const SERVER_TOOLS: [&str; 1] = ["score_response"];
 /// The flag every memd command in Codex's hooks.json carries.
 pub const FLAG: &str = "--codex";
-
-/// Where Codex keeps its files: `$CODEX_HOME`, else `<home>/.codex`.
-pub fn codex_dir(home: &Path) -> PathBuf {
-    match std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => home.join(".codex"),
-    }
-}
 
 /// Codex's key for an event in hook trust entries (`pre_tool_use`).
 fn event_label(event: &str) -> String {

@@ -243,7 +243,7 @@ fn token_for(cfg: &Config, dry_run: bool) -> Result<String> {
     for note in memd_server::daemon::prepare_data_dir(&cfg.data_dir)? {
         println!("{note}");
     }
-    memd_server::http::guard::load_or_create_token(&path)
+    memd_server::guard::load_or_create_token(&path)
 }
 
 fn config_plan(choice: &SidecarChoice) -> Result<Option<Planned>> {
