@@ -27,8 +27,6 @@ const STILL_CIRCULAR: &[(&str, &str, &str)] = &[
 /// Files over the ~600-line guide, relative to the workspace root. This list only shrinks: a
 /// new big file fails, and so does an entry that has come under the limit (remove it).
 const BIG_FILES: &[&str] = &[
-    "memd/cli/src/doctor.rs",
-    "memd/cli/src/init.rs",
     "memd/cli/tests/cli_init.rs",
     "memd/engine/src/index/vector.rs",
     "memd/engine/src/late.rs",
