@@ -319,6 +319,13 @@ impl Core {
         self.hooks().stop(req).await
     }
 
+    pub async fn pre_compact(
+        &self,
+        req: &PreCompactRequest,
+    ) -> Result<PreCompactResponse, ApiError> {
+        self.hooks().pre_compact(req).await
+    }
+
     pub async fn record_outcome(
         &self,
         req: &RecordOutcomeRequest,

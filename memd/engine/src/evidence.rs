@@ -11,33 +11,9 @@
 //! agent or the sidecar gave.
 
 use proto::{Outcome, ToolCall, ToolKind};
-use serde::Deserialize;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
-
-/// `[evidence]` in config.toml. Both parts are experimental: bench/EVAL.md section 8 measures
-/// each with and without.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EvidenceConfig {
-    /// An exchange nobody scored takes its turn's tool verdict as its outcome when a failing
-    /// command passed (`worked`).
-    pub outcomes: bool,
-    /// With `outcomes`: a command failing again counts as `failed` too. Off by default:
-    /// `memd-eval evidence` measured it deleting right notes shown beside a wrong one (bench/EVAL.md
-    /// section 8).
-    pub failures: bool,
-    /// Memories naming a command or file of the conversation's recent tool events move up.
-    pub boost: bool,
-}
-
-impl EvidenceConfig {
-    /// Whether tool results need keeping at all.
-    pub fn tracking(&self) -> bool {
-        self.outcomes || self.boost
-    }
-}
 
 /// Places a memory naming something in play moves up in a prompt's ranking. Small on purpose:
 /// it reorders near-ties among memories already above the relevance floor, it never lets in one
@@ -208,13 +184,13 @@ fn terms_of(tool: &ToolCall) -> Vec<String> {
         ToolKind::Shell => tool
             .command
             .as_deref()
-            .map(crate::tools::signatures)
+            .map(crate::command::signatures)
             .unwrap_or_default()
             .into_iter()
             .filter(|s| {
                 let program = s.split(' ').next().unwrap_or_default();
                 !FILE_UTILITIES.contains(&program)
-                    && (s.contains(' ') || !crate::tools::is_ubiquitous(s))
+                    && (s.contains(' ') || !crate::command::is_ubiquitous(s))
             })
             .collect(),
         ToolKind::Edit => tool.path.as_deref().map(file_terms).unwrap_or_default(),
@@ -246,9 +222,9 @@ pub fn names_any(content: &str, terms: &[String]) -> bool {
     if terms.is_empty() {
         return false;
     }
-    let words = crate::tools::tokens(content);
+    let words = crate::command::tokens(content);
     terms.iter().any(|t| {
-        let t = crate::tools::tokens(t);
+        let t = crate::command::tokens(t);
         !t.is_empty() && words.windows(t.len()).any(|w| w == t.as_slice())
     })
 }

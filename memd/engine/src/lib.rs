@@ -7,59 +7,52 @@
 //!
 //! # Layout
 //!
-//! - [`core`]: the service object ([`core::Core`]) every caller goes through: open, search,
-//!   memory bank, takeaways, books, export/import, health, stats. Still both the shared state
-//!   and the API (issue 21 makes it a thin facade over narrow handles; not done yet).
-//! - [`store`]: the durable engine: write-ahead log with group commit, snapshots, recovery,
-//!   the data-dir lock. Generic over a state machine; knows nothing about memories. The shared
-//!   PostgreSQL store (memd-pg) does not replace it: it syncs beside it, through `Core` and the
-//!   state's sync ops.
-//! - [`state`]: memd's state machine: records, the ops the log carries, per-conversation hook
-//!   state. Replaying the log rebuilds it exactly.
-//! - [`record`]: the stored form of one memory.
-//! - [`embed`]: sentence embeddings (ONNX Runtime + tokenizers) and where the model files live.
-//! - `index`: the derived search indexes: vectors (usearch HNSW), lexical (BM25), fusion.
-//! - [`late`]: late-interaction reranking (ColBERT MaxSim): every memory's token states, kept
-//!   current in the background, and the reorder of a ranked head under a deadline;
-//!   `late_file` saves the states between runs.
-//! - [`retrieve`]: the one retrieval pipeline of prompts, searches, MCP and the dashboard:
-//!   the query's encodings in parallel, the first stage under one short read of the store,
-//!   late interaction and the optional cross-encoder outside the lock.
-//! - [`search`]: validating a search, the first stage's ranking and filters, and the
-//!   normalized memory shape every read returns.
-//! - [`learn`]: outcome math (Wilson, deltas), lifecycle rules, the routing graph. Pure.
-//! - [`project`]: which project a working directory belongs to (repository, origin remote).
-//! - `registry`: projects as a whole on `Core`: the caller's current project, the list with
-//!   counts and last use, forgetting one.
-//! - [`scope`]: whose memories a caller sees (its project's and global ones, never another
-//!   project's) and where a new memory belongs; caches project resolution per directory.
-//! - [`context`]: what a prompt gets (KNOWN CONTEXT, scoring prompt) and the turn cycle
-//!   (stop, record-outcome, sidecar decisions).
-//! - `bank`: memory-bank writes on `Core` (add with its near-duplicate check, update,
-//!   archive), sharing and deleting any memory; [`contradict`] tells a restatement from a fact
-//!   that says otherwise.
-//! - [`inspect`]: the dashboard's read-only views (filtered lists, one memory's history and
-//!   injections, conversations turn by turn, health over time).
-//! - `books`, [`ingest`]: reference documents: extraction, chunking, storage; [`confine`] reads
-//!   PDFs in a child process under memory and CPU limits.
-//! - [`export`]: lossless JSON Lines export and idempotent import, as bytes.
-//! - [`redact`]: secrets and `<private>` spans removed before anything is stored.
-//! - [`workers`]: background embedding, lifecycle, snapshots.
-//! - [`status`]: the statistics report (core counts + sidecar state).
-//! - [`trace`]: the append-only hook ledger (ids and digests, never content).
-//! - [`tools`]: tool events: the guard before a tool runs (static rules at the `[guards]`
-//!   levels, learned guardrails from memories), the evidence after; [`guards_config`] reads
-//!   `[guards]`; [`evidence`] keeps what the commands did per conversation (`[evidence]`).
-//! - [`config`], [`clock`], [`error`], [`shutdown`], [`heap`]: small shared pieces.
+//! [`core`] is the facade: [`core::Core`] owns the handles and has one short method per
+//! operation; the operation itself lives in its module and takes only the handles it needs
+//! (a small struct of references such as `context::PromptDeps`, `bank::Bank`, `find::Search`),
+//! never `Core`. From the bottom up (a module imports only from its own layer or below; no
+//! import circles, checked by `tests/tests/architecture.rs`):
 //!
-//! Dependencies do not point one way yet: `core` uses the pieces below it, and the modules
-//! that add operations or workers (`context`, `inspect`, `bank`, `books`, `export`,
-//! `registry`, `status`, `tools`, `workers`) as well as `late` and `retrieve`'s query encoding
-//! take `&Core` back. Narrow handles in place of `Core` there are the rest of issue 21.
+//! - Base: [`config`] (`config.toml`, `[guards]`, `[evidence]`), [`clock`], [`record`] (the stored form of a memory), [`redact`] (secrets and `<private>` spans
+//!   removed before anything is stored), [`learn`] (outcome math, lifecycle rules, the routing
+//!   graph; pure), [`command`] (a shell line's command words), [`project`] (which project
+//!   a directory belongs to), [`shutdown`],
+//!   [`heap`], [`trace`] (the hook ledger: ids and digests, never content), [`shared`] (the
+//!   shared store's status and bell).
+//! - [`store`]: the durable engine: write-ahead log with group commit, snapshots, recovery,
+//!   the data-dir lock. Generic over a state machine; knows nothing about memories. [`error`]:
+//!   the typed errors every operation returns (the store's among them); only memd-server maps
+//!   them to HTTP status codes. [`scope`]: whose memories a caller sees, where a new one
+//!   belongs, the directory → project cache.
+//! - `index`: the derived search indexes (vectors, BM25, fusion). [`state`]: memd's state
+//!   machine (records, the ops the log carries, per-conversation hook state) and the handles
+//!   the operations take: `state::Db` (reads, commits, queued writes) and `state::Signals`
+//!   (the workers' and the stop hook's wake-ups).
+//! - [`models`]: the models handle (embedder, late interaction, cross-encoder, query cache,
+//!   the late-interaction query encoding with its load shedding), `models::embed` (ONNX
+//!   Runtime), `models::late` (every memory's token states, MaxSim reorder).
+//! - [`search`] (validating a search, the first stage's ranking and filters, the normalized
+//!   memory shape) and [`retrieve`]: the one retrieval pipeline of prompts, searches, MCP and the
+//!   dashboard (the query's encodings in parallel, the first stage under one short read, late
+//!   interaction and the optional cross-encoder outside the lock).
+//! - Operations: [`context`] (get-context's stages, stop, record-outcome, pre-compact, the
+//!   sidecar decision), [`find`] (searches), [`bank`] (memory-bank writes, takeaways, share,
+//!   delete; [`contradict`] tells a restatement from a fact that says otherwise), [`books`] and
+//!   [`ingest`] (reference documents; [`confine`] reads PDFs in a child process under memory
+//!   and CPU limits), [`export`], [`registry`] (projects as a whole),
+//!   [`inspect`] (the dashboard's read-only views), [`tools`] (the guard before a tool, the
+//!   evidence after; [`evidence`] keeps what commands did per conversation), [`status`]
+//!   (health, stats, recent hook calls).
+//! - [`workers`]: background embedding, token states, lifecycle, snapshots.
+//! - [`core`], then [`shared_sync`] (the narrow interface memd-pg syncs through).
+//!
+//! The shared PostgreSQL store (memd-pg) does not replace the local store: it syncs beside it
+//! through `shared_sync`.
 
 pub mod bank;
 pub mod books;
 pub mod clock;
+pub mod command;
 pub mod config;
 pub mod confine;
 pub mod context;
@@ -69,7 +62,6 @@ pub mod error;
 pub mod evidence;
 pub mod export;
 pub mod find;
-pub mod guards_config;
 pub mod heap;
 mod index;
 pub mod ingest;
@@ -84,6 +76,7 @@ pub mod retrieve;
 pub mod scope;
 pub mod search;
 pub mod shared;
+pub mod shared_sync;
 pub mod shutdown;
 pub mod state;
 pub mod status;

@@ -8,6 +8,7 @@
 //! never block a tool on a slow lookup (the learned check is a lexical search, no embedding),
 //! and never let a memory that was scored wrong guard anything.
 
+use crate::command::{is_ubiquitous, signatures, tokens};
 use crate::config::Config;
 use crate::error::{ApiError, check_len};
 use crate::evidence::Evidence;
@@ -55,11 +56,6 @@ const DESTROYED: [&str; 12] = [
 ];
 /// Words that turn a sentence around ("never breaks anything", "is safe").
 const REASSURANCES: [&str; 5] = ["is safe", "are safe", "never breaks", "harmless", "no harm"];
-/// Programs too common to be guarded by name alone: a memory must name a subcommand too.
-const UBIQUITOUS: [&str; 24] = [
-    "cd", "ls", "cat", "echo", "git", "cargo", "npm", "pnpm", "yarn", "python", "python3", "node",
-    "make", "go", "docker", "kubectl", "grep", "find", "rm", "cp", "mv", "sed", "bash", "sh",
-];
 /// Commands longer than the guard reads (`memd_guard::MAX_INPUT`) are asked about whole.
 const TOO_LONG: &str = "too_long";
 
@@ -119,7 +115,7 @@ impl Tools<'_> {
             if let Some((id, why)) = self.learned_guardrail(command, project.as_deref()) {
                 answer = PreToolResponse {
                     decision: learned_level.as_str().to_string(),
-                    rule: Some(crate::guards_config::LEARNED.to_string()),
+                    rule: Some(crate::config::guards::LEARNED.to_string()),
                     reason: Some(why),
                     memory_id: Some(id),
                 };
@@ -213,7 +209,7 @@ fn still_trusted(r: &Record) -> bool {
 /// only for a program that is not everywhere (`cd` or `git` alone guard nothing).
 pub fn warns_about(content: &str, signature: &str) -> bool {
     let sig: Vec<String> = tokens(signature);
-    if sig.is_empty() || (sig.len() == 1 && UBIQUITOUS.contains(&sig[0].as_str())) {
+    if sig.is_empty() || (sig.len() == 1 && is_ubiquitous(&sig[0])) {
         return false;
     }
     content
@@ -234,21 +230,6 @@ pub fn warns_about(content: &str, signature: &str) -> bool {
         })
 }
 
-/// Lower-cased words, split on anything but letters, digits and `-_:` (command names keep
-/// their `db:reset`, a sentence's trailing comma goes).
-pub(crate) fn tokens(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| !(c.is_alphanumeric() || "-_:".contains(c)))
-        .filter(|w| !w.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-/// A program too common to mean anything by name alone (`cd`, `git`).
-pub(crate) fn is_ubiquitous(program: &str) -> bool {
-    UBIQUITOUS.contains(&program)
-}
-
 /// A command longer than the guard reads cannot be vouched for: ask.
 fn too_long(tool: &ToolCall) -> Option<PreToolResponse> {
     let command = tool
@@ -265,56 +246,6 @@ fn too_long(tool: &ToolCall) -> Option<PreToolResponse> {
         )),
         memory_id: None,
     })
-}
-
-/// The commands a shell line runs, as `program subcommand` (`cargo clean`, `git push`) or the
-/// program alone: what a memory would name. Parsed by `memd-guard` (the guard's own reading of
-/// the line: wrappers, `sh -c`, pipelines and subshells included).
-pub fn signatures(command: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for c in memd_guard::commands(command) {
-        let program = c.program.as_str();
-        if program.is_empty() || !is_name(program) {
-            continue;
-        }
-        let mut operands = c
-            .args
-            .iter()
-            .map(String::as_str)
-            .filter(|w| !w.starts_with('-'))
-            .take_while(|w| is_name(w));
-        let sig = match operands.next() {
-            // `npm run build` and `npm run db:reset` are different commands: a script runner's
-            // script is part of what the command is.
-            Some(sub) if RUNNERS.contains(&(program, sub)) => match operands.next() {
-                Some(script) => format!("{program} {sub} {script}"),
-                None => format!("{program} {sub}"),
-            },
-            Some(sub) => format!("{program} {sub}"),
-            None => program.to_string(),
-        };
-        if !out.contains(&sig) {
-            out.push(sig);
-        }
-    }
-    out
-}
-
-/// Program and verb pairs whose next word names what runs (a package script, a task).
-const RUNNERS: [(&str, &str); 6] = [
-    ("npm", "run"),
-    ("pnpm", "run"),
-    ("yarn", "run"),
-    ("bun", "run"),
-    ("npm", "exec"),
-    ("cargo", "run"),
-];
-
-/// A word that can be a subcommand or a script name (`clean`, `db:reset`, `build.prod`).
-fn is_name(w: &str) -> bool {
-    !w.is_empty()
-        && w.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_:.".contains(c))
 }
 
 fn action_of(tool: &ToolCall) -> Option<Action<'_>> {

@@ -10,10 +10,12 @@
 //! This file is get-context's entry; `stages` its named stages, `select` picks the memories
 //! (floor, disputed, follow-ups, profile) around the retrieval pipeline (`crate::retrieve`),
 //! `budget` lays them out within the token budget, `format` writes the text, `turn` is stop
-//! and record-outcome, `sidecar` the sidecar decision, `unscored` the tool evidence's outcome
+//! and record-outcome, `compact` the digest before a client compacts the conversation,
+//! `sidecar` the sidecar decision, `unscored` the tool evidence's outcome
 //! for an exchange nobody scored.
 
 mod budget;
+mod compact;
 pub mod format;
 mod select;
 mod sidecar;
@@ -96,6 +98,14 @@ impl Hooks<'_> {
         req: &RecordOutcomeRequest,
     ) -> Result<RecordOutcomeResponse, ApiError> {
         turn::record_outcome(self, req).await
+    }
+
+    /// `POST /api/hooks/pre-compact`.
+    pub async fn pre_compact(
+        &self,
+        req: &proto::PreCompactRequest,
+    ) -> Result<proto::PreCompactResponse, ApiError> {
+        compact::pre_compact(self, req).await
     }
 
     /// Scores memories outside a hook turn (MCP clients without hooks).

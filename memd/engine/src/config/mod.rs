@@ -4,6 +4,9 @@
 //! switches, sidecar chain). Must never read secrets into fields that get logged or serialised
 //! to clients: the sidecar key is read from a file or an env var only when a hook needs it.
 
+pub mod evidence;
+pub mod guards;
+
 use anyhow::{Context, Result, bail};
 use proto::settings::Settings;
 use serde::Deserialize;
@@ -22,8 +25,8 @@ pub struct Config {
     pub search: SearchConfig,
     pub store: StoreConfig,
     pub ui: UiConfig,
-    pub guards: crate::guards_config::GuardsConfig,
-    pub evidence: crate::evidence::EvidenceConfig,
+    pub guards: guards::GuardsConfig,
+    pub evidence: evidence::EvidenceConfig,
 }
 
 /// The dashboard (`memd ui`, served under `/ui`).
@@ -242,8 +245,8 @@ struct FileConfig {
     search: SearchConfig,
     store: StoreConfig,
     ui: UiConfig,
-    guards: crate::guards_config::GuardsConfig,
-    evidence: crate::evidence::EvidenceConfig,
+    guards: guards::GuardsConfig,
+    evidence: evidence::EvidenceConfig,
 }
 
 impl Config {
