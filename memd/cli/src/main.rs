@@ -331,9 +331,9 @@ pub enum ServiceAction {
 }
 
 fn main() -> ExitCode {
-    // The confined PDF reader (`memd_engine::confine`): not a command anyone types.
-    if std::env::args().nth(1).as_deref() == Some(memd_engine::confine::CHILD_ARG) {
-        return memd_engine::confine::child_main();
+    // The confined PDF reader (`memd_engine::ops::confine`): not a command anyone types.
+    if std::env::args().nth(1).as_deref() == Some(memd_engine::ops::confine::CHILD_ARG) {
+        return memd_engine::ops::confine::child_main();
     }
     let cli = Cli::parse();
     let result = match cli.command {

@@ -1,7 +1,7 @@
 //! `memd search`, `memd ingest`, `memd books`, `memd remove`: reading and reference documents.
 //!
 //! Owns the human display of search results (the MCP tool's one-line format), turning a file
-//! into book text (extraction and the size limit are `memd_engine::ingest`'s), sending it to the
+//! into book text (extraction and the size limit are `memd_engine::ops::ingest`'s), sending it to the
 //! daemon in parts of about 1 MB with progress on stderr, and the book list. Starts the daemon
 //! when it is not running. Must never print anything but results on stdout.
 
@@ -153,7 +153,7 @@ fn read_with_progress(path: &Path, size: u64) -> Result<Vec<u8>> {
     if !f.metadata().is_ok_and(|m| m.is_file()) {
         bail!("{} is not a regular file", path.display());
     }
-    let bar = if size > memd_engine::ingest::PART_BYTES as u64 {
+    let bar = if size > memd_engine::ops::ingest::PART_BYTES as u64 {
         ProgressBar::new(size).with_style(bar_style("reading   [{bar:30}] {bytes}/{total_bytes}"))
     } else {
         ProgressBar::hidden()
@@ -162,7 +162,7 @@ fn read_with_progress(path: &Path, size: u64) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; 256 * 1024];
     // The file may grow after it was measured: never read past the limit (the extraction then
     // refuses the oversize bytes with its usual message).
-    let mut f = f.take(memd_engine::ingest::MAX_BYTES as u64 + 1);
+    let mut f = f.take(memd_engine::ops::ingest::MAX_BYTES as u64 + 1);
     loop {
         let n = f
             .read(&mut buf)
@@ -206,12 +206,12 @@ pub fn run_ingest(
         );
     }
     let file = &confined(file)?;
-    if meta.len() > memd_engine::ingest::MAX_BYTES as u64 {
+    if meta.len() > memd_engine::ops::ingest::MAX_BYTES as u64 {
         bail!(
             "{} is {:.1} MB; books are limited to {} MB (split the file)",
             file.display(),
             meta.len() as f64 / 1_048_576.0,
-            memd_engine::ingest::MAX_BYTES / (1024 * 1024)
+            memd_engine::ops::ingest::MAX_BYTES / (1024 * 1024)
         );
     }
     let name = file
@@ -226,7 +226,7 @@ pub fn run_ingest(
     let bytes = read_with_progress(file, meta.len())?;
     let spinner = ProgressBar::new_spinner().with_message(format!("extracting text from {name}"));
     spinner.enable_steady_tick(Duration::from_millis(120));
-    let text = memd_engine::confine::extract_text(&name, &bytes);
+    let text = memd_engine::ops::confine::extract_text(&name, &bytes);
     spinner.finish_and_clear();
     let text = text.map_err(|e| anyhow::anyhow!("cannot ingest {}: {e}", file.display()))?;
     if text.trim().is_empty() {
@@ -237,7 +237,7 @@ pub fn run_ingest(
         .unwrap_or_else(|_| file.to_path_buf())
         .display()
         .to_string();
-    let parts = memd_engine::ingest::split_parts(&text, memd_engine::ingest::PART_BYTES);
+    let parts = memd_engine::ops::ingest::split_parts(&text, memd_engine::ops::ingest::PART_BYTES);
     let bar = if parts.len() > 1 {
         ProgressBar::new(text.len() as u64).with_style(bar_style(
             "storing   [{bar:30}] {bytes}/{total_bytes} {msg}",

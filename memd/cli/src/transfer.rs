@@ -9,7 +9,7 @@
 use super::client;
 use anyhow::{Context, Result, bail};
 use memd_engine::config::Config;
-use memd_engine::export::ImportResponse;
+use memd_engine::ops::export::ImportResponse;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::ExitCode;

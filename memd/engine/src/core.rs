@@ -7,34 +7,34 @@
 //! operation's logic (it lives in the operation's module and takes handles) and never block an
 //! async thread on embedding or fsync.
 
-use crate::bank::Bank;
-use crate::books::Books;
 use crate::config::Config;
-use crate::context::{Hooks, PromptDeps};
 use crate::error::ApiError;
-use crate::evidence::Evidence;
-use crate::export::{ImportResponse, Transfer};
-use crate::find::Search;
-use crate::inspect::{self, Inspect};
 use crate::models::Models;
 use crate::models::embed::{CrossEncoder, Embed, LateInteraction};
 use crate::models::late::States;
+use crate::ops::bank::Bank;
+use crate::ops::books::Books;
+use crate::ops::context::{Hooks, PromptDeps};
+use crate::ops::evidence::Evidence;
+use crate::ops::export::{ImportResponse, Transfer};
+use crate::ops::find::Search;
+use crate::ops::inspect::{self, Inspect};
+use crate::ops::registry::Registry;
+use crate::ops::status::{HookCalls, StatsDeps};
+use crate::ops::tools::Tools;
 use crate::record::Record;
-use crate::registry::Registry;
 use crate::scope::ProjectCache;
 use crate::shared::SharedLink;
 use crate::shutdown::Shutdown;
 use crate::state::ops::{Op, Output, ScoreResult};
 use crate::state::{Db, MemState, Signals};
-use crate::status::{HookCalls, StatsDeps};
 use crate::store::Store;
-use crate::tools::Tools;
 use crate::trace::Trace;
 use crate::workers::{self, Workers};
 use proto::*;
 use std::sync::Arc;
 
-pub use crate::bank::BANK_DUPLICATE_COSINE;
+pub use crate::ops::bank::BANK_DUPLICATE_COSINE;
 
 pub struct Core {
     pub cfg: Config,

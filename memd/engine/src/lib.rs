@@ -9,7 +9,7 @@
 //!
 //! [`core`] is the facade: [`core::Core`] owns the handles and has one short method per
 //! operation; the operation itself lives in its module and takes only the handles it needs
-//! (a small struct of references such as `context::PromptDeps`, `bank::Bank`, `find::Search`),
+//! (a small struct of references such as `ops::context::PromptDeps`, `ops::bank::Bank`),
 //! never `Core`. From the bottom up (a module imports only from its own layer or below; no
 //! import circles, checked by `tests/tests/architecture.rs`):
 //!
@@ -35,43 +35,33 @@
 //!   memory shape) and [`retrieve`]: the one retrieval pipeline of prompts, searches, MCP and the
 //!   dashboard (the query's encodings in parallel, the first stage under one short read, late
 //!   interaction and the optional cross-encoder outside the lock).
-//! - Operations: [`context`] (get-context's stages, stop, record-outcome, pre-compact, the
-//!   sidecar decision), [`find`] (searches), [`bank`] (memory-bank writes, takeaways, share,
-//!   delete; [`contradict`] tells a restatement from a fact that says otherwise), [`books`] and
-//!   [`ingest`] (reference documents; [`confine`] reads PDFs in a child process under memory
-//!   and CPU limits), [`export`], [`registry`] (projects as a whole),
-//!   [`inspect`] (the dashboard's read-only views), [`tools`] (the guard before a tool, the
-//!   evidence after; [`evidence`] keeps what commands did per conversation), [`status`]
-//!   (health, stats, recent hook calls).
+//! - [`ops`], the operations: `context` (get-context's stages, stop, record-outcome,
+//!   pre-compact, the sidecar decision), `find` (searches), `bank` (memory-bank writes,
+//!   takeaways, share, delete; `contradict` tells a restatement from a fact that says
+//!   otherwise), `books` and `ingest` (reference documents; `confine` reads PDFs in a child
+//!   process under memory and CPU limits), `export`, `registry` (projects as a whole),
+//!   `inspect` (the dashboard's read-only views), `tools` (the guard before a tool, the
+//!   evidence after; `evidence` keeps what commands did per conversation), `status` (health,
+//!   stats, recent hook calls).
 //! - [`workers`]: background embedding, token states, lifecycle, snapshots.
 //! - [`core`], then [`shared_sync`] (the narrow interface memd-pg syncs through).
 //!
 //! The shared PostgreSQL store (memd-pg) does not replace the local store: it syncs beside it
 //! through `shared_sync`.
 
-pub mod bank;
-pub mod books;
 pub mod clock;
 pub mod command;
 pub mod config;
-pub mod confine;
-pub mod context;
-pub mod contradict;
 pub mod core;
 pub mod error;
-pub mod evidence;
-pub mod export;
-pub mod find;
 pub mod heap;
 mod index;
-pub mod ingest;
-pub mod inspect;
 pub mod learn;
 pub mod models;
+pub mod ops;
 pub mod project;
 pub mod record;
 pub mod redact;
-pub mod registry;
 pub mod retrieve;
 pub mod scope;
 pub mod search;
@@ -79,8 +69,6 @@ pub mod shared;
 pub mod shared_sync;
 pub mod shutdown;
 pub mod state;
-pub mod status;
 pub mod store;
-pub mod tools;
 pub mod trace;
 pub mod workers;

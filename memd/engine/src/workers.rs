@@ -204,11 +204,9 @@ impl Workers<'_> {
         });
         if stale {
             // What the forgotten conversations leave unscored gets its tool evidence first.
-            ops.extend(
-                self.db.read(|s| {
-                    crate::context::unscored::on_expire(self.cfg, self.trace, s, now - ttl)
-                }),
-            );
+            ops.extend(self.db.read(|s| {
+                crate::ops::context::unscored::on_expire(self.cfg, self.trace, s, now - ttl)
+            }));
             ops.push(Op::Session(SessionOp::Expire { before: now - ttl }));
         }
         let n = ops.len();
@@ -327,7 +325,7 @@ impl Workers<'_> {
 
     /// Appends today's collection counts to the daily counts file (first call of a day wins).
     fn sample_counts(&self) {
-        crate::inspect::Inspect {
+        crate::ops::inspect::Inspect {
             db: self.db,
             trace: self.trace,
             data_dir: &self.cfg.data_dir,

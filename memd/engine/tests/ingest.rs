@@ -1,7 +1,7 @@
 //! Book ingestion: extraction from .txt/.md/.pdf fixtures, error cases, chunk boundaries and
 //! overlap, Markdown headings, Unicode safety, duplicate fingerprints and chunking throughput.
 
-use memd_engine::ingest::{
+use memd_engine::ops::ingest::{
     Chunk, DEFAULT_OVERLAP_CHARS, DEFAULT_TARGET_CHARS, IngestError, MAX_BYTES, chunk,
     content_fingerprint, extract_text,
 };

@@ -8,7 +8,7 @@
 //! never change a book that holds no secret.
 
 use super::map::memd_id;
-use memd_engine::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
+use memd_engine::ops::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
 use memd_engine::record::Record;
 use memd_engine::redact;
 use proto::{Collection, Value};
@@ -87,7 +87,7 @@ fn overlap(text: &str, next: &str) -> usize {
 /// New chunks of a redacted book, each carrying the first chunk's fields (title, source,
 /// times) and a new index; ids stay the same from one import to the next.
 fn recut_from(template: &Record, book: &(String, String), text: &str) -> Vec<Record> {
-    let pieces = memd_engine::ingest::chunk(text, CHUNK_CHARS, CHUNK_OVERLAP);
+    let pieces = memd_engine::ops::ingest::chunk(text, CHUNK_CHARS, CHUNK_OVERLAP);
     let total = pieces.len();
     pieces
         .into_iter()

@@ -19,7 +19,7 @@ use crate::client::{self, Client};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use memd_engine::config::Config;
-use memd_engine::export::ImportResponse;
+use memd_engine::ops::export::ImportResponse;
 use memd_engine::record::Record;
 use memd_engine::state::scoped_hash;
 use proto::Collection;

@@ -11,7 +11,7 @@ use super::when;
 use crate::client::Client;
 use anyhow::{Context, Result};
 use memd_engine::core::Core;
-use memd_engine::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
+use memd_engine::ops::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
 use memd_engine::record::Record;
 use memd_engine::redact;
 use proto::{Collection, Value};
@@ -147,7 +147,7 @@ pub fn book_of(conversation: &str, text: &str, project: Option<&str>, written: i
             assistant.trim()
         ))
         .text;
-        for (part, c) in memd_engine::ingest::chunk(&body, CHUNK_CHARS, CHUNK_OVERLAP)
+        for (part, c) in memd_engine::ops::ingest::chunk(&body, CHUNK_CHARS, CHUNK_OVERLAP)
             .into_iter()
             .enumerate()
         {

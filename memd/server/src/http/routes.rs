@@ -15,7 +15,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, any, get, post};
 use memd_engine::error::ApiError;
-use memd_engine::export::{IMPORT_MAX_BYTES, ImportResponse};
+use memd_engine::ops::export::{IMPORT_MAX_BYTES, ImportResponse};
 use memd_engine::record::Record;
 use proto::limits::{BODY_MAX_BYTES, INGEST_MAX_BYTES};
 use proto::*;

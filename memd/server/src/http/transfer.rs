@@ -6,7 +6,7 @@
 use crate::body::{error_response, json_response, typed_response};
 use axum::response::Response;
 use memd_engine::core::Core;
-use memd_engine::export::{collection_param, dry_run_param};
+use memd_engine::ops::export::{collection_param, dry_run_param};
 
 /// `GET /api/export?collection=C`: JSON Lines, `application/x-ndjson`.
 pub fn export_response(core: &Core, query: Option<&str>) -> Response {

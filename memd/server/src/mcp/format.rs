@@ -3,8 +3,8 @@
 //! Owns the text of MCP answers (the model reads these, not JSON). Must never drop a memory's
 //! id from a line: ids are how the agent looks memories up and scores them.
 
-use memd_engine::context::format::clip;
 use memd_engine::error::ApiError;
+use memd_engine::ops::context::format::clip;
 use proto::{Collection, MemoryView};
 
 /// A search result's text is cut here; `search_memory(id=...)` returns all of it.

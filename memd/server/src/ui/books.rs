@@ -1,7 +1,7 @@
 //! The Books page: the list, upload (≤ 10 MB, with progress) and removal.
 //!
 //! Owns the upload endpoint: the file's text is extracted and cut into parts by
-//! `memd_engine::ingest` (as `memd ingest` does) and stored through `Core::ingest`, the API's
+//! `memd_engine::ops::ingest` (as `memd ingest` does) and stored through `Core::ingest`, the API's
 //! own call; removal goes through `Core::remove_book`. Must never accept more than the ingest limit nor parse a file on an
 //! async thread (PDF extraction is CPU work).
 
@@ -11,7 +11,7 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::html;
 use memd_engine::error::ApiError;
-use memd_engine::ingest::MAX_BYTES;
+use memd_engine::ops::ingest::MAX_BYTES;
 use serde::Deserialize;
 
 pub async fn list(State(s): App, viewer: Viewer) -> Response {
@@ -71,7 +71,7 @@ pub async fn upload(
 ) -> Response {
     let name = p.name.clone();
     let extracted =
-        tokio::task::spawn_blocking(move || memd_engine::confine::extract_text(&name, &bytes))
+        tokio::task::spawn_blocking(move || memd_engine::ops::confine::extract_text(&name, &bytes))
             .await;
     let text = match extracted {
         Ok(Ok(text)) => text,
@@ -93,7 +93,7 @@ pub async fn upload(
         title: title.clone(),
         ..Default::default()
     };
-    for part in memd_engine::ingest::split_parts(&text, memd_engine::ingest::PART_BYTES) {
+    for part in memd_engine::ops::ingest::split_parts(&text, memd_engine::ops::ingest::PART_BYTES) {
         let req = proto::IngestRequest {
             title: title.clone(),
             content: part.to_string(),

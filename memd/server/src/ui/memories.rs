@@ -11,7 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
 use memd_engine::error::ApiError;
-use memd_engine::inspect::{Archived, ListFilter, MemoryDetail};
+use memd_engine::ops::inspect::{Archived, ListFilter, MemoryDetail};
 use proto::{Collection, MemoryView};
 use serde::Deserialize;
 
@@ -53,7 +53,7 @@ impl ListParams {
                 "only" => Archived::Only,
                 _ => Archived::Hide,
             },
-            limit: memd_engine::inspect::LIST_MAX,
+            limit: memd_engine::ops::inspect::LIST_MAX,
         }
     }
 }

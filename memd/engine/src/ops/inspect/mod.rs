@@ -12,8 +12,8 @@ pub mod health;
 
 use crate::clock;
 use crate::error::ApiError;
-use crate::find::Search;
 use crate::learn;
+use crate::ops::find::Search;
 use crate::record::Record;
 use crate::search::{self, Query};
 use crate::state::Db;

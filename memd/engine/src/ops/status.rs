@@ -115,7 +115,7 @@ impl StatsDeps<'_> {
         });
         stats.disk_bytes = self.db.store().disk_bytes();
         stats.recent_hooks = self.hooks.list();
-        stats.sidecar = crate::context::sidecar_status(&self.cfg.sidecar, self.db);
+        stats.sidecar = crate::ops::context::sidecar_status(&self.cfg.sidecar, self.db);
         stats.shared_store = self.shared.status().map(|mut s| {
             // Counted now, not at the worker's last pass.
             (s.backlog, s.mirrored) = self.db.read(|st| (st.backlog(), st.mirrored_len()));

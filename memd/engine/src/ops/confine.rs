@@ -9,7 +9,7 @@
 //! wait on the child without a deadline. Plain text and Markdown need no child: their text is
 //! their bytes, bounded by `ingest::MAX_BYTES`.
 
-use crate::ingest::{self, IngestError};
+use crate::ops::ingest::{self, IngestError};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};

@@ -27,11 +27,11 @@ pub use sidecar::sidecar_status;
 
 use crate::config::Config;
 use crate::error::{ApiError, check_len};
-use crate::evidence::Evidence;
 use crate::models::Models;
 use crate::models::late::States;
+use crate::ops::evidence::Evidence;
+use crate::ops::registry::Registry;
 use crate::redact;
-use crate::registry::Registry;
 use crate::scope::ProjectCache;
 use crate::state::Db;
 use crate::state::ops::ScoreResult;

@@ -70,7 +70,7 @@ impl<'a> Rules<'a> {
     ) -> Rules<'a> {
         let max_memories = cfg.context.max_memories;
         let keep = match boosting {
-            true => max_memories + crate::evidence::BOOST_PLACES,
+            true => max_memories + crate::ops::evidence::BOOST_PLACES,
             false => max_memories,
         };
         Rules {
@@ -180,8 +180,8 @@ pub fn cut(
         head.truncate(rules.keep);
     }
     if !in_play.is_empty() {
-        head = crate::evidence::boost(head, |c| {
-            crate::evidence::names_any(&c.view.content, in_play)
+        head = crate::ops::evidence::boost(head, |c| {
+            crate::ops::evidence::names_any(&c.view.content, in_play)
         });
     }
     head.truncate(rules.max_memories);

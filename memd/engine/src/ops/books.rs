@@ -5,10 +5,10 @@
 
 use crate::clock;
 use crate::error::{ApiError, check_len};
-use crate::ingest;
+use crate::ops::ingest;
+use crate::ops::registry::Registry;
 use crate::record::Record;
 use crate::redact;
-use crate::registry::Registry;
 use crate::scope::ProjectCache;
 use crate::state::Db;
 use crate::state::ops::{Op, Output};
@@ -16,7 +16,7 @@ use proto::limits;
 use proto::*;
 use std::collections::BTreeMap;
 
-use crate::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
+use crate::ops::ingest::{CHUNK_CHARS, CHUNK_OVERLAP};
 /// Ops per commit while ingesting (each commit is one fsync).
 const INGEST_BATCH: usize = 256;
 

@@ -11,9 +11,9 @@
 use crate::command::{is_ubiquitous, signatures, tokens};
 use crate::config::Config;
 use crate::error::{ApiError, check_len};
-use crate::evidence::Evidence;
+use crate::ops::evidence::Evidence;
+use crate::ops::registry::Registry;
 use crate::record::Record;
-use crate::registry::Registry;
 use crate::scope::ProjectCache;
 use crate::search::{self, Query, Ranking};
 use crate::state::Db;
@@ -291,7 +291,7 @@ fn check_tool_request<'a>(
     conversation_id: &'a str,
     tool: &ToolCall,
 ) -> Result<std::borrow::Cow<'a, str>, ApiError> {
-    let conv = crate::context::validate_conversation(conversation_id)?;
+    let conv = crate::ops::context::validate_conversation(conversation_id)?;
     check_len("tool.name", &tool.name, limits::ID_MAX_CHARS)?;
     if let Some(c) = &tool.command {
         check_len("tool.command", c, limits::COMMAND_MAX_CHARS)?;

@@ -11,10 +11,10 @@ use crate::clock;
 use crate::config::Config;
 use crate::error::{ApiError, check_len, check_range_f64};
 use crate::models::Models;
+use crate::ops::registry::Registry;
 use crate::record::Record;
 use crate::redact;
 use crate::redact::scrub_metadata;
-use crate::registry::Registry;
 use crate::scope::ProjectCache;
 use crate::search::{self, Query, Ranking};
 use crate::state::Db;
@@ -79,7 +79,7 @@ impl Bank<'_> {
         // that replaces the old one, which is archived (kept, findable), not merged into it.
         let superseded = near.as_ref().and_then(|id| {
             let old = self.db.read(|s| s.by_id(id).map(|r| r.content.clone()))?;
-            crate::contradict::differs(&content, &old).map(|_| id.clone())
+            crate::ops::contradict::differs(&content, &old).map(|_| id.clone())
         });
         if let Some(existing) = near.filter(|_| superseded.is_none()) {
             if req.share {
