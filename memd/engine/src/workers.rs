@@ -35,6 +35,14 @@ const LATE_RETRY_AFTER: Duration = Duration::from_secs(5);
 const SAVE_EVERY: Duration = Duration::from_secs(300);
 /// Planning a pass sorts every live memory under the store's read lock (~15 ms at 100k).
 const IDLE_TICK: Duration = Duration::from_secs(60);
+/// While prompts are arriving (`models::Load::prompts_arriving`), the background encoding
+/// takes at most this share of the time: after each memory it rests (1 / share − 1) × what the
+/// memory took, and each plan (a read of every memory) waits `BUSY_SETTLE`, so a burst of new
+/// memories is planned once instead of once each. Token states are derived data: a memory
+/// without them keeps its fused place until the machine is quiet again, when the loop runs at
+/// full speed.
+const BUSY_SHARE: f64 = 0.1;
+const BUSY_SETTLE: Duration = Duration::from_secs(1);
 
 /// The background loops.
 #[derive(Debug, Clone, Copy)]
@@ -258,7 +266,7 @@ impl Workers<'_> {
                 return;
             }
             let pass = match self.models.late() {
-                Some(model) => self.encode_token_states(model).await,
+                Some(model) => self.encode_token_states(model, shutdown).await,
                 None => Ok(0),
             };
             // Checked after busy passes too, so a long backfill is saved along the way.
@@ -289,12 +297,23 @@ impl Workers<'_> {
                     }
                 }
             }
+            // Planning reads every memory: under load, let the new ones gather first.
+            if self.models.load.prompts_arriving() {
+                tokio::select! {
+                    _ = tokio::time::sleep(BUSY_SETTLE) => {}
+                    _ = shutdown.wait() => return,
+                }
+            }
         }
     }
 
     /// Encodes up to `late::ENCODE_BATCH` of the memories that should have states and lack them; returns
     /// how many.
-    async fn encode_token_states(&self, model: Arc<LateInteraction>) -> anyhow::Result<usize> {
+    async fn encode_token_states(
+        &self,
+        model: Arc<LateInteraction>,
+        shutdown: &Shutdown,
+    ) -> anyhow::Result<usize> {
         let cap = self.cfg.search.token_states_mb * 1024 * 1024;
         let late::Plan {
             todo, keep, live, ..
@@ -303,22 +322,32 @@ impl Workers<'_> {
         if todo.is_empty() {
             return Ok(0);
         }
-        let states = self.late.clone();
+        let (states, load) = (self.late.clone(), self.models.load.clone());
+        let stop = shutdown.clone();
         tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
-            let n = todo.len();
-            // One memory per call: a prompt's query waits for the model behind one memory at most.
+            let mut done = 0;
+            // One memory per call: a prompt's query waits for the model behind one memory at
+            // most.
             for (key, text) in todo {
+                if stop.is_set() {
+                    break;
+                }
+                let started = Instant::now();
                 match model.encode_doc(&text) {
                     Ok(encoded) => states.insert(key, &text, encoded),
                     Err(e) => {
-                        // This text is skipped for good (a new text of the memory is tried anew);
-                        // the memory keeps its fused place.
+                        // This text is skipped for good (a new text of the memory is tried
+                        // anew); the memory keeps its fused place.
                         tracing::warn!("token states of memory {key} failed, skipped: {e:#}");
                         states.remember(key, late::text_hash(&text), late::Known::Failed);
                     }
                 }
+                done += 1;
+                if load.prompts_arriving() {
+                    std::thread::sleep(started.elapsed().mul_f64(1.0 / BUSY_SHARE - 1.0));
+                }
             }
-            Ok(n)
+            Ok(done)
         })
         .await?
     }

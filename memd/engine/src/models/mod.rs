@@ -14,7 +14,7 @@ mod late_file;
 mod query;
 
 pub use late_file::path_in as token_states_path_in;
-pub use query::{PromptRerank, PromptTally};
+pub use query::{Load, PromptRerank, PromptTally};
 
 use embed::{CrossEncoder, Embed, LateInteraction};
 use std::collections::HashMap;
@@ -38,6 +38,8 @@ pub struct Models {
     queries: Arc<AtomicUsize>,
     /// How prompts fared against the reranking budget since start.
     pub prompts: PromptTally,
+    /// Whether prompts are arriving, and the back-off after a missed budget.
+    pub load: Arc<Load>,
 }
 
 fn get<T: Clone>(lock: &RwLock<T>) -> T {
@@ -60,6 +62,7 @@ impl Models {
             query_cache: Mutex::new(HashMap::new()),
             queries: Arc::default(),
             prompts: PromptTally::default(),
+            load: Arc::default(),
         }
     }
 
@@ -113,11 +116,10 @@ impl Models {
         }
         let embedder = self.embedder()?;
         let owned = text.to_string();
-        let v = tokio::task::spawn_blocking(move || embedder.embed(&[owned.as_str()]))
+        let v = tokio::task::spawn_blocking(move || embedder.embed_query(&owned))
             .await
             .ok()?
-            .ok()?
-            .pop()?;
+            .ok()?;
         let v = Arc::new(v);
         if let Ok(mut cache) = self.query_cache.lock() {
             if cache.len() >= QUERY_CACHE_MAX {

@@ -8,8 +8,53 @@
 use super::Models;
 use super::embed::QueryStates;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// While prompts are arriving (one within `BUSY_WINDOW`), the background token-state encoding
+/// yields (`workers`): it takes a tenth of the time and plans at most once a second.
+pub const BUSY_WINDOW: Duration = Duration::from_secs(2);
+/// After a prompt's query encoding missed its budget, the prompts of the next `MISS_BACKOFF`
+/// keep the fused order without encoding: on a machine that busy their encodings would finish
+/// after their prompts too, and the work thrown away is what slowed everyone down.
+const MISS_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Milliseconds on a monotonic clock private to this module (0 = never).
+fn clock_ms() -> u64 {
+    static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+    EPOCH.elapsed().as_millis() as u64 + 1
+}
+
+/// When the last prompt asked for reranking, and until when prompts skip their query encoding
+/// after a miss (milliseconds on `clock_ms`).
+#[derive(Default)]
+pub struct Load {
+    last_prompt_ms: AtomicU64,
+    backoff_until_ms: AtomicU64,
+}
+
+impl Load {
+    /// A prompt asked for reranking now.
+    fn prompt_seen(&self) {
+        self.last_prompt_ms.store(clock_ms(), Ordering::Relaxed);
+    }
+
+    /// Whether a prompt asked for reranking within `BUSY_WINDOW`.
+    pub fn prompts_arriving(&self) -> bool {
+        let last = self.last_prompt_ms.load(Ordering::Relaxed);
+        last != 0 && clock_ms().saturating_sub(last) < BUSY_WINDOW.as_millis() as u64
+    }
+
+    /// A prompt's query encoding missed its budget: the next ones skip theirs for a while.
+    fn missed(&self) {
+        let until = clock_ms() + MISS_BACKOFF.as_millis() as u64;
+        self.backoff_until_ms.store(until, Ordering::Relaxed);
+    }
+
+    fn backing_off(&self) -> bool {
+        clock_ms() < self.backoff_until_ms.load(Ordering::Relaxed)
+    }
+}
 
 /// Prompts that asked for late interaction since the daemon started, by what they got: the
 /// figure that says how often a busy machine serves the fused order (`/api/stats`
@@ -71,8 +116,18 @@ impl Models {
                 self.prompts.count(what)
             }
         };
+        if shed {
+            self.load.prompt_seen();
+            if self.load.backing_off() {
+                tally(PromptRerank::Shed);
+                return None;
+            }
+        }
         if Instant::now() >= deadline {
             tally(PromptRerank::OverBudget);
+            if shed {
+                self.load.missed();
+            }
             return None;
         }
         let in_flight = InFlight::enter(self.queries.clone());
@@ -100,6 +155,9 @@ impl Models {
             Err(_) => {
                 tracing::debug!("late-interaction query missed the reranking budget");
                 tally(PromptRerank::OverBudget);
+                if shed {
+                    self.load.missed();
+                }
                 None
             }
         }
@@ -124,5 +182,21 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missed_budget_backs_off_and_prompts_make_the_background_yield() {
+        let load = Load::default();
+        assert!(!load.backing_off() && !load.prompts_arriving());
+        load.prompt_seen();
+        assert!(load.prompts_arriving(), "a prompt just arrived");
+        assert!(!load.backing_off(), "no miss yet");
+        load.missed();
+        assert!(load.backing_off(), "the next prompts skip their encoding");
     }
 }
