@@ -9,8 +9,9 @@
 #                                        default (win32-thread) g++ of Debian lacks
 #   install/windows/include              a Windows.h case shim (usearch includes <Windows.h>;
 #                                        mingw-w64 ships windows.h; Linux names are case-sensitive)
-#   -static at the final link            libstdc++, libgcc and winpthread inside the .exe, so it
-#                                        needs no mingw DLLs beside it (only Windows' own DLLs)
+#   static libstdc++, -static            libstdc++ (for the C++ crates, through cc's
+#                                        CXXSTDLIB_STATIC), libgcc and winpthread inside the
+#                                        .exe, so it needs no mingw DLLs beside it
 #
 # The build goes to its own target dir, ${MEMD_WINDOWS_TARGET_DIR:-<repo>/target-win}, so these
 # settings never invalidate the Linux build in ./target. The default profile is dev (debug);
@@ -38,6 +39,7 @@ export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc-posix
 export CXX_x86_64_pc_windows_gnu=x86_64-w64-mingw32-g++-posix
 export AR_x86_64_pc_windows_gnu=x86_64-w64-mingw32-ar
 export CXXFLAGS_x86_64_pc_windows_gnu="-I$repo_root/install/windows/include"
+export CXXSTDLIB_STATIC_x86_64_pc_windows_gnu=1
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc-posix
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUSTFLAGS="-C link-arg=-static"
 
@@ -50,5 +52,11 @@ done
 out=$CARGO_TARGET_DIR/$TARGET/$profile
 for exe in memd hook-prompt hook-stop; do
     [[ -f "$out/$exe.exe" ]] || die "$out/$exe.exe was not produced"
+    # Only Windows' own DLLs (and bcryptprimitives.dll, which Windows 10+ has) may be imported.
+    if command -v x86_64-w64-mingw32-objdump >/dev/null 2>&1; then
+        mingw=$(x86_64-w64-mingw32-objdump -p "$out/$exe.exe" |
+            awk '/DLL Name:/ { print $3 }' | grep -iE '^lib(stdc|gcc|winpthread)' || true)
+        [[ -z "$mingw" ]] || die "$exe.exe needs mingw's DLLs ($(echo "$mingw" | tr '\n' ' '))"
+    fi
 done
 printf 'build-windows: built %s\n' "$out/memd.exe $out/hook-prompt.exe $out/hook-stop.exe"

@@ -8,7 +8,7 @@
 //! store was flushed.
 
 use crate::http::{self, Server, guard};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use memd_engine::config::Config;
 use memd_engine::core::Core;
 use memd_engine::embed::{self, Embed};
@@ -139,7 +139,7 @@ pub fn prepare_data_dir(dir: &Path) -> Result<Vec<String>> {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir)?.permissions().mode();
         if mode & 0o022 != 0 {
-            bail!(
+            anyhow::bail!(
                 "refusing to start: data dir {} is writable by other users (mode {:o}); run `chmod 700 {}`",
                 dir.display(),
                 mode & 0o777,

@@ -217,7 +217,7 @@ impl WalWriter {
                 size_of::<FILE_STANDARD_INFO>() as u32,
             )
         };
-        ok != 0 && (info.NumberOfLinks == 0 || info.DeletePending != 0)
+        ok != 0 && (info.NumberOfLinks == 0 || info.DeletePending)
     }
 
     fn write_and_sync(&mut self, frames: &[&[u8]]) -> io::Result<u64> {
