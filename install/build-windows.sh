@@ -17,6 +17,8 @@
 # settings never invalidate the Linux build in ./target. The default profile is dev (debug);
 # pass --release for an optimised build. Output: <target dir>/x86_64-pc-windows-gnu/<profile>/.
 # Usage: install/build-windows.sh [--release] [other cargo build args]
+# A debug build for the Wine tests needs less compiling with the dependencies unoptimised:
+# install/build-windows.sh --config 'profile.dev.package."*".opt-level=0'
 set -euo pipefail
 
 readonly TARGET=x86_64-pc-windows-gnu
