@@ -9,7 +9,6 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -156,8 +155,13 @@ impl Wine {
     }
 
     /// Runs wine with `args`, `stdin` and `env`; (exit code, stdout, stderr), bounded by
-    /// [`WINE_LIMIT`].
+    /// [`WINE_LIMIT`]. Output goes through files, not pipes: a process the `.exe` starts (a hook
+    /// starting memd.exe) inherits Wine's Unix descriptors and would hold a pipe open.
     pub fn run(&self, args: &[Arg], stdin: &[u8], env: &[(&str, String)]) -> (i32, String, String) {
+        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let io = |what: &str| self.root().join(format!("run-{n}.{what}"));
+        std::fs::write(io("in"), stdin).unwrap();
         let mut cmd = self.command();
         for a in args {
             match a {
@@ -166,22 +170,10 @@ impl Wine {
             };
         }
         cmd.envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdin(std::fs::File::open(io("in")).unwrap())
+            .stdout(std::fs::File::create(io("out")).unwrap())
+            .stderr(std::fs::File::create(io("err")).unwrap());
         let mut child = cmd.spawn().expect("spawn wine64");
-        let mut sin = child.stdin.take().unwrap();
-        sin.write_all(stdin).ok();
-        drop(sin);
-        let drain = |mut r: Box<dyn Read + Send>| {
-            std::thread::spawn(move || {
-                let mut s = Vec::new();
-                r.read_to_end(&mut s).ok();
-                String::from_utf8_lossy(&s).into_owned()
-            })
-        };
-        let out = drain(Box::new(child.stdout.take().unwrap()));
-        let err = drain(Box::new(child.stderr.take().unwrap()));
         let start = Instant::now();
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -194,8 +186,10 @@ impl Wine {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        let (out, err) = (out.join().unwrap(), err.join().unwrap());
-        (status.code().unwrap_or(-1), out, err)
+        let read = |what: &str| {
+            String::from_utf8_lossy(&std::fs::read(io(what)).unwrap_or_default()).into_owned()
+        };
+        (status.code().unwrap_or(-1), read("out"), read("err"))
     }
 
     /// Runs one of the `.exe` files in [`Wine::bin`].

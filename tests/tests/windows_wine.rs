@@ -2,8 +2,8 @@
 //! JSON, fail open with memd down (logging under the Windows `%LOCALAPPDATA%\memd`), and,
 //! against a real Linux memd on loopback, inject KNOWN CONTEXT and store the exchange. The
 //! Windows daemon keeps its store in `%LOCALAPPDATA%\memd`, embeds with the real model through
-//! the Windows ONNX Runtime, feeds the Windows hook, reads a PDF in its confined child, and
-//! keeps every acknowledged memory through a SIGKILL.
+//! the Windows ONNX Runtime, feeds the Windows hook, reads a PDF in its confined child, keeps
+//! every acknowledged memory through a SIGKILL, and is started by a hook that finds it down.
 //!
 //! Runs only with `MEMD_WINDOWS=1`, after `install/fetch-windows.sh` and
 //! `install/build-windows.sh`; then anything missing fails the test. Without the variable it
@@ -285,4 +285,39 @@ fn windows_memd_under_wine_stores_answers_the_hook_and_survives_a_kill() {
         s.collections["books"].count >= 1,
         "the ingested PDF survived too"
     );
+
+    // memd down: the hook fails open and starts `memd.exe serve` from beside itself, detached,
+    // with stderr on logs\daemon.log, which then holds each of its lines once.
+    d.kill9();
+    let log = d.data_dir().join("logs/daemon.log");
+    let count = |needle: &str| {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.matches(needle).count()
+    };
+    let (listening, capped) = ("listening on 127.0.0.1", "HTTP: at most");
+    let before = (count(listening), count(capped));
+    let transcript = wine.root().join("w-start.jsonl");
+    std::fs::write(&transcript, "").unwrap();
+    let (code, _, err) = wine.exe(
+        "hook-prompt.exe",
+        &claude_prompt("w-start", prompt, &z(&transcript), &cwd),
+        &env,
+    );
+    assert_eq!(code, 0, "stderr: {err}");
+    // The daemon logs the connection cap after the listening line, so by then a doubled
+    // listening line would be in the file.
+    let started = Instant::now();
+    while count(capped) == before.1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the hook started no memd.exe"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        count(listening),
+        before.0 + 1,
+        "the hook-started memd.exe logs each line once"
+    );
+    // Wine's drop ends the prefix's wineserver, and with it this daemon.
 }
