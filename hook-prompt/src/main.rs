@@ -119,6 +119,7 @@ fn answer(event: Event, deadline: &Deadline) {
             project_dir,
         } => guard::answer(event, client, conversation_id, tool, project_dir, deadline),
         Event::ClaudeStop { .. }
+        | Event::ClaudePreCompact { .. }
         | Event::TurnEnd { .. }
         | Event::CursorResponse { .. }
         | Event::CursorStop

@@ -7,7 +7,8 @@
 //! It sends the finished exchange to memd (`POST /api/hooks/stop`) and, when memd asks for it
 //! (`needs_sidecar`), scores the previous exchange with the sidecar chain. After a tool it sends
 //! the evidence (`POST /api/hooks/post-tool`: which tool, command or file, failed or not; never
-//! the tool's output). It must never block or
+//! the tool's output). Before Claude Code compacts a conversation (`PreCompact`) it asks memd to
+//! store a digest of it (`POST /api/hooks/pre-compact`). It must never block or
 //! steer the agent: no `decision`, no `followup_message`; Claude Code, Gemini CLI and OpenCode
 //! get no output, Cursor gets `{}`;
 //! every failure path exits 0 and leaves one line in the hook log.
@@ -27,13 +28,17 @@ use hookrt::daemon::Daemon;
 use hookrt::event::Event;
 use hookrt::watchdog::Deadline;
 use hookrt::{log, output};
-use proto::{Client, PostToolRequest, PostToolResponse, StopRequest, StopResponse};
+use proto::{
+    Client, PostToolRequest, PostToolResponse, PreCompactRequest, PreCompactResponse, StopRequest,
+    StopResponse,
+};
 use std::path::Path;
 
 /// Cursor's neutral answer (never a `followup_message`).
 const CURSOR_EMPTY: &str = "{}";
 const STOP_PATH: &str = "/api/hooks/stop";
 const POST_TOOL_PATH: &str = "/api/hooks/post-tool";
+const PRE_COMPACT_PATH: &str = "/api/hooks/pre-compact";
 
 fn main() {
     let Some(run) = hookrt::session::start("hook-stop", CURSOR_EMPTY) else {
@@ -46,11 +51,60 @@ fn main() {
 }
 
 fn answer(event: Event, deadline: &Deadline) {
+    match event {
+        Event::ToolAfter {
+            client,
+            conversation_id,
+            tool,
+            failed,
+            exit_code,
+            project_dir,
+        } => {
+            if client == Client::Cursor {
+                output::emit(CURSOR_EMPTY);
+            }
+            let request = PostToolRequest {
+                conversation_id,
+                client,
+                tool,
+                exit_code,
+                failed,
+                project_dir,
+            };
+            post_quietly::<_, PostToolResponse>(POST_TOOL_PATH, &request, deadline);
+        }
+        // Never blocks the compaction and never changes its instructions.
+        Event::ClaudePreCompact {
+            client,
+            session_id,
+            trigger,
+            custom_instructions,
+            project_dir,
+        } => {
+            let request = PreCompactRequest {
+                conversation_id: session_id,
+                trigger,
+                custom_instructions,
+                client: Some(client),
+                project_dir,
+            };
+            post_quietly::<_, PreCompactResponse>(PRE_COMPACT_PATH, &request, deadline);
+        }
+        other => {
+            if let Some(request) = stop_request(other) {
+                send_stop(&request, deadline);
+            }
+        }
+    }
+}
+
+/// The finished exchange an event reports, if it reports one.
+fn stop_request(event: Event) -> Option<StopRequest> {
     let request = match event {
         Event::ClaudeStop {
             stop_hook_active: true,
             ..
-        } => return,
+        } => return None,
         Event::ClaudeStop {
             client,
             session_id,
@@ -83,7 +137,7 @@ fn answer(event: Event, deadline: &Deadline) {
         }
         // A retry Gemini CLI runs after a stop hook refused the answer is not a new exchange
         // (memd never refuses one; another hook may).
-        Event::TurnEnd { retry: true, .. } => return,
+        Event::TurnEnd { retry: true, .. } => return None,
         Event::TurnEnd {
             client,
             session_id,
@@ -100,42 +154,22 @@ fn answer(event: Event, deadline: &Deadline) {
             project_dir,
             score_call_seen,
         },
-        Event::ToolAfter {
-            client,
-            conversation_id,
-            tool,
-            failed,
-            exit_code,
-            project_dir,
-        } => {
-            if client == Client::Cursor {
-                output::emit(CURSOR_EMPTY);
-            }
-            let request = PostToolRequest {
-                conversation_id,
-                client,
-                tool,
-                exit_code,
-                failed,
-                project_dir,
-            };
-            send_evidence(&request, deadline);
-            return;
-        }
-        _ => return,
+        _ => return None,
     };
-    send_stop(&request, deadline);
+    Some(request)
 }
 
-/// Posts what a tool did; failures are logged, never shown.
-fn send_evidence(request: &PostToolRequest, deadline: &Deadline) {
+/// Posts what a tool did, or that a compaction is coming; failures are logged, never shown.
+fn post_quietly<Req: serde::Serialize, Resp: serde::de::DeserializeOwned>(
+    path: &str,
+    request: &Req,
+    deadline: &Deadline,
+) {
     let daemon = match Daemon::locate() {
         Ok(daemon) => daemon,
         Err(e) => return log::failure(e.kind(), &e.summary()),
     };
-    if let Err(e) =
-        daemon.post::<_, PostToolResponse>(POST_TOOL_PATH, request, deadline.call_budget())
-    {
+    if let Err(e) = daemon.post::<_, Resp>(path, request, deadline.call_budget()) {
         daemon.note_failure(&e);
     }
 }

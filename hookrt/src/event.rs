@@ -36,6 +36,12 @@ struct RawInput {
     source: Option<String>,
     #[serde(default)]
     stop_hook_active: Option<bool>,
+    /// PreCompact: `manual` (`/compact`) or `auto`.
+    #[serde(default)]
+    trigger: Option<String>,
+    /// PreCompact: what the user asked the compaction to keep (`/compact <instructions>`).
+    #[serde(default)]
+    custom_instructions: Option<String>,
     #[serde(default)]
     last_assistant_message: Option<String>,
     #[serde(default)]
@@ -102,6 +108,15 @@ pub enum Event {
         transcript_path: Option<String>,
         stop_hook_active: bool,
         last_assistant_message: Option<String>,
+        project_dir: Option<String>,
+    },
+    /// Claude Code `PreCompact`: the conversation's context is about to be compacted.
+    ClaudePreCompact {
+        client: Client,
+        session_id: String,
+        /// `manual` or `auto`.
+        trigger: String,
+        custom_instructions: Option<String>,
         project_dir: Option<String>,
     },
     /// Cursor `sessionStart`.
@@ -277,6 +292,13 @@ fn claude_event(
             transcript_path: non_empty(input.transcript_path),
             stop_hook_active: input.stop_hook_active.unwrap_or(false),
             last_assistant_message: input.last_assistant_message,
+            project_dir,
+        }),
+        "PreCompact" => Ok(Event::ClaudePreCompact {
+            client,
+            session_id: session_id()?,
+            trigger: input.trigger.clone().unwrap_or_default(),
+            custom_instructions: non_empty(input.custom_instructions.clone()),
             project_dir,
         }),
         "PreToolUse" => Ok(Event::ToolBefore {

@@ -6,9 +6,11 @@
 //! `event` (the client's hook JSON), `output` (one guarded answer on stdout), `log` (the
 //! structured failure log), `daemon` (the call to memd, via `memd-client`), `clock`.
 //!
-//! It owns what every hook run needs: the shared start-up (`session`), a hard deadline (watchdog), a single guarded stdout answer,
-//! bounded stdin, parsing of the client's hook event, the structured failure log, and the call to
-//! the memd daemon (including starting it when it is not running).
+//! It owns what every hook run needs: the shared start-up (`session`), a hard deadline
+//! (`watchdog`), a single guarded stdout answer, bounded stdin, parsing of the client's hook
+//! event, the structured failure log, and the call to the memd daemon (finding, proving and
+//! starting it are `memd-client`'s). It links only `proto`, `memd-client`, `serde` and
+//! `serde_json` (`tests/tests/architecture.rs` checks the hooks' dependencies).
 //!
 //! It must never block the user's agent: no panics on input, no async runtime, no work that can
 //! outlive the deadline, and no prompt or response text in logs. Hook processes always exit 0.

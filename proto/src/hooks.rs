@@ -113,6 +113,36 @@ pub struct StopResponse {
     pub sidecar_data: Option<SidecarData>,
 }
 
+/// `POST /api/hooks/pre-compact`: the client is about to compact a conversation's context
+/// (Claude Code `PreCompact`); memd stores a digest of its exchanges since the last compaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PreCompactRequest {
+    pub conversation_id: String,
+    /// `manual` (`/compact`) or `auto` (the context window is full).
+    #[serde(default)]
+    pub trigger: String,
+    /// What the user asked the compaction to keep (`/compact <instructions>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_instructions: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<Client>,
+    /// Used only when memd has not seen this conversation's prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PreCompactResponse {
+    /// False when nothing happened since the last digest (or the conversation is unknown).
+    pub stored: bool,
+    /// The digest's id ("" when nothing was stored).
+    pub doc_id: String,
+    /// How many exchanges the digest covers.
+    pub exchanges: usize,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExchangeText {

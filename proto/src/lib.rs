@@ -13,6 +13,8 @@
 //!
 //! - [`api`]: requests and answers of the `/api` routes, and the wire limits (`limits`).
 //! - [`hooks`]: what the hooks and the sidecar exchange with the daemon.
+//! - [`tools`]: tool events: what the hooks send before a tool runs (to be guarded) and after
+//!   it ran (evidence), and the guard's answer.
 //! - [`memory`]: collections, outcomes and the one memory shape every read returns.
 //! - [`value`]: a dependency-free JSON value for metadata.
 //! - [`paths`]: where memd lives (data dir, config dir, port): one resolution order for the

@@ -62,6 +62,20 @@ pub fn assert_only_this_projects_context(text: &str, where_: &str) {
         "the other project's fact leaked into {where_}"
     );
 }
+/// What the model was sent shows the alpha fact once, in the SessionStart brief, and the
+/// prompt's KNOWN CONTEXT only points back at it.
+pub fn assert_brief_shown_once(text: &str) {
+    assert_eq!(
+        text.matches("make ship-alpha").count(),
+        1,
+        "the fact shown once"
+    );
+    assert!(
+        text.contains("shown earlier in this conversation"),
+        "the prompt's context does not point back at the brief: {text}"
+    );
+}
+
 /// The prompt every client scenario starts with: a question the alpha fact answers, and a
 /// command the guard must refuse.
 pub const FIRST_PROMPT: &str =

@@ -4,8 +4,10 @@
 //! Adds only the test-flavoured entry points: a daemon with defaults that panics when it cannot
 //! start, the one whose data dir comes from config.toml, (in [`project`]) repositories with
 //! hooks, the CLI and the MCP bridge run inside them, and (in [`clients`], [`fake_model`]) real
-//! agent clients run headless against a local stand-in for their model API.
+//! agent clients run headless against a local stand-in for their model API; [`architecture`]
+//! reads the workspace's module graph for `tests/tests/architecture.rs`.
 
+pub mod architecture;
 pub mod browser;
 pub mod clients;
 pub mod fake_model;
@@ -51,4 +53,21 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// The digests memd stored before a client compacted `conversation` (`PreCompact`), as
+/// `GET /api/export` writes them, oldest first.
+pub fn digests(d: &Daemon, conversation: &str) -> Vec<serde_json::Value> {
+    let (status, lines) = d.get_raw("/api/export?collection=working", true);
+    assert_eq!(status, 200, "export: {lines}");
+    let mut found: Vec<serde_json::Value> = lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| {
+            r["metadata"]["memory_type"] == "session_digest"
+                && r["metadata"]["conversation_id"] == conversation
+        })
+        .collect();
+    found.sort_by_key(|r| r["created_at"].as_i64());
+    found
 }

@@ -3,14 +3,16 @@
 //! What the model was sent and what memd recorded: this project's memories injected (not the
 //! other project's), `rm -rf /` refused with memd's reason in the tool result, the exchange
 //! stored, the scoring request answered by a `score_response` call (through the always-loaded
-//! `memd-score` entry, without a `ToolSearch` first) memd records as the agent's, no token in any
-//! client file, and nothing the client complains about.
+//! `memd-score` entry, without a `ToolSearch` first) memd records as the agent's, `/compact`
+//! leaving a digest of the conversation (PreCompact) and bringing the brief back, no token in
+//! any client file, and nothing the client complains about.
 
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 use tests::clients::{
-    CLAUDE_CODE, FIRST_PROMPT, SECOND_PROMPT, Sandbox, assert_only_this_projects_context,
+    CLAUDE_CODE, FIRST_PROMPT, SECOND_PROMPT, Sandbox, assert_brief_shown_once,
+    assert_only_this_projects_context,
 };
 use tests::fake_model::agent::score_ids;
 use tests::fake_model::anthropic::Messages;
@@ -111,15 +113,7 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
         text.contains("SessionStart hook additional context"),
         "no SessionStart brief"
     );
-    assert_eq!(
-        text.matches("make ship-alpha").count(),
-        1,
-        "the fact shown once"
-    );
-    assert!(
-        text.contains("shown earlier in this conversation"),
-        "{text}"
-    );
+    assert_brief_shown_once(&text);
     let refused = sent
         .iter()
         .flat_map(|r| tool_results(&r.body))
@@ -167,6 +161,23 @@ fn claude_code_gets_this_projects_context_is_guarded_and_scores() {
     // Compaction empties the model's context: the SessionStart `compact` brief shows the
     // project's facts in full again, where a resumed session only points back at them.
     claude(&s, &p.alpha, "/compact", Some(&session));
+    // PreCompact: before the context was cut, memd stored a digest of both exchanges in the
+    // project they belong to.
+    let digest = tests::digests(&s.daemon, &session);
+    assert_eq!(digest.len(), 1, "one digest per compaction: {digest:?}");
+    let text = digest[0]["content"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("Conversation digest before /compact (2 exchanges):"),
+        "{text}"
+    );
+    assert!(text.contains("How does the service deploy?"), "{text}");
+    assert!(text.contains("What else should I check?"), "{text}");
+    assert!(
+        !text.contains("In progress"),
+        "`/compact` is no turn: {text}"
+    );
+    let fact = tests::lookup(&s.daemon, &p.alpha_fact).expect("the alpha fact");
+    assert_eq!(digest[0]["project"].as_str(), fact.project.as_deref());
     s.model.clear();
     claude(&s, &p.alpha, "And the tests?", Some(&session));
     s.model.dump_if_asked("claude after compact");

@@ -1,6 +1,7 @@
 //! Codex CLI 0.169.0, the real binary, headless (`codex exec`) against a local OpenAI Responses
 //! API stand-in, after `memd init --codex` in a temp HOME, in real git repositories. The same
-//! checks as Claude Code's: this project's memories injected (not the other project's), `rm -rf
+//! checks as Claude Code's: this project's memories injected (not the other project's; the
+//! SessionStart brief first, the prompt's context pointing back at it), `rm -rf
 //! /` refused with memd's reason in the tool output the model reads, the exchange stored, the
 //! scoring request answered by a `score_response` call memd records as the agent's, no token in
 //! any client file, and no warning from Codex about memd's files. The hooks run without
@@ -11,7 +12,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 use tests::clients::{
-    CODEX, FIRST_PROMPT, SECOND_PROMPT, Sandbox, assert_only_this_projects_context,
+    CODEX, FIRST_PROMPT, SECOND_PROMPT, Sandbox, assert_brief_shown_once,
+    assert_only_this_projects_context,
 };
 use tests::fake_model::agent::score_ids;
 use tests::fake_model::responses::Responses;
@@ -142,6 +144,13 @@ fn codex_gets_this_projects_context_is_guarded_and_scores() {
         None,
         "nothing to score before the first exchange"
     );
+    // SessionStart brought the project's brief before the prompt; the prompt's context only
+    // points back at it.
+    let input = sent[0].body["input"].as_array().expect("input items");
+    let at = |needle: &str| input.iter().position(|i| i.to_string().contains(needle));
+    let brief = at("make ship-alpha").expect("the brief");
+    assert!(brief < at("How does the service deploy").expect("the prompt"));
+    assert_brief_shown_once(&text);
     assert!(
         sent.iter()
             .flat_map(|r| outputs(&r.body))

@@ -67,6 +67,33 @@ fn claude_session_start() {
 }
 
 #[test]
+fn claude_pre_compact_carries_trigger_and_instructions() {
+    let event = parse_event(&fixture("claude_pre_compact.json"), Mode::Claude).unwrap();
+    assert_eq!(
+        event,
+        Event::ClaudePreCompact {
+            client: proto::Client::ClaudeCode,
+            session_id: "3f2c9a7e-8b1d-4c55-9e0a-6d7b2f41c0aa".into(),
+            trigger: "manual".into(),
+            custom_instructions: Some("keep the deploy steps".into()),
+            project_dir: Some("/home/dev/shop".into()),
+        }
+    );
+    // An automatic compaction has no instructions (Claude Code sends null), and the session
+    // id is required.
+    let auto = br#"{"session_id": "s", "hook_event_name": "PreCompact", "trigger": "auto", "custom_instructions": null}"#;
+    assert!(matches!(
+        parse_event(auto, Mode::Claude).unwrap(),
+        Event::ClaudePreCompact { ref trigger, custom_instructions: None, .. } if trigger == "auto"
+    ));
+    let no_session = br#"{"hook_event_name": "PreCompact", "trigger": "auto"}"#;
+    assert_eq!(
+        parse_event(no_session, Mode::Claude),
+        Err(EventError::Missing("session_id"))
+    );
+}
+
+#[test]
 fn claude_stop_carries_the_last_assistant_message() {
     let event = parse_event(&fixture("claude_stop.json"), Mode::Claude).unwrap();
     let Event::ClaudeStop {

@@ -11,7 +11,7 @@ pub const ALWAYS_LOAD_SINCE: (u32, u32, u32) = (2, 1, 121);
 
 /// `(major, minor, patch)` of the `claude` on PATH, if it runs and says.
 pub fn installed_version() -> Option<(u32, u32, u32)> {
-    let claude = super::init::on_path("claude")?;
+    let claude = super::clients::on_path("claude")?;
     let out = Command::new(claude)
         .arg("--version")
         .stdin(Stdio::null())

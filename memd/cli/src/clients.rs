@@ -50,9 +50,9 @@ impl ClientFiles {
             cursor_dir: home.join(".cursor"),
             cursor_hooks: home.join(".cursor").join("hooks.json"),
             cursor_mcp: home.join(".cursor").join("mcp.json"),
-            codex_dir: super::codex::codex_dir(home),
-            codex_hooks: super::codex::codex_dir(home).join("hooks.json"),
-            codex_config: super::codex::codex_dir(home).join("config.toml"),
+            codex_dir: codex_dir(home),
+            codex_hooks: codex_dir(home).join("hooks.json"),
+            codex_config: codex_dir(home).join("config.toml"),
             gemini_dir: gemini_dir.to_path_buf(),
             gemini_settings: gemini_dir.join("settings.json"),
             opencode_config: opencode_dir.join("opencode.json"),
@@ -190,6 +190,14 @@ pub fn select(files: &ClientFiles, named: &[ClientKind]) -> Vec<(ClientKind, Str
         .iter()
         .filter_map(|k| files.detected(*k).map(|why| (*k, why)))
         .collect()
+}
+
+/// Where Codex keeps its files: `$CODEX_HOME`, else `<home>/.codex`.
+pub fn codex_dir(home: &Path) -> PathBuf {
+    match std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => home.join(".codex"),
+    }
 }
 
 #[cfg(test)]

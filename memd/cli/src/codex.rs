@@ -2,29 +2,31 @@
 //! reads back.
 //!
 //! Two files under `$CODEX_HOME` (default `~/.codex`): `hooks.json` gets memd's hooks
-//! (`UserPromptSubmit`, `PreToolUse` and `PostToolUse` for Bash, `Stop`, each running
-//! `hook-prompt --codex` or `hook-stop --codex`), and `config.toml` gets the stdio MCP server
-//! `[mcp_servers.memd]` (`memd mcp --only score_response`: no token; the tool approved, the
-//! variables that locate the daemon passed on) and, because Codex runs a user's hook only once it
-//! is trusted, one `[hooks.state."<hooks.json>:<event>:<group>:<handler>"]` entry per memd hook
+//! (`SessionStart`, `UserPromptSubmit`, `PreToolUse` and `PostToolUse` for Bash, `Stop`, each
+//! running `hook-prompt --codex` or `hook-stop --codex`), and `config.toml` gets the stdio MCP
+//! server `[mcp_servers.memd]` (`memd mcp --only score_response`: no token; the tool approved,
+//! the variables that locate the daemon passed on) and, because Codex runs a user's hook only
+//! once it is trusted, one `[hooks.state."<hooks.json>:<event>:<group>:<handler>"]` entry per memd hook
 //! holding the `trusted_hash` Codex computes for that hook (the SHA-256 of its normalized
 //! definition: checked against Codex 0.169.0 by tests/tests/client_codex.rs). Running
 //! `memd init --codex` is the user's consent to trust these hooks. Must never change another
 //! server, another hook or its trust entry, and never rewrite config.toml's formatting:
 //! edits go through `toml_edit`, which keeps comments and order.
 
+use super::clients::ClientFiles;
 use super::files::{self, Planned};
-use super::init::ClientFiles;
 use super::json::Json;
 use super::merge::{self, HOOK_PROMPT, HOOK_STOP, ShapeError};
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use toml_edit::{DocumentMut, Item, Table, value};
 
 /// Codex events → (binary, timeout seconds, matcher). Codex's tool events name the shell
 /// `Bash` (its published pre-tool-use input schema allows nothing else).
-pub const CODEX_HOOKS: [(&str, &str, i64, Option<&str>); 4] = [
+/// `SessionStart` has no matcher: every source (startup, resume) gets the brief.
+pub const CODEX_HOOKS: [(&str, &str, i64, Option<&str>); 5] = [
+    ("SessionStart", HOOK_PROMPT, 10, None),
     ("UserPromptSubmit", HOOK_PROMPT, 10, None),
     ("PreToolUse", HOOK_PROMPT, 10, Some("Bash")),
     ("PostToolUse", HOOK_STOP, 10, Some("Bash")),
@@ -55,14 +57,6 @@ pub const SERVER_ARGS: [&str; 3] = ["mcp", "--only", "score_response"];
 pub const SERVER_TOOLS: [&str; 1] = ["score_response"];
 /// The flag every memd command in Codex's hooks.json carries.
 pub const FLAG: &str = "--codex";
-
-/// Where Codex keeps its files: `$CODEX_HOME`, else `<home>/.codex`.
-pub fn codex_dir(home: &Path) -> PathBuf {
-    match std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => home.join(".codex"),
-    }
-}
 
 /// Codex's key for an event in hook trust entries (`pre_tool_use`).
 fn event_label(event: &str) -> String {

@@ -60,9 +60,13 @@ fn hooks_and_trust_entries_follow_the_users_own_hooks() {
         keys.contains(&"/h/.codex/hooks.json:pre_tool_use:0:0"),
         "{keys:?}"
     );
+    assert!(
+        keys.contains(&"/h/.codex/hooks.json:session_start:0:0"),
+        "{keys:?}"
+    );
     assert_eq!(
         trust.len(),
-        4,
+        CODEX_HOOKS.len(),
         "the user's own Stop hook is not memd's to trust"
     );
     let stop = doc

@@ -9,8 +9,12 @@
 //! - `client`: the CLI's view of the daemon (errors a person can act on, stopping it).
 //! - `init`, `clients`, `merge`, `codex`, `opencode`, `files`, `diff`, `json`, `sidecar_setup`:
 //!   wiring memd into Claude Code, Codex CLI, Cursor, Gemini CLI, OpenCode and Copilot CLI
-//!   (merge, the OpenCode plugin file, backups, dry-run diffs); `service`: systemd / launchd.
+//!   (merge, the OpenCode plugin file, backups, dry-run diffs); `claude`: Claude Code's version,
+//!   for what its config accepts; `service`: systemd / launchd. `clients` knows where each
+//!   client keeps its files; `init`, `codex`, `opencode` and `doctor` read and write them.
 //! - `status`, `doctor`, `query`, `transfer`: status, checks, search/ingest/books, export/import.
+//! - `projects`: `memd projects` (list, forget one); `store`: `memd store` (migrate, add-user)
+//!   and `memd share`, the shared PostgreSQL store by hand (through `memd-pg`).
 //! - `roampal`: `memd import --from-roampal`, moving in from a Roampal store.
 //! - `bridge`, `launch`: `memd mcp`, the stdio MCP server that relays to the daemon's `/mcp`.
 //! - `dashboard`: `memd ui`, a one-time login link to the daemon's `/ui` pages.

@@ -35,7 +35,8 @@ pub const CLAUDE_TOOL_PERMISSIONS: [&str; 8] = [
 
 /// Claude Code events → (binary, timeout seconds, matcher). The tool events match only the
 /// tools memd guards or learns from, so a search or a web fetch does not start a hook.
-const CLAUDE_HOOKS: [(&str, &str, i64, Option<&str>); 6] = [
+/// `PreCompact` runs hook-stop (a digest of the conversation before its context is cut).
+const CLAUDE_HOOKS: [(&str, &str, i64, Option<&str>); 7] = [
     (
         "SessionStart",
         HOOK_PROMPT,
@@ -44,6 +45,7 @@ const CLAUDE_HOOKS: [(&str, &str, i64, Option<&str>); 6] = [
     ),
     ("UserPromptSubmit", HOOK_PROMPT, 10, None),
     ("Stop", HOOK_STOP, 30, None),
+    ("PreCompact", HOOK_STOP, 10, Some("manual|auto")),
     ("PreToolUse", HOOK_PROMPT, 10, Some(GUARDED_TOOLS)),
     ("PostToolUse", HOOK_STOP, 10, Some(EVIDENCE_TOOLS)),
     ("PostToolUseFailure", HOOK_STOP, 10, Some(EVIDENCE_TOOLS)),

@@ -306,6 +306,24 @@ fn doctor_sees_configured_commands() {
         claude_hook_commands(&doc, "PostToolUse"),
         ["'/opt/memd bin/hook-stop'"]
     );
+    // Before a compaction, hook-stop digests the conversation (both triggers).
+    assert_eq!(
+        claude_hook_commands(&doc, "PreCompact"),
+        ["'/opt/memd bin/hook-stop'"]
+    );
+    assert_eq!(
+        doc.get("hooks")
+            .and_then(|h| h.get("PreCompact"))
+            .and_then(Json::as_array)
+            .unwrap()[0]
+            .get("matcher")
+            .and_then(Json::as_str),
+        Some("manual|auto")
+    );
+    assert!(
+        claude_events().any(|e| e == "PreCompact"),
+        "doctor checks it"
+    );
     let mut removed = doc.clone();
     assert!(claude_settings_remove(&mut removed).unwrap());
     for event in claude_events() {

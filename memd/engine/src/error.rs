@@ -3,7 +3,7 @@
 //! Owns the kinds of failure (bad input naming its field, refused, not found, too large,
 //! conflict, unavailable, storage full, internal) and messages that name the field and the
 //! limit. Must never carry memory content or request text in its message (errors are logged),
-//! and never decide an HTTP status: memd-server maps kinds to codes (`http::body::status_of`).
+//! and never decide an HTTP status: memd-server maps kinds to codes (`body::status_of`).
 
 use crate::store::StoreError;
 use std::fmt;

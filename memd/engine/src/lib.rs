@@ -12,8 +12,8 @@
 //!   and the API (issue 21 makes it a thin facade over narrow handles; not done yet).
 //! - [`store`]: the durable engine: write-ahead log with group commit, snapshots, recovery,
 //!   the data-dir lock. Generic over a state machine; knows nothing about memories. The shared
-//!   PostgreSQL store (memd-pg) does not replace it: it syncs beside it, through `Core` and the
-//!   state's sync ops.
+//!   PostgreSQL store (memd-pg) does not replace it: it syncs beside it, through
+//!   [`shared_sync::SharedSync`].
 //! - [`state`]: memd's state machine: records, the ops the log carries, per-conversation hook
 //!   state. Replaying the log rebuilds it exactly.
 //! - [`record`]: the stored form of one memory.
@@ -50,6 +50,9 @@
 //! - [`tools`]: tool events: the guard before a tool runs (static rules at the `[guards]`
 //!   levels, learned guardrails from memories), the evidence after; [`guards_config`] reads
 //!   `[guards]`; [`evidence`] keeps what the commands did per conversation (`[evidence]`).
+//! - [`shared`], [`shared_sync`]: the shared PostgreSQL store's side of the engine: the sync
+//!   worker's status and wake-up bell, and the one handle `memd-pg` syncs through (what is due,
+//!   marking it sent, the read cursor, applying what it read); the rules are `state::sync`'s.
 //! - [`config`], [`clock`], [`error`], [`shutdown`], [`heap`]: small shared pieces.
 //!
 //! Dependencies do not point one way yet: `core` uses the pieces below it, and the modules
@@ -85,6 +88,7 @@ pub mod retrieve;
 pub mod scope;
 pub mod search;
 pub mod shared;
+pub mod shared_sync;
 pub mod shutdown;
 pub mod state;
 pub mod status;

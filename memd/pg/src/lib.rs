@@ -7,8 +7,10 @@
 //! changed there into the local state as mirrored memories; row-level security decides what
 //! it may read. Layout: `connect` (URL, password, TLS), `schema` (migrations, roles, the
 //! visibility rules), `rows` (a memory as a row), `sync` (one exchange), this file (the worker
-//! loop and its status). Must never run on a request's path and never give up data it could
-//! not send: it stays in the local log until the database commits it.
+//! loop and its status). It reaches the engine only through `memd_engine::shared_sync::
+//! SharedSync` (what is due, marking it sent, the read cursor, applying what it read): it never
+//! builds the engine's ops or reads its state. Must never run on a request's path and never
+//! give up data it could not send: it stays in the local log until the database commits it.
 
 pub mod connect;
 mod rows;
@@ -17,12 +19,9 @@ mod sync;
 
 use anyhow::{Context, Result, bail};
 use connect::Target;
-use memd_engine::core::Core;
+use memd_engine::shared_sync::SharedSync;
 use memd_engine::shutdown::Shutdown;
-use memd_engine::state::SyncOp;
-use memd_engine::state::ops::Op;
 use proto::SharedStoreStatus;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
@@ -31,14 +30,14 @@ const FINAL_PASS: Duration = Duration::from_secs(2);
 /// Longest wait between attempts while the store is unreachable.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
-/// Starts the sync worker for `core`'s configured shared store.
-pub fn spawn(core: Arc<Core>, shutdown: Shutdown) -> Result<tokio::task::JoinHandle<()>> {
-    let target = Target::new(&core.cfg.store)?;
+/// Starts the sync worker for the engine's configured shared store.
+pub fn spawn(engine: SharedSync, shutdown: Shutdown) -> Result<tokio::task::JoinHandle<()>> {
+    let target = Target::new(engine.config())?;
     tracing::info!(
         "shared store {} (changes are written locally first, then sent)",
         target.describe()
     );
-    Ok(tokio::spawn(run(core, target, shutdown)))
+    Ok(tokio::spawn(run(engine, target, shutdown)))
 }
 
 /// `memd store migrate`: brings the database at `target` to this memd's schema.
@@ -74,27 +73,27 @@ pub async fn own_memories(target: &Target) -> Result<Vec<u8>> {
 }
 
 struct Worker {
-    core: Arc<Core>,
+    engine: SharedSync,
     target: Target,
     store_id: String,
     db: Option<Client>,
     status: SharedStoreStatus,
 }
 
-async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
+async fn run(engine: SharedSync, target: Target, shutdown: Shutdown) {
     let status = SharedStoreStatus {
         target: target.describe().to_string(),
         ..SharedStoreStatus::default()
     };
-    core.shared.report(status.clone());
+    engine.report(status.clone());
     let mut w = Worker {
-        core,
+        engine,
         target,
         store_id: String::new(),
         db: None,
         status,
     };
-    let every = Duration::from_millis(w.core.cfg.store.sync_ms);
+    let every = Duration::from_millis(w.engine.config().sync_ms);
     let mut backoff = every;
     loop {
         // A long first send stops at shutdown too: its open transaction rolls back, and what it
@@ -109,13 +108,13 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
         };
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
-            _ = w.core.shared.wake.notified(), if ok => {}
+            _ = w.engine.woken(), if ok => {}
             _ = shutdown.wait() => break,
         }
     }
     // What the last stops wrote goes out now if the store answers; otherwise it waits in the
     // local log for the next start.
-    if w.core.store.read(|s| s.backlog()) > 0 {
+    if w.engine.backlog() > 0 {
         // Bounded: a store that is down must not hold up the daemon's exit.
         let _ = tokio::time::timeout(FINAL_PASS, w.pass()).await;
     }
@@ -124,27 +123,19 @@ async fn run(core: Arc<Core>, target: Target, shutdown: Shutdown) {
 /// This store's id in the database `database`: the one it has, or a new one (logged) the
 /// first time, and whenever `store.url` leads to another database or another role than
 /// before (rows written as the old role are not the new role's to change).
-async fn store_id(core: &Core, database: &str, role: &str, taken: bool) -> Result<String> {
-    let (id, known, was) = core.store.read(|s| {
-        let sync = s.sync();
-        (
-            sync.store_id.clone(),
-            sync.database.clone(),
-            sync.role.clone(),
-        )
-    });
-    let same =
-        !taken && known.as_deref() == Some(database) && was.as_deref().is_none_or(|r| r == role);
-    if let Some(id) = id.filter(|_| same) {
+async fn store_id(engine: &SharedSync, database: &str, role: &str, taken: bool) -> Result<String> {
+    let known = engine.identity();
+    let same = !taken
+        && known.database.as_deref() == Some(database)
+        && known.role.as_deref().is_none_or(|r| r == role);
+    if let Some(id) = known.store_id.filter(|_| same) {
         return Ok(id);
     }
     let id = format!("{:016x}", rand::random::<u64>());
-    core.commit(vec![Op::Sync(SyncOp::Enable {
-        store_id: id.clone(),
-        database: Some(database.to_string()),
-    })])
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    engine
+        .enable(&id, database)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(id)
 }
 
@@ -180,7 +171,7 @@ impl Worker {
                 self.db = None;
             }
         }
-        self.core.shared.report(self.status.clone());
+        self.engine.report(self.status.clone());
         self.status.connected
     }
 
@@ -198,9 +189,9 @@ impl Worker {
         self.status.latency_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
         // Reachable: say so now, not after a first send that may take minutes.
         self.status.connected = true;
-        self.core.shared.report(self.status.clone());
-        sync::send(&self.core, db, &self.store_id, limit).await?;
-        sync::receive(&self.core, db, &self.store_id, limit).await?;
+        self.engine.report(self.status.clone());
+        sync::send(&self.engine, db, &self.store_id, limit).await?;
+        sync::receive(&self.engine, db, &self.store_id, limit).await?;
         Ok(())
     }
 
@@ -252,7 +243,7 @@ impl Worker {
             .get(0);
         // Enabling (first, or for another database) starts the bookkeeping over: the role is
         // logged after it.
-        self.store_id = store_id(&self.core, &database, &role, false).await?;
+        self.store_id = store_id(&self.engine, &database, &role, false).await?;
         // The id is this role's once claimed: rows under it are refused to anyone else. One
         // claimed by another role already (never by chance: 64 random bits) is given up for a
         // fresh one, which starts the bookkeeping over.
@@ -261,14 +252,14 @@ impl Worker {
                 "shared store id {} belongs to another role; starting over with a new one",
                 self.store_id
             );
-            self.store_id = store_id(&self.core, &database, &role, true).await?;
+            self.store_id = store_id(&self.engine, &database, &role, true).await?;
             if !claim(&db, &self.store_id).await? {
                 bail!("the shared store refused this daemon's new store id");
             }
         }
-        if self.core.store.read(|s| s.sync().role.clone()).as_deref() != Some(role.as_str()) {
-            self.core
-                .commit(vec![Op::Sync(SyncOp::Role { role: role.clone() })])
+        if self.engine.identity().role.as_deref() != Some(role.as_str()) {
+            self.engine
+                .set_role(&role)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
         }

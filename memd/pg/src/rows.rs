@@ -3,7 +3,8 @@
 //! Owns the mapping between `Record` and the table's columns: the columns PostgreSQL searches
 //! and counts on (content, scores, embedding, visibility) are columns; the rest of the record
 //! rides in `record` (jsonb). Must never write a field twice in two places, and never let a
-//! row that does not decode stop the others: it is skipped and logged.
+//! row that does not decode stop the others: it is skipped and logged, its message cut short
+//! (`bounded`: a row's text is a teammate's to choose).
 
 use anyhow::{Context, Result};
 use memd_engine::record::Record;
@@ -124,7 +125,7 @@ fn readable_history(history: Value, id: &str) -> Vec<memd_engine::record::Outcom
     if kept.len() < total {
         tracing::warn!(
             "shared memory {}: {} unreadable outcome entries left out",
-            crate::sync::bounded(id),
+            bounded(id),
             total - kept.len()
         );
     }
@@ -136,6 +137,19 @@ fn placeholder(uid: &str) -> Record {
     let mut r = memd_engine::core::Core::new_record(proto::Collection::Working, String::new(), 0);
     r.id = format!("deleted_{uid}");
     r
+}
+
+/// What a log line quotes of a message that may carry a teammate's text.
+pub const LOG_QUOTE_CHARS: usize = 200;
+
+/// `text` cut to [`LOG_QUOTE_CHARS`] characters, with how much was left out.
+pub fn bounded(text: &str) -> String {
+    let total = text.chars().count();
+    if total <= LOG_QUOTE_CHARS {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(LOG_QUOTE_CHARS).collect();
+    format!("{head}… ({} more characters)", total - LOG_QUOTE_CHARS)
 }
 
 #[cfg(test)]

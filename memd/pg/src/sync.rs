@@ -2,15 +2,15 @@
 //!
 //! Owns the SQL of the sync. Sending runs in one transaction per batch (the schema numbers each
 //! written row in commit order: `memd_stamp_change`); reading runs in a repeatable-read
-//! snapshot and advances the cursor to the highest change it could see. Must never mark something sent before the database committed it (the
-//! `Sent` op is logged after COMMIT) and never apply a row it did not read whole.
+//! snapshot and advances the cursor to the highest change it could see. The engine is reached
+//! through `SharedSync` only. Must never mark something sent before the database committed it
+//! (`SharedSync::sent` runs after COMMIT) and never apply a row it did not read whole.
 
-use crate::rows;
+use crate::rows::{self, bounded};
 use anyhow::{Context, Result};
 use futures_util::future::try_join_all;
-use memd_engine::core::Core;
-use memd_engine::state::ops::Op;
-use memd_engine::state::{Outbox, SyncOp};
+use memd_engine::shared_sync::SharedSync;
+use memd_engine::state::Outbox;
 use std::time::Duration;
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
@@ -87,25 +87,22 @@ where
 }
 
 /// Sends everything due, batch by batch; returns how many items went.
-pub async fn send(core: &Core, db: &mut Client, store_id: &str, limit: Duration) -> Result<usize> {
+pub async fn send(
+    engine: &SharedSync,
+    db: &mut Client,
+    store_id: &str,
+    limit: Duration,
+) -> Result<usize> {
     let mut sent = 0;
     loop {
-        let outbox = core.store.read(|s| s.outbox(ROW_BATCH, EVENT_BATCH));
+        let outbox = engine.outbox(ROW_BATCH, EVENT_BATCH);
         if outbox.is_empty() {
             return Ok(sent);
         }
         let n = outbox.memories.len() + outbox.deleted.len() + outbox.events.len();
         within(limit, send_batch(db, store_id, &outbox)).await?;
-        let done = SyncOp::Sent {
-            memories: outbox
-                .memories
-                .iter()
-                .map(|m| (m.key, m.revision))
-                .collect(),
-            deleted: outbox.deleted.clone(),
-            events: outbox.events.iter().map(|e| e.0.clone()).collect(),
-        };
-        core.commit(vec![Op::Sync(done)])
+        engine
+            .sent(&outbox)
             .await
             .map_err(|e| anyhow::anyhow!("logging what was sent: {e}"))?;
         sent += n;
@@ -268,7 +265,7 @@ impl EventParams {
 
 /// Reads what others changed since the cursor and applies it here; returns rows applied.
 pub async fn receive(
-    core: &Core,
+    engine: &SharedSync,
     db: &mut Client,
     store_id: &str,
     limit: Duration,
@@ -276,10 +273,9 @@ pub async fn receive(
     let mut applied = 0;
     let own = format!("{store_id}:");
     loop {
-        let (cursor, news_after) = core
-            .store
-            .read(|s| (s.sync().cursor, s.sync().news_after()));
-        let read = read_batch(db, (cursor, news_after), &own);
+        let at = engine.cursor();
+        let cursor = at.read;
+        let read = read_batch(db, (cursor, at.news_after), &own);
         let Some((horizon, found)) = within(limit, read).await? else {
             return Ok(applied);
         };
@@ -307,31 +303,14 @@ pub async fn receive(
         // changes, which the query leaves out.
         let cursor = if full { reached } else { horizon };
         applied += rows.len();
-        let received = SyncOp::Received {
-            rows,
-            cursor,
-            complete: !full,
-        };
-        core.commit(vec![Op::Sync(received)])
+        engine
+            .received(rows, cursor, !full)
             .await
             .map_err(|e| anyhow::anyhow!("logging what was received: {e}"))?;
         if !full {
             return Ok(applied);
         }
     }
-}
-
-/// What a log line quotes of a message that may carry a teammate's text.
-pub const LOG_QUOTE_CHARS: usize = 200;
-
-/// `text` cut to [`LOG_QUOTE_CHARS`] characters, with how much was left out.
-pub fn bounded(text: &str) -> String {
-    let total = text.chars().count();
-    if total <= LOG_QUOTE_CHARS {
-        return text.to_string();
-    }
-    let head: String = text.chars().take(LOG_QUOTE_CHARS).collect();
-    format!("{head}… ({} more characters)", total - LOG_QUOTE_CHARS)
 }
 
 /// The horizon and up to `READ_BATCH` changes after `cursor` (this store's own memories only

@@ -7,7 +7,7 @@
 //! others can write to, and never exit on SIGTERM before in-flight requests finished and the
 //! store was flushed.
 
-use crate::http::{self, Server, guard};
+use crate::http::{self, Server};
 use anyhow::{Context, Result};
 use memd_engine::config::Config;
 use memd_engine::core::Core;
@@ -35,7 +35,7 @@ pub async fn serve(cfg: Config) -> Result<()> {
         Some(n) => info!("open-file limit {n}"),
         None => warn!("cannot read the open-file limit; serving at most the default connections"),
     }
-    let token = guard::load_or_create_token(&cfg.token_path())?;
+    let token = crate::guard::load_or_create_token(&cfg.token_path())?;
     let started = std::time::Instant::now();
     // The store opens before the port does: until then a hook finds nothing listening and
     // goes on without memd, instead of waiting in the accept queue for its whole deadline.
@@ -62,16 +62,17 @@ pub async fn serve(cfg: Config) -> Result<()> {
     let (trigger, stop) = shutdown::channel();
     let mut workers = workers::spawn_all(&core, &stop);
     if core.cfg.store.url.is_some() {
-        workers.push(memd_pg::spawn(core.clone(), stop.clone())?);
+        workers.push(memd_pg::spawn(
+            memd_engine::shared_sync::SharedSync::new(core.clone()),
+            stop.clone(),
+        )?);
     }
     let mcp = crate::mcp::http_service(core.clone(), stop.clone());
     let server = Arc::new(Server {
         core: core.clone(),
+        ui: Arc::new(crate::ui::Dashboard::new(core.clone(), token.clone())),
         token,
         mcp: Some(mcp),
-        ui: crate::ui::session::Sessions::new(std::time::Duration::from_secs(
-            core.cfg.ui.link_ttl_secs,
-        )),
     });
     // Signal handlers are installed before the daemon announces itself: a SIGTERM sent as
     // soon as daemon.json appears must shut down cleanly, not kill the process.

@@ -10,10 +10,12 @@
 //! This file is get-context's entry; `stages` its named stages, `select` picks the memories
 //! (floor, disputed, follow-ups, profile) around the retrieval pipeline (`crate::retrieve`),
 //! `budget` lays them out within the token budget, `format` writes the text, `turn` is stop
-//! and record-outcome, `sidecar` the sidecar decision, `unscored` the tool evidence's outcome
+//! and record-outcome, `compact` the digest before a client compacts the conversation,
+//! `sidecar` the sidecar decision, `unscored` the tool evidence's outcome
 //! for an exchange nobody scored.
 
 mod budget;
+mod compact;
 pub mod format;
 mod select;
 mod sidecar;
@@ -126,4 +128,5 @@ fn write_cursor_rules(cwd: Option<&str>, context: &str) {
     });
 }
 
+pub use compact::pre_compact;
 pub use turn::{record_outcome, score_memories, stop};

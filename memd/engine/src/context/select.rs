@@ -1,14 +1,16 @@
-//! Which memories a prompt gets: candidates above the relevance floor, the profile for a
-//! conversation's first context, and the conversation's own words for short follow-ups.
+//! Which memories a prompt gets: candidates above the relevance floor, the brief (facts and
+//! proven patterns) for a conversation's first context, and the conversation's own words for
+//! short follow-ups.
 //!
-//! Owns the selection rules of get-context (floor, count, disputed memories, follow-ups, and
-//! where late interaction reorders the head: after the floor, before the count; the tool
-//! evidence boost comes last, before the count): what the snapshot under the store's read
-//! takes (`snapshot`) and how the reranked head is cut (`cut`, outside the lock).
-//! Must never write, never call a model and never format: the caller runs the pipeline's
-//! second stage between the two and lays the result out within its budget.
+//! Owns the selection rules of get-context (floor, count, disputed memories, follow-ups, the
+//! session-start brief, and where late interaction reorders the head: after the floor, before
+//! the count; the tool evidence boost comes last, before the count): what the snapshot under
+//! the store's read takes (`snapshot`) and how the reranked head is cut (`cut`, outside the
+//! lock). Must never write, never call a model and never format: the caller runs the
+//! pipeline's second stage between the two and lays the result out within its budget.
 
 use crate::learn;
+use crate::record::Record;
 use crate::retrieve::{self, Candidate, FirstStage};
 use crate::scope::Visibility;
 use crate::search::{self, Hit, Query, Ranking};
@@ -188,8 +190,11 @@ pub fn cut(
 
 /// An exchange of this very conversation: its text is already in the agent's context, so
 /// injecting it only spends budget (issue 12's replay: "thanks!" got the previous turn back).
+/// The same for its digests: the client's own compaction summary carries what they do.
 fn own_exchange(r: &crate::record::Record, conv: &str) -> bool {
-    is_exchange(r)
+    (is_exchange(r)
+        || r.metadata.get("memory_type").and_then(proto::Value::as_str)
+            == Some(super::compact::DIGEST_TYPE))
         && r.metadata
             .get("conversation_id")
             .and_then(proto::Value::as_str)
@@ -205,7 +210,14 @@ fn similarity(s: &MemState, key: u64, qvec: &[f32]) -> Option<f32> {
     Some(v.iter().zip(qvec).map(|(a, b)| a * b).sum())
 }
 
-/// For a conversation's first context (Cursor sessionStart): the user's most important facts.
+/// A proven pattern's raw score must still be at least this (history's promotion bar): one
+/// that has slipped since its promotion waits for the lifecycle, outside the brief.
+const PROVEN_SCORE: f64 = crate::learn::lifecycle::PROMOTE_TO_HISTORY_SCORE;
+
+/// For a conversation's first context (a session start, with no prompt): the project's brief.
+/// Its memory-bank facts (best quality first) and its proven memories (patterns: promoted for
+/// their outcomes, best Wilson score first) alternate, fact first, so neither kind crowds out
+/// the other; the token budget cuts the tail when the lines are laid out.
 pub fn profile(
     s: &MemState,
     visible: &Visibility,
@@ -213,19 +225,61 @@ pub fn profile(
     with_disputed: bool,
     now: i64,
 ) -> Vec<(u64, proto::MemoryView)> {
-    let mut bank: Vec<_> = s
+    let eligible = |r: &&Record| {
+        !r.archived
+            && visible.admits(r.project.as_deref())
+            && (with_disputed || !learn::scoring::disputed(r))
+    };
+    let mut facts: Vec<&Record> = s
         .records()
-        .filter(|r| r.collection == Collection::MemoryBank && !r.archived)
-        .filter(|r| visible.admits(r.project.as_deref()))
-        .filter(|r| with_disputed || !learn::scoring::disputed(r))
+        .filter(|r| r.collection == Collection::MemoryBank)
+        .filter(eligible)
         .collect();
-    bank.sort_by(|a, b| {
+    facts.sort_by(|a, b| {
         learn::scoring::memory_bank_quality(b)
             .total_cmp(&learn::scoring::memory_bank_quality(a))
             .then(b.created_at.cmp(&a.created_at))
     });
-    bank.into_iter()
+    let mut proven: Vec<&Record> = s
+        .records()
+        .filter(|r| r.collection == Collection::Patterns && r.score >= PROVEN_SCORE)
+        .filter(eligible)
+        .collect();
+    proven.sort_by(|a, b| {
+        learn::scoring::wilson_score(b)
+            .total_cmp(&learn::scoring::wilson_score(a))
+            .then(b.score.total_cmp(&a.score))
+            .then(b.created_at.cmp(&a.created_at))
+    });
+    alternate(facts, proven)
         .take(n)
         .map(|r| (r.key, search::view(r, now, None)))
         .collect()
+}
+
+/// `a[0], b[0], a[1], b[1], …`, then the rest of the longer one.
+fn alternate<T>(a: Vec<T>, b: Vec<T>) -> impl Iterator<Item = T> {
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    let mut take_a = true;
+    std::iter::from_fn(move || {
+        let next = match take_a {
+            true => a.next().or_else(|| b.next()),
+            false => b.next().or_else(|| a.next()),
+        };
+        take_a = !take_a;
+        next
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::alternate;
+
+    #[test]
+    fn alternate_takes_turns_then_drains_the_longer() {
+        let got: Vec<i32> = alternate(vec![1, 3, 5, 7], vec![2, 4]).collect();
+        assert_eq!(got, [1, 2, 3, 4, 5, 7]);
+        let got: Vec<i32> = alternate(vec![], vec![2, 4]).collect();
+        assert_eq!(got, [2, 4]);
+    }
 }

@@ -229,6 +229,9 @@ pub async fn record_outcome(
             .insert("exchange_outcome".into(), Value::from(outcome.as_str()));
         rec.metadata
             .insert("conversation_id".into(), Value::from(conv.as_str()));
+        // Which exchange it sums up: the digest before a compaction uses it in its place.
+        rec.metadata
+            .insert("exchange_id".into(), Value::from(target.doc_id.as_str()));
         ops.push(Op::Insert(Box::new(rec)));
     }
     let out = core.commit(ops).await?;

@@ -23,6 +23,7 @@ use crate::record::Record;
 use crate::store::Machine;
 use anyhow::Result;
 use ops::{Op, Output, ScoreBatch, ScoreResult};
+pub use ops::{SharedRow, SyncOp};
 pub use projects::ProjectSeen;
 use proto::Collection;
 use serde::{Deserialize, Serialize};
@@ -31,7 +32,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
-pub use sync::{Outbox, OutboxRow, OutcomeEvent, SharedRow, SyncOp, SyncState};
+pub use sync::{Outbox, OutboxRow, OutcomeEvent, SyncState};
 
 /// How many sidecar attempts are kept for `memd status`.
 const SIDECAR_ATTEMPTS_KEPT: usize = 50;

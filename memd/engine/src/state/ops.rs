@@ -3,7 +3,9 @@
 //! Owns the vocabulary of change. Every op is self-contained and stamped by its caller (ids,
 //! times, outcomes are decided before the op is logged), so replaying the log gives the same
 //! state. Must never contain derived data that is cheaper to rebuild than to log, except
-//! vectors (re-embedding costs more than storing them).
+//! vectors (re-embedding costs more than storing them). The op payloads live here too (bar the
+//! sessions' own, `session::SessionOp`), so every module that applies ops depends on this one
+//! and this one on none of them.
 
 use crate::record::Record;
 use crate::state::session::SessionOp;
@@ -87,7 +89,7 @@ pub enum Op {
         at: i64,
     },
     /// The shared store's bookkeeping: what was sent, what was read (`state::sync`).
-    Sync(crate::state::sync::SyncOp),
+    Sync(SyncOp),
     // New variants go last, so logs written before them decode as they did.
     /// Archive a memory as expired by age at `at` (`Some`), or restore one (`None`): see
     /// `state::expiry`.
@@ -121,6 +123,50 @@ pub struct ScoreBatch {
     pub concepts: Vec<String>,
     pub at: i64,
     pub time_weighting: bool,
+}
+
+/// A memory as read from the shared store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedRow {
+    pub uid: String,
+    pub owner: String,
+    pub deleted: bool,
+    /// Its content and scores (`key` and `origin` are ignored).
+    pub record: Record,
+    /// Its embedding, quantised like the local index keeps it; `None` when it has none yet.
+    #[serde(default)]
+    pub vector: Option<serde_bytes::ByteBuf>,
+    /// Only the scores are news (one of this store's own memories, last written here).
+    #[serde(default)]
+    pub counts_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SyncOp {
+    /// A shared store is configured (or a different database than before): track changes from
+    /// now on; every local memory is due; memories mirrored from another database are dropped.
+    Enable {
+        store_id: String,
+        /// The database's own id (`memd_meta.database_id`).
+        #[serde(default)]
+        database: Option<String>,
+    },
+    /// The shared store committed these: forget them unless they changed again since.
+    Sent {
+        memories: Vec<(u64, u64)>,
+        deleted: Vec<String>,
+        events: Vec<String>,
+    },
+    /// Rows read from the shared store, in change order, up to change number `cursor`;
+    /// `complete` when that is everything there was (the last page of a catch-up).
+    Received {
+        rows: Vec<SharedRow>,
+        cursor: i64,
+        #[serde(default)]
+        complete: bool,
+    },
+    /// The database role this store writes as (logged when it is first or newly known).
+    Role { role: String },
 }
 
 /// What applying an op did.

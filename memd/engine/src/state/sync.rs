@@ -2,13 +2,14 @@
 //!
 //! Owns what this machine still has to send to the shared PostgreSQL store (changed memories,
 //! deleted ones, outcome events), how far it has read the store's changes, and applying the
-//! rows it read as mirrored memories. Must never talk to the database (the `memd-pg` crate
-//! does, and logs what it did as `SyncOp`s) and never forget something unsent before the
+//! rows it read as mirrored memories (the ops saying so, `SyncOp`, are in `ops` with every
+//! other op). Must never talk to the database (the `memd-pg` crate does, through the engine's
+//! `shared_sync` handle, which logs what it did as `SyncOp`s) and never forget something unsent before the
 //! database committed it: a crash in between sends it again, and every write there is
 //! idempotent (rows by uid, outcome events by event id).
 
 use super::MemState;
-use super::ops::Output;
+use super::ops::{Output, SharedRow, SyncOp};
 use crate::record::{Origin, Record};
 use proto::{Collection, Outcome};
 use serde::{Deserialize, Serialize};
@@ -55,50 +56,6 @@ pub struct OutcomeEvent {
     pub counted: bool,
     pub success: f64,
     pub confidence_delta: f64,
-}
-
-/// A memory as read from the shared store.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SharedRow {
-    pub uid: String,
-    pub owner: String,
-    pub deleted: bool,
-    /// Its content and scores (`key` and `origin` are ignored).
-    pub record: Record,
-    /// Its embedding, quantised like the local index keeps it; `None` when it has none yet.
-    #[serde(default)]
-    pub vector: Option<serde_bytes::ByteBuf>,
-    /// Only the scores are news (one of this store's own memories, last written here).
-    #[serde(default)]
-    pub counts_only: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum SyncOp {
-    /// A shared store is configured (or a different database than before): track changes from
-    /// now on; every local memory is due; memories mirrored from another database are dropped.
-    Enable {
-        store_id: String,
-        /// The database's own id (`memd_meta.database_id`).
-        #[serde(default)]
-        database: Option<String>,
-    },
-    /// The shared store committed these: forget them unless they changed again since.
-    Sent {
-        memories: Vec<(u64, u64)>,
-        deleted: Vec<String>,
-        events: Vec<String>,
-    },
-    /// Rows read from the shared store, in change order, up to change number `cursor`;
-    /// `complete` when that is everything there was (the last page of a catch-up).
-    Received {
-        rows: Vec<SharedRow>,
-        cursor: i64,
-        #[serde(default)]
-        complete: bool,
-    },
-    /// The database role this store writes as (logged when it is first or newly known).
-    Role { role: String },
 }
 
 /// What is due for the shared store, read under one lock so rows and events agree.

@@ -2,8 +2,8 @@
 //! a received row becomes, and that it all survives a snapshot.
 
 use super::MemState;
-use super::ops::{Op, Output, ScoreBatch};
-use super::sync::{SharedRow, SyncOp, uid};
+use super::ops::{Op, Output, ScoreBatch, SharedRow, SyncOp};
+use super::sync::uid;
 use crate::core::Core;
 use crate::record::Record;
 use crate::store::Machine;

@@ -7,6 +7,7 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use memd_engine::embed::RuntimePaths;
+use proto::{Client, PostToolRequest, PostToolResponse, ToolCall, ToolKind};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::Path;
@@ -86,5 +87,32 @@ impl SpawnedDaemon {
     /// SIGTERM, then waits for the process (the daemon flushes and snapshots on the way out).
     pub(crate) fn stop(mut self) -> Result<()> {
         self.inner.stop().map(|_| ()).map_err(|e| anyhow!("{e}"))
+    }
+}
+
+/// What the learning scenarios send as a hook would.
+impl SpawnedDaemon {
+    /// The agent's command for this turn, as its post-tool hook reports it: a failing run, then
+    /// the run after its fix (`memd-eval evidence` learns from these alone).
+    pub fn run_command(&self, conversation: &str, command: &str, fixed: bool) -> Result<()> {
+        for failed in [true, !fixed] {
+            let _: PostToolResponse = self.post(
+                "/api/hooks/post-tool",
+                &PostToolRequest {
+                    conversation_id: conversation.into(),
+                    client: Client::ClaudeCode,
+                    tool: ToolCall {
+                        kind: ToolKind::Shell,
+                        name: "Bash".into(),
+                        command: Some(command.into()),
+                        ..ToolCall::default()
+                    },
+                    exit_code: Some(if failed { 2 } else { 0 }),
+                    failed,
+                    project_dir: None,
+                },
+            )?;
+        }
+        Ok(())
     }
 }

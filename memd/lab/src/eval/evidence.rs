@@ -8,11 +8,9 @@
 //! other than over HTTP, and never score on the daemon's behalf: with nobody scoring, whatever
 //! the notes learn comes from the daemon's own use of the evidence.
 
-use super::daemon::SpawnedDaemon;
 use super::learning::{LearningOptions, Mode, run_variant};
 use super::learning_report::LearningReport;
 use anyhow::Result;
-use proto::{Client, PostToolRequest, PostToolResponse, ToolCall, ToolKind};
 
 /// (label, agent scores, `[evidence] outcomes`, `failures`, `boost`)
 const VARIANTS: [(&str, bool, bool, bool, bool); 8] = [
@@ -60,32 +58,4 @@ pub fn run_evidence(options: &LearningOptions) -> Result<LearningReport> {
         )?);
     }
     Ok(LearningReport { runs })
-}
-
-/// The agent's command for this turn: a failing run, then the run after its fix.
-pub(super) fn run_command(
-    d: &SpawnedDaemon,
-    conversation: &str,
-    command: &str,
-    fixed: bool,
-) -> Result<()> {
-    for failed in [true, !fixed] {
-        let _: PostToolResponse = d.post(
-            "/api/hooks/post-tool",
-            &PostToolRequest {
-                conversation_id: conversation.into(),
-                client: Client::ClaudeCode,
-                tool: ToolCall {
-                    kind: ToolKind::Shell,
-                    name: "Bash".into(),
-                    command: Some(command.into()),
-                    ..ToolCall::default()
-                },
-                exit_code: Some(if failed { 2 } else { 0 }),
-                failed,
-                project_dir: None,
-            },
-        )?;
-    }
-    Ok(())
 }

@@ -296,7 +296,8 @@ impl<'a> Simulation<'a> {
             topic,
             turn,
         );
-        super::evidence::run_command(self.d, CONVERSATION, TOPICS[topic].command, fixed)?;
+        self.d
+            .run_command(CONVERSATION, TOPICS[topic].command, fixed)?;
         let stop: StopResponse = self.d.post(
             "/api/hooks/stop",
             &StopRequest {

@@ -5,18 +5,15 @@
 //! loopback, never send CORS headers, and never turn a bad request into a 500: handlers return
 //! typed `ApiError`s that become 4xx answers with an `ErrorBody`.
 //!
-//! `routes` is the table (also the source of the OpenAPI document), `body` the extractors and
-//! answers, `guard` who may call, `transfer` export/import, `openapi` the document, `listener`
-//! the accept loop (connection cap, read timeouts).
+//! `routes` is the table (also the source of the OpenAPI document), `transfer` export/import,
+//! `openapi` the document, `listener` the accept loop (connection cap, read timeouts). The
+//! extractors and answers (`crate::body`) and who may call (`crate::guard`) sit below, shared
+//! with the dashboard.
 
-pub(crate) mod body;
-pub mod guard;
 pub mod listener;
 mod openapi;
 mod routes;
 mod transfer;
-
-pub use body::{decode_json, edge_refusal, error_response, json_response, status_of};
 
 use memd_engine::core::Core;
 use memd_engine::shutdown::Shutdown;
@@ -28,8 +25,8 @@ pub struct Server {
     pub core: Arc<Core>,
     pub token: String,
     pub mcp: Option<crate::mcp::HttpService>,
-    /// The dashboard's logins.
-    pub ui: crate::ui::session::Sessions,
+    /// The dashboard (its own state: it is mounted here and imports nothing from here).
+    pub ui: Arc<crate::ui::Dashboard>,
 }
 
 impl Server {

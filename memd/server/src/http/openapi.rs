@@ -213,7 +213,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(posts, 18, "every POST route is documented");
+        assert_eq!(posts, 19, "every POST route is documented");
     }
 
     #[test]

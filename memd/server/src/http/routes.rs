@@ -6,8 +6,8 @@
 //! and records hook latencies. Must never let a request reach a handler unguarded.
 
 use super::Server;
-use super::body::{ApiJson, Limited, error_response, json_response, respond, typed_response};
 use super::openapi::{Operation, Payload, READ_ERRORS, WRITE_ERRORS, schema_of};
+use crate::body::{ApiJson, Limited, error_response, json_response, respond, typed_response};
 use axum::Router;
 use axum::extract::{RawQuery, Request, State};
 use axum::http::{Method, Uri, header};
@@ -88,6 +88,14 @@ fn routes() -> Vec<(Operation, MethodRouter<Arc<Server>>)> {
                 "The stop hook: store the exchange, close the turn, say whether the sidecar must score it.",
             ),
             post(stop),
+        ),
+        (
+            post_op::<PreCompactRequest, PreCompactResponse>(
+                "/api/hooks/pre-compact",
+                "preCompact",
+                "Before the client compacts a conversation: store a digest of its exchanges since the last compaction.",
+            ),
+            post(pre_compact),
         ),
         (
             post_op::<PreToolRequest, PreToolResponse>(
@@ -269,7 +277,7 @@ pub fn router(server: Arc<Server>) -> Router {
         router = router.route(op.path, handler);
     }
     let router = router
-        .merge(crate::ui::router())
+        .merge(crate::ui::router().with_state(server.ui.clone()))
         .route("/mcp", any(mcp))
         .route("/mcp/{*rest}", any(mcp))
         .fallback(not_found)
@@ -338,7 +346,7 @@ fn post_op<Req: schemars::JsonSchema, Resp: schemars::JsonSchema>(
 async fn guard(State(server): App, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     if let Some((status, message)) = refusal(&server, &req, &path) {
-        return super::edge_refusal(status, message, None);
+        return crate::body::edge_refusal(status, message, None);
     }
     let started = std::time::Instant::now();
     let resp = next.run(req).await;
@@ -359,9 +367,9 @@ fn refusal(server: &Server, req: &Request, path: &str) -> Option<(u16, &'static 
     // it must be loopback as well as `Host` (hyper serves HTTP/1.1 only: no `:authority`).
     let target = req.uri().authority().map(|a| a.as_str());
     let own = server.dashboard_host();
-    if !super::guard::host_ok(header(header::HOST), &own)
-        || !super::guard::host_ok(target, &own)
-        || !super::guard::origin_ok(header(header::ORIGIN), &own)
+    if !crate::guard::host_ok(header(header::HOST), &own)
+        || !crate::guard::host_ok(target, &own)
+        || !crate::guard::origin_ok(header(header::ORIGIN), &own)
     {
         return Some((403, "forbidden: memd only answers loopback clients"));
     }
@@ -370,7 +378,7 @@ fn refusal(server: &Server, req: &Request, path: &str) -> Option<(u16, &'static 
     let public = path == "/api/health" || path == memd_client::proof::HELLO_PATH;
     if !public
         && !dashboard
-        && !super::guard::token_ok(header(header::AUTHORIZATION), &server.token)
+        && !crate::guard::token_ok(header(header::AUTHORIZATION), &server.token)
     {
         return Some((401, "unauthorized"));
     }
@@ -386,7 +394,7 @@ async fn not_found(method: Method, uri: Uri) -> Response {
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     let message = format!("no route for {method} {}", uri.path());
-    super::edge_refusal(405, &message, None)
+    crate::body::edge_refusal(405, &message, None)
 }
 
 async fn health(State(s): App) -> Response {
@@ -439,6 +447,13 @@ async fn get_context(
 
 async fn stop(State(s): App, ApiJson(b): ApiJson<StopRequest, BODY_MAX_BYTES>) -> Response {
     respond(context::stop(&s.core, &b).await)
+}
+
+async fn pre_compact(
+    State(s): App,
+    ApiJson(b): ApiJson<PreCompactRequest, BODY_MAX_BYTES>,
+) -> Response {
+    respond(context::pre_compact(&s.core, &b).await)
 }
 
 async fn pre_tool(State(s): App, ApiJson(b): ApiJson<PreToolRequest, BODY_MAX_BYTES>) -> Response {
@@ -502,7 +517,7 @@ async fn ui_login_link(
     State(s): App,
     ApiJson(_): ApiJson<UiLoginLinkRequest, BODY_MAX_BYTES>,
 ) -> Response {
-    json_response(200, &crate::ui::login_link(&s))
+    json_response(200, &crate::ui::login_link(&s.ui))
 }
 
 async fn sidecar_report(

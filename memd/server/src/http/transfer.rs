@@ -3,7 +3,7 @@
 //! Owns only the HTTP side (content type; the import body limit is the route's); what a line
 //! means is the engine's `export` module. Must never hold more than that limit in memory.
 
-use super::body::{error_response, json_response, typed_response};
+use crate::body::{error_response, json_response, typed_response};
 use axum::response::Response;
 use memd_engine::core::Core;
 use memd_engine::export::{collection_param, dry_run_param};

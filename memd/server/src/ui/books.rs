@@ -76,9 +76,9 @@ pub async fn upload(
     let text = match extracted {
         Ok(Ok(text)) => text,
         Ok(Err(e)) => {
-            return crate::http::error_response(&ApiError::unprocessable("file", e.to_string()));
+            return crate::body::error_response(&ApiError::unprocessable("file", e.to_string()));
         }
-        Err(_) => return crate::http::error_response(&ApiError::internal("extraction failed")),
+        Err(_) => return crate::body::error_response(&ApiError::internal("extraction failed")),
     };
     let title = match p.title.trim() {
         "" => std::path::Path::new(&p.name)
@@ -107,10 +107,10 @@ pub async fn upload(
                 total.chunks += r.chunks;
                 total.already_present += r.already_present;
             }
-            Err(e) => return crate::http::error_response(&e),
+            Err(e) => return crate::body::error_response(&e),
         }
     }
-    crate::http::json_response(200, &total)
+    crate::body::json_response(200, &total)
 }
 
 #[derive(Deserialize)]

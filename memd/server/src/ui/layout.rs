@@ -111,7 +111,7 @@ pub fn moving_on(to: &'static str) -> Response {
 /// An engine error as a page with the API's status and message (the field named, as there).
 pub fn error_page(e: &ApiError) -> Response {
     let status =
-        StatusCode::from_u16(crate::http::status_of(e.kind)).unwrap_or(StatusCode::BAD_REQUEST);
+        StatusCode::from_u16(crate::body::status_of(e.kind)).unwrap_or(StatusCode::BAD_REQUEST);
     let message = match &e.field {
         Some(f) => format!("{} (field: {f})", e.message),
         None => e.message.clone(),

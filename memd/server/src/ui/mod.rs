@@ -19,8 +19,7 @@ mod layout;
 mod memories;
 pub mod session;
 
-use crate::http::Server;
-use crate::http::body::read_limited;
+use crate::body::read_limited;
 use axum::Router;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
 use axum::http::request::Parts;
@@ -31,13 +30,37 @@ use memd_engine::error::ApiError;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
-type App = State<Arc<Server>>;
+/// What the dashboard's pages share: the engine, the token its host name derives from, and the
+/// logins. Its own state, so the dashboard needs nothing from the HTTP front door that mounts it.
+pub struct Dashboard {
+    pub core: Arc<memd_engine::core::Core>,
+    token: String,
+    pub sessions: session::Sessions,
+}
+
+impl Dashboard {
+    pub fn new(core: Arc<memd_engine::core::Core>, token: String) -> Dashboard {
+        let ttl = std::time::Duration::from_secs(core.cfg.ui.link_ttl_secs);
+        Dashboard {
+            core,
+            token,
+            sessions: session::Sessions::new(ttl),
+        }
+    }
+
+    /// The dashboard's own host name (`memd_client::proof::dashboard_host`).
+    pub fn dashboard_host(&self) -> String {
+        memd_client::proof::dashboard_host(&self.token)
+    }
+}
+
+type App = State<Arc<Dashboard>>;
 /// Form posts are short (an edited memory is at most the content limit plus its fields).
 const FORM_MAX_BYTES: usize = 256 * 1024;
 
 /// Every `/ui` route. The HTTP guard has checked Host and Origin already; pages check the
 /// session themselves (through [`Viewer`]) and posts their CSRF token (through [`Checked`]).
-pub fn router() -> Router<Arc<Server>> {
+pub fn router() -> Router<Arc<Dashboard>> {
     Router::new()
         .route("/ui", get(|| async { Redirect::to("/ui/memories") }))
         .route("/ui/", get(|| async { Redirect::to("/ui/memories") }))
@@ -71,7 +94,7 @@ async fn login(State(s): App, headers: HeaderMap, Query(q): Query<LoginQuery>) -
     if !at_dashboard_host(&headers, &s) {
         return elsewhere();
     }
-    let Some(session) = s.ui.redeem(&q.code) else {
+    let Some(session) = s.sessions.redeem(&q.code) else {
         return layout::refusal(
             StatusCode::FORBIDDEN,
             "This login link was already used or has expired. Run `memd ui` for a new one.",
@@ -89,7 +112,7 @@ async fn login(State(s): App, headers: HeaderMap, Query(q): Query<LoginQuery>) -
 }
 
 async fn logout(State(s): App, Checked(viewer, _): Checked<NoFields>) -> Response {
-    s.ui.end(&viewer.session);
+    s.sessions.end(&viewer.session);
     let gone = session::cookie(s.core.cfg.port, "", std::time::Duration::ZERO);
     let mut resp = layout::refusal(StatusCode::OK, "Logged out. Run `memd ui` to log in again.");
     if let Ok(v) = HeaderValue::from_str(&gone) {
@@ -105,17 +128,20 @@ pub struct Viewer {
     pub csrf: String,
 }
 
-impl FromRequestParts<Arc<Server>> for Viewer {
+impl FromRequestParts<Arc<Dashboard>> for Viewer {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, s: &Arc<Server>) -> Result<Viewer, Response> {
+    async fn from_request_parts(parts: &mut Parts, s: &Arc<Dashboard>) -> Result<Viewer, Response> {
         if !at_dashboard_host(&parts.headers, s) {
             return Err(elsewhere());
         }
         // Every cookie of the session's name counts, not only the first: a cookie another page
         // managed to set beside ours must not log the user out (cookie tossing).
-        let found = session_cookies(&parts.headers, s.core.cfg.port)
-            .find_map(|session| s.ui.touch(&session).map(|csrf| Viewer { session, csrf }));
+        let found = session_cookies(&parts.headers, s.core.cfg.port).find_map(|session| {
+            s.sessions
+                .touch(&session)
+                .map(|csrf| Viewer { session, csrf })
+        });
         found.ok_or_else(|| {
             layout::refusal(
                 StatusCode::UNAUTHORIZED,
@@ -127,11 +153,11 @@ impl FromRequestParts<Arc<Server>> for Viewer {
 
 /// Whether the request reached the dashboard under its own host name (any port: a forwarded
 /// port keeps the name).
-fn at_dashboard_host(headers: &HeaderMap, s: &Server) -> bool {
+fn at_dashboard_host(headers: &HeaderMap, s: &Dashboard) -> bool {
     headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|h| crate::http::guard::host_name(h).eq_ignore_ascii_case(&s.dashboard_host()))
+        .is_some_and(|h| crate::guard::host_name(h).eq_ignore_ascii_case(&s.dashboard_host()))
 }
 
 /// The answer for `/ui` under any other name: no session lives there.
@@ -166,10 +192,10 @@ pub struct Checked<T>(pub Viewer, pub T);
 #[derive(serde::Deserialize)]
 pub struct NoFields {}
 
-impl<T: DeserializeOwned> FromRequest<Arc<Server>> for Checked<T> {
+impl<T: DeserializeOwned> FromRequest<Arc<Dashboard>> for Checked<T> {
     type Rejection = Response;
 
-    async fn from_request(req: Request, s: &Arc<Server>) -> Result<Checked<T>, Response> {
+    async fn from_request(req: Request, s: &Arc<Dashboard>) -> Result<Checked<T>, Response> {
         let (mut parts, body) = req.into_parts();
         let viewer = Viewer::from_request_parts(&mut parts, s).await?;
         same_origin(&parts.headers)?;
@@ -204,10 +230,10 @@ impl<T: DeserializeOwned> FromRequest<Arc<Server>> for Checked<T> {
 /// script sends it), and the raw body of at most `LIMIT` bytes.
 pub struct CheckedBytes<const LIMIT: usize>(pub Viewer, pub bytes::Bytes);
 
-impl<const LIMIT: usize> FromRequest<Arc<Server>> for CheckedBytes<LIMIT> {
+impl<const LIMIT: usize> FromRequest<Arc<Dashboard>> for CheckedBytes<LIMIT> {
     type Rejection = Response;
 
-    async fn from_request(req: Request, s: &Arc<Server>) -> Result<Self, Response> {
+    async fn from_request(req: Request, s: &Arc<Dashboard>) -> Result<Self, Response> {
         let (mut parts, body) = req.into_parts();
         let viewer = Viewer::from_request_parts(&mut parts, s).await?;
         same_origin(&parts.headers)?;
@@ -217,7 +243,7 @@ impl<const LIMIT: usize> FromRequest<Arc<Server>> for CheckedBytes<LIMIT> {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         if !session::same(presented, &viewer.csrf) {
-            return Err(crate::http::edge_refusal(
+            return Err(crate::body::edge_refusal(
                 403,
                 "missing or wrong CSRF token",
                 Some("x-memd-csrf"),
@@ -225,7 +251,7 @@ impl<const LIMIT: usize> FromRequest<Arc<Server>> for CheckedBytes<LIMIT> {
         }
         let bytes = read_limited(Request::from_parts(parts, body), LIMIT)
             .await
-            .map_err(|e| crate::http::error_response(&e))?;
+            .map_err(|e| crate::body::error_response(&e))?;
         Ok(CheckedBytes(viewer, bytes))
     }
 }
@@ -246,12 +272,15 @@ fn same_origin(headers: &HeaderMap) -> Result<(), Response> {
 
 /// Mints a login link for `POST /api/ui/login-link` (bearer-authenticated like the rest of
 /// the API), under the dashboard's own host name.
-pub fn login_link(s: &Server) -> proto::UiLoginLinkResponse {
+pub fn login_link(s: &Dashboard) -> proto::UiLoginLinkResponse {
     let port = s.core.cfg.port;
     let host = s.dashboard_host();
     proto::UiLoginLinkResponse {
-        url: format!("http://{host}:{port}/ui/login?code={}", s.ui.mint_code()),
-        expires_in_secs: s.ui.code_ttl().as_secs(),
+        url: format!(
+            "http://{host}:{port}/ui/login?code={}",
+            s.sessions.mint_code()
+        ),
+        expires_in_secs: s.sessions.code_ttl().as_secs(),
     }
 }
 
@@ -259,7 +288,7 @@ pub fn login_link(s: &Server) -> proto::UiLoginLinkResponse {
 /// (30-40 ms at the cap, `memd-bench --only dashboard`), which must not hold up hook calls on
 /// the async threads.
 pub async fn off_thread<T: Send + 'static>(
-    s: &Arc<Server>,
+    s: &Arc<Dashboard>,
     read: impl FnOnce(&memd_engine::core::Core) -> T + Send + 'static,
 ) -> Result<T, Response> {
     let core = s.core.clone();

@@ -164,7 +164,7 @@ fn random_hex() -> String {
     hex::encode(rand::random::<[u8; 32]>())
 }
 
-pub use crate::http::guard::same_secret as same;
+pub use crate::guard::same_secret as same;
 
 #[cfg(test)]
 mod tests {
