@@ -211,11 +211,10 @@ impl Core {
         }
         let embedder = self.embedder()?;
         let owned = text.to_string();
-        let v = tokio::task::spawn_blocking(move || embedder.embed(&[owned.as_str()]))
+        let v = tokio::task::spawn_blocking(move || embedder.embed_query(&owned))
             .await
             .ok()?
-            .ok()?
-            .pop()?;
+            .ok()?;
         let v = Arc::new(v);
         if let Ok(mut cache) = self.query_cache.lock() {
             if cache.len() >= QUERY_CACHE_MAX {

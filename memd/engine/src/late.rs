@@ -25,6 +25,19 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 const SAVE_EVERY: Duration = Duration::from_secs(300);
 /// Planning a pass sorts every live memory under the store's read lock (~15 ms at 100k).
 const IDLE_TICK: Duration = Duration::from_secs(60);
+/// While prompts are arriving (one within `BUSY_WINDOW`), the background encoding takes at
+/// most this share of the time: after each memory it rests (1 / share − 1) × what the memory
+/// took, and each plan (a read of every memory) waits `BUSY_SETTLE`, so a burst of new
+/// memories is planned once instead of once each. Token states are derived data: a memory
+/// without them keeps its fused place until the machine is quiet again, when the loop runs at
+/// full speed.
+const BUSY_SHARE: f64 = 0.1;
+const BUSY_WINDOW: Duration = Duration::from_secs(2);
+const BUSY_SETTLE: Duration = Duration::from_secs(1);
+/// After a prompt's query encoding missed its budget, the prompts of the next `MISS_BACKOFF`
+/// keep the fused order without encoding: on a machine that busy their encodings would finish
+/// after their prompts too, and the work thrown away is what slowed everyone down.
+const MISS_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Token states by memory key, with a hash of the text they were computed from (an edited
 /// memory is re-encoded; until then it has none).
@@ -41,6 +54,16 @@ pub struct States {
     known: std::sync::Mutex<HashMap<(u64, u32), Known>>,
     /// How prompts fared against the reranking budget since start.
     pub prompts: PromptTally,
+    /// When the last prompt asked for reranking, and until when prompts skip their query
+    /// encoding after a miss (milliseconds on `clock_ms`).
+    last_prompt_ms: std::sync::atomic::AtomicU64,
+    backoff_until_ms: std::sync::atomic::AtomicU64,
+}
+
+/// Milliseconds on a monotonic clock private to this module (0 = never).
+fn clock_ms() -> u64 {
+    static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+    EPOCH.elapsed().as_millis() as u64 + 1
 }
 
 /// Prompts that asked for late interaction since the daemon started, by what they got: the
@@ -126,6 +149,34 @@ impl States {
             .collect();
         crate::late_file::save(path, &refs)?;
         Ok(changes)
+    }
+
+    /// A prompt asked for reranking now.
+    fn prompt_seen(&self) {
+        self.last_prompt_ms
+            .store(clock_ms(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a prompt asked for reranking within `BUSY_WINDOW`.
+    fn prompts_arriving(&self) -> bool {
+        let last = self
+            .last_prompt_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        last != 0 && clock_ms().saturating_sub(last) < BUSY_WINDOW.as_millis() as u64
+    }
+
+    /// A prompt's query encoding missed its budget: the next ones skip theirs for a while.
+    fn missed(&self) {
+        let until = clock_ms() + MISS_BACKOFF.as_millis() as u64;
+        self.backoff_until_ms
+            .store(until, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn backing_off(&self) -> bool {
+        clock_ms()
+            < self
+                .backoff_until_ms
+                .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn changes(&self) -> u64 {
@@ -263,8 +314,19 @@ pub async fn encode_query(
             core.late_states.prompts.count(what)
         }
     };
+    let states = &core.late_states;
+    if shed {
+        states.prompt_seen();
+        if states.backing_off() {
+            tally(PromptRerank::Shed);
+            return None;
+        }
+    }
     if Instant::now() >= deadline {
         tally(PromptRerank::OverBudget);
+        if shed {
+            states.missed();
+        }
         return None;
     }
     let in_flight = InFlight::enter(core.clone());
@@ -292,6 +354,9 @@ pub async fn encode_query(
         Err(_) => {
             tracing::debug!("late-interaction query missed the reranking budget");
             tally(PromptRerank::OverBudget);
+            if shed {
+                states.missed();
+            }
             None
         }
     }
@@ -344,7 +409,7 @@ pub async fn states_loop(core: Arc<Core>, shutdown: Shutdown) {
             return;
         }
         let pass = match core.late_model() {
-            Some(model) => encode_some(&core, model).await,
+            Some(model) => encode_some(&core, model, &shutdown).await,
             None => Ok(0),
         };
         // Checked after busy passes too, so a long backfill is saved along the way.
@@ -375,12 +440,23 @@ pub async fn states_loop(core: Arc<Core>, shutdown: Shutdown) {
                 }
             }
         }
+        // Planning reads every memory: under load, let the new ones gather first.
+        if core.late_states.prompts_arriving() {
+            tokio::select! {
+                _ = tokio::time::sleep(BUSY_SETTLE) => {}
+                _ = shutdown.wait() => return,
+            }
+        }
     }
 }
 
 /// Encodes up to `ENCODE_BATCH` of the memories that should have states and lack them; returns
 /// how many.
-async fn encode_some(core: &Arc<Core>, model: Arc<LateInteraction>) -> anyhow::Result<usize> {
+async fn encode_some(
+    core: &Arc<Core>,
+    model: Arc<LateInteraction>,
+    shutdown: &Shutdown,
+) -> anyhow::Result<usize> {
     let cap = core.cfg.search.token_states_mb * 1024 * 1024;
     let Plan {
         todo, keep, live, ..
@@ -389,11 +465,15 @@ async fn encode_some(core: &Arc<Core>, model: Arc<LateInteraction>) -> anyhow::R
     if todo.is_empty() {
         return Ok(0);
     }
-    let c = core.clone();
+    let (c, stop) = (core.clone(), shutdown.clone());
     tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
-        let n = todo.len();
+        let mut done = 0;
         // One memory per call: a prompt's query waits for the model behind one memory at most.
         for (key, text) in todo {
+            if stop.is_set() {
+                break;
+            }
+            let started = Instant::now();
             match model.encode_doc(&text) {
                 Ok(states) => c.late_states.insert(key, &text, states),
                 Err(e) => {
@@ -403,8 +483,12 @@ async fn encode_some(core: &Arc<Core>, model: Arc<LateInteraction>) -> anyhow::R
                     c.late_states.remember(key, text_hash(&text), Known::Failed);
                 }
             }
+            done += 1;
+            if c.late_states.prompts_arriving() {
+                std::thread::sleep(started.elapsed().mul_f64(1.0 / BUSY_SHARE - 1.0));
+            }
         }
-        Ok(n)
+        Ok(done)
     })
     .await?
 }
@@ -480,6 +564,17 @@ fn estimated_bytes(content: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missed_budget_backs_off_and_prompts_make_the_background_yield() {
+        let states = States::default();
+        assert!(!states.backing_off() && !states.prompts_arriving());
+        states.prompt_seen();
+        assert!(states.prompts_arriving(), "a prompt just arrived");
+        assert!(!states.backing_off(), "no miss yet");
+        states.missed();
+        assert!(states.backing_off(), "the next prompts skip their encoding");
+    }
 
     #[test]
     fn reorder_leaves_memories_without_states_in_place() {

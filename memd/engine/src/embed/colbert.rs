@@ -11,8 +11,8 @@
 //! Must never panic on a missing or broken model and never hold the session lock while
 //! tokenising.
 
+use super::gate::{Gate, Priority};
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
 
 use anyhow::{Context, Result, anyhow, ensure};
 use ort::environment::Environment;
@@ -179,7 +179,7 @@ unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
 
 /// answerai-colbert-small-v1 behind ONNX Runtime; shared between threads like the embedder.
 pub struct LateInteraction {
-    session: Mutex<Session>,
+    session: Gate<Session>,
     query_tokens: usize,
     dims: usize,
     tokenizer: Tokenizer,
@@ -202,7 +202,7 @@ impl LateInteraction {
             },
         )?;
         Ok(LateInteraction {
-            session: Mutex::new(parts.session),
+            session: Gate::new(parts.session),
             query_tokens: QUERY_TOKENS,
             dims: DIMS,
             tokenizer: parts.tokenizer,
@@ -235,7 +235,7 @@ impl LateInteraction {
         ids.resize(self.query_tokens.max(real), MASK);
         let mask: Vec<i64> = (0..ids.len()).map(|i| i64::from(i < real)).collect();
         Ok(QueryStates {
-            states: TokenStates::quantize(&self.run(&ids, &mask)?),
+            states: TokenStates::quantize(&self.run(&ids, &mask, Priority::Urgent)?),
         })
     }
 
@@ -243,7 +243,11 @@ impl LateInteraction {
     pub fn encode_doc(&self, text: &str) -> Result<TokenStates> {
         let ids = self.token_ids(text, DOC_MARKER)?;
         let mask = vec![1; ids.len()];
-        Ok(TokenStates::quantize(&self.run(&ids, &mask)?))
+        Ok(TokenStates::quantize(&self.run(
+            &ids,
+            &mask,
+            Priority::Background,
+        )?))
     }
 
     fn token_ids(&self, text: &str, marker: i64) -> Result<Vec<i64>> {
@@ -257,11 +261,11 @@ impl LateInteraction {
     }
 
     /// Unit-length hidden state of every position.
-    fn run(&self, ids: &[i64], mask: &[i64]) -> Result<Vec<Vec<f32>>> {
+    fn run(&self, ids: &[i64], mask: &[i64], priority: Priority) -> Result<Vec<Vec<f32>>> {
         crate::heap::mark_dirty();
         let shape = [1, ids.len()];
         let type_ids = vec![0i64; ids.len()];
-        let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut session = self.session.lock(priority);
         let outputs = session
             .run(ort::inputs![
                 "input_ids" => TensorRef::from_array_view((shape, ids))?,

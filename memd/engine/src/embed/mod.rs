@@ -10,7 +10,9 @@
 //! missing or broken runtime (every load problem is an error naming the fix), or hold the
 //! model lock while tokenising.
 
+mod batch;
 pub mod colbert;
+mod gate;
 mod onnx;
 mod rerank;
 mod runtime;
@@ -32,5 +34,14 @@ pub trait Embed: Send + Sync {
     fn dims(&self) -> usize;
 
     /// One vector per input text, in input order. An empty slice gives an empty result.
+    /// Background work: a query waiting for the model goes first.
     fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>>;
+
+    /// One query's vector, for a prompt or a search waiting on it: ahead of background work,
+    /// batched with the queries that arrive at the same time.
+    fn embed_query(&self, text: &str) -> anyhow::Result<Vec<f32>> {
+        self.embed(&[text])?
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("no vector for the query"))
+    }
 }

@@ -7,7 +7,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use ort::environment::Environment;
@@ -16,6 +16,8 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::value::TensorRef;
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
+use super::batch::QueryBatch;
+use super::gate::{Gate, Priority};
 use super::{DIMS, Embed, RuntimePaths};
 
 /// Inputs are cut to this many tokens (including [CLS] and [SEP]), the sentence-transformers
@@ -44,7 +46,8 @@ static LOADED_RUNTIME: Mutex<Option<(PathBuf, Environment)>> = Mutex::new(None);
 /// all-MiniLM-L6-v2 (int8 weights) behind ONNX Runtime. Safe to share between threads: the
 /// session runs one batch at a time behind a mutex; tokenising happens outside it.
 pub struct OnnxEmbedder {
-    session: Mutex<Session>,
+    session: Gate<Session>,
+    queries: QueryBatch,
     tokenizer: Tokenizer,
     /// Pool with the `[CLS]` state instead of the mean (bge models; for studies).
     cls_pooling: bool,
@@ -62,7 +65,8 @@ impl OnnxEmbedder {
         check_model_signature(&session, &paths.model)?;
         let tokenizer = load_tokenizer(&paths.tokenizer)?;
         Ok(Self {
-            session: Mutex::new(session),
+            session: Gate::new(session),
+            queries: QueryBatch::default(),
             tokenizer,
             cls_pooling: false,
             _environment: environment,
@@ -83,10 +87,10 @@ impl OnnxEmbedder {
     }
 
     /// Runs one batch of encodings through the model and returns one unit vector for each.
-    fn embed_batch(&self, encodings: &[&Encoding]) -> Result<Vec<Vec<f32>>> {
+    fn embed_batch(&self, encodings: &[&Encoding], priority: Priority) -> Result<Vec<Vec<f32>>> {
         let batch = PaddedBatch::new(encodings);
         let shape = [batch.rows, batch.width];
-        let mut session = self.lock_session();
+        let mut session = self.session.lock(priority);
         let outputs = session
             .run(ort::inputs![
                 INPUT_IDS => TensorRef::from_array_view((shape, &batch.ids[..]))?,
@@ -116,18 +120,8 @@ impl OnnxEmbedder {
         Ok(batch.mean_pool_normalised(states))
     }
 
-    fn lock_session(&self) -> MutexGuard<'_, Session> {
-        // A panic while running can't leave the session half-updated in a way later runs see.
-        self.session.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Embed for OnnxEmbedder {
-    fn dims(&self) -> usize {
-        DIMS
-    }
-
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+    /// One vector per text, in input order, run in length-sorted batches at `priority`.
+    fn embed_at(&self, texts: &[&str], priority: Priority) -> Result<Vec<Vec<f32>>> {
         crate::heap::mark_dirty();
         let encodings = texts
             .iter()
@@ -139,11 +133,27 @@ impl Embed for OnnxEmbedder {
         let mut vectors = vec![Vec::new(); texts.len()];
         for chunk in order.chunks(MAX_BATCH) {
             let batch: Vec<&Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
-            for (&i, vector) in chunk.iter().zip(self.embed_batch(&batch)?) {
+            for (&i, vector) in chunk.iter().zip(self.embed_batch(&batch, priority)?) {
                 vectors[i] = vector;
             }
         }
         Ok(vectors)
+    }
+}
+
+impl Embed for OnnxEmbedder {
+    fn dims(&self) -> usize {
+        DIMS
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        self.embed_at(texts, Priority::Background)
+    }
+
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        self.queries.embed(text, MAX_BATCH, |texts| {
+            self.embed_at(texts, Priority::Urgent)
+        })
     }
 }
 
