@@ -6,8 +6,13 @@
 # does not:
 #
 #   rustup target x86_64-pc-windows-gnu    Rust's standard library for Windows (GNU ABI)
-#   gcc-mingw-w64-x86-64 (Debian)          the linker, and the C compiler for ring
+#   gcc-mingw-w64-x86-64 (Debian)          the linker, and the C compiler for ring and SQLite
+#   g++-mingw-w64-x86-64 (Debian)          the C++ compiler for usearch; install/build-windows.sh
+#                                          uses its posix-thread variant (std::mutex)
 #   wine64 (Debian)                        runs the .exe files: /usr/lib/wine/wine64
+#   CACHE/windows/onnxruntime.dll          ONNX Runtime for Windows, from PyPI's onnxruntime
+#                                          wheel for win_amd64 (the version and sha256 pinned
+#                                          like fetch-runtime.sh's Linux library)
 #   CACHE/windows/bcryptprimitives.dll     a test-only shim built here from
 #                                          install/windows/bcryptprimitives.c: Rust's std
 #                                          imports ProcessPrng from that DLL, which Wine 8.0
@@ -23,6 +28,9 @@ readonly WINE_VERSION=${MEMD_WINE_VERSION:-8.0~repack-4}
 readonly MINGW_VERSION=${MEMD_MINGW_VERSION:-12.2.0-14+25.2}
 readonly TARGET=x86_64-pc-windows-gnu
 readonly WINE=/usr/lib/wine/wine64
+readonly ORT_VERSION=1.31.1
+readonly ORT_MEMBER=onnxruntime/capi/onnxruntime.dll
+readonly ORT_SHA256=8482d2ee174e28504f99730fb01d6861575870283de4ed3a897ad39170d9a9b9
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly SHIM_SRC=$repo_root/install/windows/bcryptprimitives.c
@@ -101,6 +109,36 @@ shim() {
     say "built $dll"
 }
 
+# The Windows ONNX Runtime DLL, unless the cached one has the pinned sha256.
+onnxruntime_dll() {
+    local dll=$DEST/onnxruntime.dll work wheels
+    if [[ -f "$dll" ]] && [[ "$(sha256sum "$dll" | cut -d' ' -f1)" == "$ORT_SHA256" ]]; then
+        say "$dll is current (sha256 ok)"
+        return 0
+    fi
+    python3 -m pip --version >/dev/null 2>&1 || die "pip is needed to download onnxruntime from PyPI"
+    mkdir -p "$DEST"
+    work=$(mktemp -d)
+    # shellcheck disable=SC2064 # expand now: $work is local
+    trap "rm -rf '$work'" RETURN
+    say "downloading onnxruntime==$ORT_VERSION for win_amd64"
+    PIP_REQUIRE_VIRTUALENV=false python3 -m pip download --quiet --no-deps --only-binary=:all: \
+        --disable-pip-version-check --progress-bar off --python-version 3.11 \
+        --platform win_amd64 -d "$work" "onnxruntime==$ORT_VERSION" ||
+        die "could not download onnxruntime==$ORT_VERSION for win_amd64 (is PyPI reachable?)"
+    wheels=("$work"/*.whl)
+    python3 - "${wheels[0]}" "$ORT_MEMBER" "$work/onnxruntime.dll" <<'PY' || die "$ORT_MEMBER is not in the wheel"
+import shutil, sys, zipfile
+wheel, member, out = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+    [[ "$(sha256sum "$work/onnxruntime.dll" | cut -d' ' -f1)" == "$ORT_SHA256" ]] ||
+        die "sha256 mismatch for $ORT_MEMBER from onnxruntime==$ORT_VERSION"
+    mv "$work/onnxruntime.dll" "$dll"
+    say "installed $dll (sha256 ok)"
+}
+
 main() {
     case "${1:-}" in -h | --help)
         printf 'usage: %s\n' "$0"
@@ -112,11 +150,15 @@ main() {
         die "this script uses Debian's apt; install wine64 and mingw-w64 (x86_64) by hand"
     rust_target
     apt_package gcc-mingw-w64-x86-64 "$MINGW_VERSION"
+    apt_package g++-mingw-w64-x86-64 "$MINGW_VERSION"
     apt_package wine64 "$WINE_VERSION"
     [[ -x "$WINE" ]] || die "$WINE is missing after installing wine64"
     command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 ||
         die "x86_64-w64-mingw32-gcc is missing after installing gcc-mingw-w64-x86-64"
+    command -v x86_64-w64-mingw32-g++-posix >/dev/null 2>&1 ||
+        die "x86_64-w64-mingw32-g++-posix is missing after installing g++-mingw-w64-x86-64"
     shim
+    onnxruntime_dll
     say "ready: $("$WINE" --version 2>/dev/null || echo wine64), $(x86_64-w64-mingw32-gcc -dumpversion) mingw-w64 gcc"
 }
 

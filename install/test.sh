@@ -3,7 +3,8 @@
 # Chromium from Debian's packages and the agent clients from npm, builds the workspace, and runs
 # every test: unit, integration and end-to-end (real daemon, real hooks, the dashboard in a real
 # browser, real Claude Code and Codex CLI against a local stand-in for their model API).
-# MEMD_WINDOWS=1 adds the Windows hooks, cross-built and run under Wine (install/fetch-windows.sh).
+# MEMD_WINDOWS=1 adds memd and the hooks for Windows, cross-built and run under Wine
+# (install/fetch-windows.sh, install/build-windows.sh).
 # Usage: install/test.sh [extra cargo test args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,13 +24,14 @@ echo "==> provisioning the agent clients (Claude Code, Codex CLI; pinned npm rel
 echo "==> building (debug)"
 cargo build --workspace --locked
 
-# The Windows hooks under Wine (tests/tests/windows_wine.rs): only when asked for, since
-# provisioning Wine and mingw-w64 takes minutes. Without MEMD_WINDOWS=1 that test says it skipped.
+# The Windows builds under Wine (tests/tests/windows_wine.rs): only when asked for, since
+# provisioning Wine and mingw-w64 and the cross build take many minutes. Without
+# MEMD_WINDOWS=1 that test says it skipped.
 if [[ "${MEMD_WINDOWS:-}" == 1 ]]; then
     echo "==> provisioning the Windows cross toolchain and Wine (MEMD_WINDOWS=1)"
     ./install/fetch-windows.sh
-    echo "==> building the Windows hooks (x86_64-pc-windows-gnu)"
-    cargo build --locked --target x86_64-pc-windows-gnu -p hook-prompt -p hook-stop
+    echo "==> building memd and the hooks for Windows (x86_64-pc-windows-gnu, into target-win)"
+    ./install/build-windows.sh
 fi
 
 echo "==> tests"

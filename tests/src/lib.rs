@@ -13,6 +13,7 @@ pub mod clients;
 pub mod fake_model;
 pub mod project;
 pub mod shared_store;
+pub mod wine;
 
 pub use memd_testkit::{
     Daemon, Spec, bin_dir, files_under, run_hook, runtime_dir, target_bin as bin,

@@ -1,183 +1,22 @@
-//! The Windows hooks (`x86_64-pc-windows-gnu` builds) under Wine: they read Claude Code's hook
-//! JSON, fail open with memd down (logging under the Windows `%LOCALAPPDATA%\memd`), and, against
-//! a real Linux memd on loopback, inject KNOWN CONTEXT and store the exchange (the Windows
-//! build's HTTP client and identity proof against the real daemon).
+//! The Windows builds (`x86_64-pc-windows-gnu`) under Wine. The hooks read Claude Code's hook
+//! JSON, fail open with memd down (logging under the Windows `%LOCALAPPDATA%\memd`), and,
+//! against a real Linux memd on loopback, inject KNOWN CONTEXT and store the exchange. The
+//! Windows daemon keeps its store in `%LOCALAPPDATA%\memd`, embeds with the real model through
+//! the Windows ONNX Runtime, feeds the Windows hook, reads a PDF in its confined child, keeps
+//! every acknowledged memory through a SIGKILL, and is started by a hook that finds it down.
 //!
 //! Runs only with `MEMD_WINDOWS=1`, after `install/fetch-windows.sh` and
-//! `cargo build --target x86_64-pc-windows-gnu -p hook-prompt -p hook-stop`; then anything
-//! missing fails the test. Without the variable it prints that it was skipped.
+//! `install/build-windows.sh`; then anything missing fails the test. Without the variable it
+//! prints that it was skipped. Timings are printed (`--nocapture`), never asserted.
 
 use proto::{MemoryBankResponse, StatsResponse};
 use serde_json::{Value, json};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use tests::wine::{Wine, WineDaemon, enabled, free_port, z};
 
 /// The project directory Claude Code on Windows reports.
 const WIN_CWD: &str = r"C:\Users\dev\shop";
-const TARGET: &str = "x86_64-pc-windows-gnu";
-/// Wine starts slowly on a loaded machine (the first run also creates the prefix).
-const WINE_LIMIT: Duration = Duration::from_secs(300);
-/// The hooks' own deadline, raised: Wine's start-up is not what is tested here.
-const HOOK_DEADLINE_MS: &str = "20000";
-
-/// A fresh 64-bit Wine prefix with the Windows hooks and the test-only shim in a directory
-/// whose name has a space (as `C:\Program Files` does).
-struct Wine {
-    wine: PathBuf,
-    root: tempfile::TempDir,
-}
-
-impl Wine {
-    fn prefix(&self) -> PathBuf {
-        self.root.path().join("prefix")
-    }
-
-    fn bin(&self) -> PathBuf {
-        self.root.path().join("memd hooks")
-    }
-
-    /// Sets up the prefix; panics naming what is missing.
-    fn new() -> Wine {
-        let wine = [std::env::var_os("MEMD_WINE").map(PathBuf::from)]
-            .into_iter()
-            .flatten()
-            .chain([PathBuf::from("/usr/lib/wine/wine64")])
-            .find(|p| p.is_file())
-            .unwrap_or_else(|| panic!("MEMD_WINDOWS=1 but wine64 is missing: run install/fetch-windows.sh (or set MEMD_WINE)"));
-        let shim = proto::paths::cache_dir()
-            .join("windows")
-            .join("bcryptprimitives.dll");
-        assert!(
-            shim.is_file(),
-            "MEMD_WINDOWS=1 but {} is missing: run install/fetch-windows.sh",
-            shim.display()
-        );
-        let exe_dir = windows_exe_dir();
-        let root = tempfile::tempdir().unwrap();
-        let w = Wine { wine, root };
-        std::fs::create_dir_all(w.bin()).unwrap();
-        for name in ["hook-prompt.exe", "hook-stop.exe"] {
-            let exe = exe_dir.join(name);
-            assert!(
-                exe.is_file(),
-                "MEMD_WINDOWS=1 but {} is missing: run `cargo build --target {TARGET} -p hook-prompt -p hook-stop`",
-                exe.display()
-            );
-            std::fs::copy(&exe, w.bin().join(name)).unwrap();
-        }
-        std::fs::copy(&shim, w.bin().join("bcryptprimitives.dll")).unwrap();
-        let (code, _, err) = w.run(&[OsArg::S("wineboot"), OsArg::S("--init")], b"", &[]);
-        assert_eq!(code, 0, "wineboot failed: {err}");
-        w
-    }
-
-    fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.wine);
-        for k in memd_testkit::SCRUBBED_ENV {
-            cmd.env_remove(k);
-        }
-        for k in [
-            "LOCALAPPDATA",
-            "APPDATA",
-            "USERPROFILE",
-            "DISPLAY",
-            "WAYLAND_DISPLAY",
-        ] {
-            cmd.env_remove(k);
-        }
-        cmd.env("WINEPREFIX", self.prefix())
-            .env("WINEARCH", "win64")
-            .env("WINEDEBUG", "-all")
-            // No Mono/Gecko installers on prefix creation.
-            .env("WINEDLLOVERRIDES", "mscoree=;mshtml=")
-            .env("MEMD_HOOK_DEADLINE_MS", HOOK_DEADLINE_MS);
-        cmd
-    }
-
-    /// Runs wine with `args`, `stdin` and `env`; (exit code, stdout, stderr), bounded by
-    /// [`WINE_LIMIT`].
-    fn run(&self, args: &[OsArg], stdin: &[u8], env: &[(&str, String)]) -> (i32, String, String) {
-        let mut cmd = self.command();
-        for a in args {
-            match a {
-                OsArg::S(s) => cmd.arg(s),
-                OsArg::P(p) => cmd.arg(p),
-            };
-        }
-        cmd.envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn wine64");
-        let mut sin = child.stdin.take().unwrap();
-        sin.write_all(stdin).ok();
-        drop(sin);
-        let drain = |mut r: Box<dyn Read + Send>| {
-            std::thread::spawn(move || {
-                let mut s = Vec::new();
-                r.read_to_end(&mut s).ok();
-                String::from_utf8_lossy(&s).into_owned()
-            })
-        };
-        let out = drain(Box::new(child.stdout.take().unwrap()));
-        let err = drain(Box::new(child.stderr.take().unwrap()));
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > WINE_LIMIT {
-                child.kill().ok();
-                child.wait().ok();
-                panic!("wine {args:?} still running after {WINE_LIMIT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let (out, err) = (out.join().unwrap(), err.join().unwrap());
-        (status.code().unwrap_or(-1), out, err)
-    }
-
-    fn hook(&self, name: &str, stdin: &[u8], env: &[(&str, String)]) -> (i32, String, String) {
-        self.run(&[OsArg::P(self.bin().join(name))], stdin, env)
-    }
-}
-
-impl Drop for Wine {
-    fn drop(&mut self) {
-        // Ends this prefix's wineserver (it lingers after the last process otherwise).
-        let server = self.wine.with_file_name("wineserver");
-        let _ = Command::new(server)
-            .arg("-k")
-            .env("WINEPREFIX", self.prefix())
-            .status();
-    }
-}
-
-#[derive(Debug)]
-enum OsArg {
-    S(&'static str),
-    P(PathBuf),
-}
-
-/// `target/x86_64-pc-windows-gnu/<profile>`, beside this test's `target/<profile>`.
-fn windows_exe_dir() -> PathBuf {
-    let bin = tests::bin_dir();
-    let profile = bin.file_name().unwrap().to_owned();
-    bin.parent().unwrap().join(TARGET).join(profile)
-}
-
-/// A Linux path as Wine's `Z:` drive (the whole Unix file system) names it.
-fn z(path: &Path) -> String {
-    format!("Z:{}", path.display().to_string().replace('/', "\\"))
-}
-
-/// A loopback port nothing listens on (bound, then released).
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
 
 fn claude_prompt(session: &str, prompt: &str, transcript: &str, cwd: &str) -> Vec<u8> {
     json!({
@@ -198,16 +37,6 @@ fn claude_stop(session: &str, answer: &str, transcript: &str, cwd: &str) -> Vec<
     .into_bytes()
 }
 
-fn enabled() -> bool {
-    if std::env::var("MEMD_WINDOWS").is_ok_and(|v| v == "1") {
-        return true;
-    }
-    println!(
-        "SKIPPED: the Windows hooks under Wine run with MEMD_WINDOWS=1 (see install/fetch-windows.sh)"
-    );
-    false
-}
-
 /// The hooks' failure log in the prefix's `%LOCALAPPDATA%\memd\logs` (any Wine user name).
 fn local_appdata_log(prefix: &Path) -> Option<PathBuf> {
     let users = std::fs::read_dir(prefix.join("drive_c/users")).ok()?;
@@ -222,18 +51,18 @@ fn windows_hooks_under_wine_fail_open_then_inject_known_context() {
     if !enabled() {
         return;
     }
-    let wine = Wine::new();
+    let wine = Wine::new(&["hook-prompt.exe", "hook-stop.exe"]);
 
     // memd down: no data dir or config named, so the Windows defaults apply.
     let down = [("MEMD_PORT", free_port().to_string())];
     let t = r"C:\Users\dev\t.jsonl";
-    let (code, out, err) = wine.hook(
+    let (code, out, err) = wine.exe(
         "hook-prompt.exe",
         &claude_prompt("w-down", "hi", t, WIN_CWD),
         &down,
     );
     assert_eq!((code, out.as_str()), (0, ""), "stderr: {err}");
-    let (code, out, err) = wine.hook(
+    let (code, out, err) = wine.exe(
         "hook-stop.exe",
         &claude_stop("w-down", "ok", t, WIN_CWD),
         &down,
@@ -266,7 +95,7 @@ fn windows_hooks_under_wine_fail_open_then_inject_known_context() {
     std::fs::write(&transcript, "").unwrap();
     let t = z(&transcript);
     let prompt = "which port does the billing staging database use?";
-    let (code, out, err) = wine.hook(
+    let (code, out, err) = wine.exe(
         "hook-prompt.exe",
         &claude_prompt("w-up", prompt, &t, &cwd),
         &up,
@@ -293,7 +122,7 @@ fn windows_hooks_under_wine_fail_open_then_inject_known_context() {
     ];
     let lines: Vec<String> = turn.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&transcript, lines.concat()).unwrap();
-    let (code, out, err) = wine.hook(
+    let (code, out, err) = wine.exe(
         "hook-stop.exe",
         &claude_stop("w-up", "5433.", &t, &cwd),
         &up,
@@ -304,4 +133,191 @@ fn windows_hooks_under_wine_fail_open_then_inject_known_context() {
         s.collections["working"].count, 1,
         "the Windows stop hook stored the exchange"
     );
+}
+
+/// The embedding runtime for the Windows daemon: the Windows ONNX Runtime DLL that
+/// `install/fetch-windows.sh` took from PyPI's `win_amd64` wheel, beside links to the Linux
+/// cache's models (the same files on every OS).
+fn windows_runtime(wine: &Wine) -> PathBuf {
+    let dll = proto::paths::cache_dir().join("windows/onnxruntime.dll");
+    assert!(
+        dll.is_file(),
+        "MEMD_WINDOWS=1 but {} is missing: run install/fetch-windows.sh",
+        dll.display()
+    );
+    let linux = tests::runtime_dir();
+    let dir = wine.root().join("runtime");
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    std::fs::copy(&dll, dir.join("lib/onnxruntime.dll")).unwrap();
+    for sub in ["model", "reranker", "colbert"] {
+        std::os::unix::fs::symlink(linux.join(sub), dir.join(sub)).unwrap();
+    }
+    dir
+}
+
+/// Runs `hook-prompt.exe` for `prompt` in the Windows project `cwd`; its context and how long
+/// the whole Wine process took.
+fn prompt_context(wine: &Wine, session: &str, prompt: &str, cwd: &str) -> (String, Duration) {
+    let transcript = wine.root().join(format!("{session}.jsonl"));
+    std::fs::write(&transcript, "").unwrap();
+    let started = Instant::now();
+    let (code, out, err) = wine.exe(
+        "hook-prompt.exe",
+        &claude_prompt(session, prompt, &z(&transcript), cwd),
+        &[],
+    );
+    let took = started.elapsed();
+    assert_eq!(code, 0, "stderr: {err}");
+    let v: Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("hook-prompt.exe answered {out:?} ({e}); stderr {err}"));
+    assert_eq!(v["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit");
+    let ctx = v["hookSpecificOutput"]["additionalContext"].as_str();
+    (ctx.unwrap_or_default().to_string(), took)
+}
+
+#[test]
+fn windows_memd_under_wine_stores_answers_the_hook_and_survives_a_kill() {
+    if !enabled() {
+        return;
+    }
+    let wine = Wine::new(&["memd.exe", "hook-prompt.exe", "hook-stop.exe"]);
+    let runtime = windows_runtime(&wine);
+    // No data or config dir named: the Windows defaults (%LOCALAPPDATA%\memd, %APPDATA%\memd).
+    let env = [
+        ("MEMD_PORT", free_port().to_string()),
+        ("MEMD_RUNTIME_DIR", z(&runtime)),
+    ];
+    let mut d = WineDaemon::start(&wine, &env);
+    println!(
+        "memd.exe under Wine: /api/health answered {:?} after spawn",
+        d.healthy_after
+    );
+    assert!(
+        d.data_dir().starts_with(wine.prefix()) && d.data_dir().join("store").is_dir(),
+        "the store is in the prefix's %LOCALAPPDATA%\\memd: {}",
+        d.data_dir().display()
+    );
+
+    // The real model through the Windows ONNX Runtime.
+    let model_at = Instant::now();
+    loop {
+        let h: proto::HealthResponse = d.get("/api/health");
+        if h.model_loaded {
+            break;
+        }
+        let state = h.model_error.unwrap_or_default();
+        assert!(
+            state.contains("loading"),
+            "model: {state}; {}",
+            d.log_tail()
+        );
+        assert!(
+            model_at.elapsed() < Duration::from_secs(300),
+            "model still {state}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!(
+        "memd.exe under Wine: model loaded {:?} after health",
+        model_at.elapsed()
+    );
+    let fact = "The staging database for the billing service listens on port 5433, not 5432";
+    let id = d
+        .post::<_, MemoryBankResponse>("/api/memory-bank/add", &json!({"content": fact}))
+        .doc_id;
+    d.wait_embedded(Duration::from_secs(300));
+    let found: proto::SearchResponse = d.post(
+        "/api/search",
+        &json!({"query": "which port does billing staging use", "limit": 3}),
+    );
+    assert_eq!(
+        found.results.first().map(|m| m.id.as_str()),
+        Some(id.as_str())
+    );
+
+    // The Windows hook against the Windows daemon, both finding it through %LOCALAPPDATA%.
+    let profile = wine.profile().unwrap();
+    std::fs::create_dir_all(profile.join("shop")).unwrap();
+    let user = profile.file_name().unwrap().to_string_lossy().into_owned();
+    let cwd = format!(r"C:\users\{user}\shop");
+    let prompt = "which port does the billing staging database use?";
+    let (ctx, first) = prompt_context(&wine, "w-d1", prompt, &cwd);
+    assert!(
+        ctx.contains("KNOWN CONTEXT") && ctx.contains(&format!("[id:{id}]")),
+        "{ctx}; memd: {}",
+        d.log_tail()
+    );
+    let (_, second) = prompt_context(&wine, "w-d2", prompt, &cwd);
+    println!("hook-prompt.exe under Wine, whole process: {first:?} (first), {second:?} (second)");
+
+    // A PDF read by the confined reader (a Job Object child of memd.exe ingest).
+    let pdf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../memd/engine/tests/fixtures/sample.pdf");
+    let (code, out, err) = wine.run(
+        &[
+            tests::wine::Arg::P(wine.bin().join("memd.exe")),
+            tests::wine::Arg::S("ingest"),
+            tests::wine::Arg::P(PathBuf::from(z(&pdf.canonicalize().unwrap()))),
+            tests::wine::Arg::S("--json"),
+        ],
+        b"",
+        &env,
+    );
+    assert_eq!(code, 0, "memd.exe ingest: {out} {err}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    assert!(v["chunks"].as_u64().unwrap_or(0) >= 1, "{v}");
+
+    // Killed outright (nothing flushed, no shutdown), then started again on the same data.
+    d.kill9();
+    d.spawn(&wine);
+    println!(
+        "memd.exe under Wine: restart after SIGKILL answered in {:?}",
+        d.healthy_after
+    );
+    let again: proto::SearchResponse = d.post("/api/search", &json!({"id": id}));
+    assert_eq!(
+        again.results.first().map(|m| m.content.as_str()),
+        Some(fact),
+        "the acknowledged memory survived the kill"
+    );
+    let s: StatsResponse = d.get("/api/stats");
+    assert!(
+        s.collections["books"].count >= 1,
+        "the ingested PDF survived too"
+    );
+
+    // memd down: the hook fails open and starts `memd.exe serve` from beside itself, detached,
+    // with stderr on logs\daemon.log, which then holds each of its lines once.
+    d.kill9();
+    let log = d.data_dir().join("logs/daemon.log");
+    let count = |needle: &str| {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.matches(needle).count()
+    };
+    let (listening, capped) = ("listening on 127.0.0.1", "HTTP: at most");
+    let before = (count(listening), count(capped));
+    let transcript = wine.root().join("w-start.jsonl");
+    std::fs::write(&transcript, "").unwrap();
+    let (code, _, err) = wine.exe(
+        "hook-prompt.exe",
+        &claude_prompt("w-start", prompt, &z(&transcript), &cwd),
+        &env,
+    );
+    assert_eq!(code, 0, "stderr: {err}");
+    // The daemon logs the connection cap after the listening line, so by then a doubled
+    // listening line would be in the file.
+    let started = Instant::now();
+    while count(capped) == before.1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the hook started no memd.exe"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        count(listening),
+        before.0 + 1,
+        "the hook-started memd.exe logs each line once"
+    );
+    // Wine's drop ends the prefix's wineserver, and with it this daemon.
 }

@@ -72,6 +72,7 @@ fn real_path(path: &Path) -> PathBuf {
     let mut existing = normal.as_path();
     loop {
         if let Ok(real) = std::fs::canonicalize(existing) {
+            let real = without_verbatim(real);
             return missing.iter().rev().fold(real, |p, part| p.join(part));
         }
         match (existing.parent(), existing.file_name()) {
@@ -82,6 +83,21 @@ fn real_path(path: &Path) -> PathBuf {
             _ => return normal,
         }
     }
+}
+
+/// Windows' canonical form is verbatim (`\\?\C:\Users\...`); a drive path keeps the form users
+/// and hooks write (`C:\Users\...`), which is what project ids and the dashboard show.
+#[cfg(windows)]
+fn without_verbatim(path: PathBuf) -> PathBuf {
+    match path.to_str().and_then(|s| s.strip_prefix(r"\\?\")) {
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => PathBuf::from(rest),
+        _ => path,
+    }
+}
+
+#[cfg(not(windows))]
+fn without_verbatim(path: PathBuf) -> PathBuf {
+    path
 }
 
 fn lexical(path: &Path) -> PathBuf {

@@ -8,7 +8,7 @@
 //! store was flushed.
 
 use crate::http::{self, Server};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use memd_engine::config::Config;
 use memd_engine::core::Core;
 use memd_engine::models::embed::{self, Embed};
@@ -29,6 +29,7 @@ pub async fn serve(cfg: Config) -> Result<()> {
         warn!("{note}");
     }
     // Before the listener opens: its connection cap is sized from this limit.
+    #[cfg(unix)]
     match http::listener::raise_open_file_limit() {
         Some(n) => info!("open-file limit {n}"),
         None => warn!("cannot read the open-file limit; serving at most the default connections"),
@@ -138,7 +139,7 @@ pub fn prepare_data_dir(dir: &Path) -> Result<Vec<String>> {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir)?.permissions().mode();
         if mode & 0o022 != 0 {
-            bail!(
+            anyhow::bail!(
                 "refusing to start: data dir {} is writable by other users (mode {:o}); run `chmod 700 {}`",
                 dir.display(),
                 mode & 0o777,
@@ -255,12 +256,21 @@ fn load_reranker(core: &Core, paths: &embed::RuntimePaths) {
     }
 }
 
-/// SIGTERM and SIGINT, registered at once so none is missed.
+/// SIGTERM and SIGINT (Windows: the console's Ctrl-C, Ctrl-Break, close and shutdown events),
+/// registered at once so none is missed.
 struct Signals {
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
     #[cfg(unix)]
     int: tokio::signal::unix::Signal,
+    #[cfg(windows)]
+    ctrl_c: tokio::signal::windows::CtrlC,
+    #[cfg(windows)]
+    ctrl_break: tokio::signal::windows::CtrlBreak,
+    #[cfg(windows)]
+    close: tokio::signal::windows::CtrlClose,
+    #[cfg(windows)]
+    shutdown: tokio::signal::windows::CtrlShutdown,
 }
 
 impl Signals {
@@ -273,8 +283,16 @@ impl Signals {
                 int: signal(SignalKind::interrupt())?,
             })
         }
-        #[cfg(not(unix))]
-        Ok(Signals {})
+        #[cfg(windows)]
+        {
+            use tokio::signal::windows;
+            Ok(Signals {
+                ctrl_c: windows::ctrl_c()?,
+                ctrl_break: windows::ctrl_break()?,
+                close: windows::ctrl_close()?,
+                shutdown: windows::ctrl_shutdown()?,
+            })
+        }
     }
 
     async fn wait(mut self) {
@@ -283,7 +301,12 @@ impl Signals {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}
         }
-        #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
+        #[cfg(windows)]
+        tokio::select! {
+            _ = self.ctrl_c.recv() => {}
+            _ = self.ctrl_break.recv() => {}
+            _ = self.close.recv() => {}
+            _ = self.shutdown.recv() => {}
+        }
     }
 }

@@ -70,7 +70,8 @@ fn open_log(path: &Path) -> Option<File> {
     OpenOptions::new().create(true).append(true).open(path).ok()
 }
 
-/// True when file descriptor 2 is `path` itself (same device and inode).
+/// True when file descriptor 2 is `path` itself (same device and inode): a daemon started by
+/// a hook or the CLI has its stderr there already.
 fn stderr_is(path: &Path) -> bool {
     #[cfg(unix)]
     {
@@ -84,10 +85,29 @@ fn stderr_is(path: &Path) -> bool {
         };
         ours.dev() == theirs.dev() && ours.ino() == theirs.ino()
     }
-    #[cfg(not(unix))]
+    #[cfg(windows)]
     {
-        let _ = path;
-        false
+        use std::os::windows::io::{AsRawHandle, RawHandle};
+        use windows_sys::Win32::Storage::FileSystem::{
+            BY_HANDLE_FILE_INFORMATION, GetFileInformationByHandle,
+        };
+        // Volume serial number and file index: Windows' device and inode.
+        fn identity(handle: RawHandle) -> Option<(u32, u32, u32)> {
+            // SAFETY: plain data; all zeroes is a valid value.
+            let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+            // SAFETY: a live handle and a pointer to a live struct of the right type.
+            let ok = unsafe { GetFileInformationByHandle(handle, &mut info) } != 0;
+            ok.then_some((
+                info.dwVolumeSerialNumber,
+                info.nFileIndexHigh,
+                info.nFileIndexLow,
+            ))
+        }
+        let Ok(file) = File::open(path) else {
+            return false;
+        };
+        let ours = identity(std::io::stderr().as_raw_handle());
+        ours.is_some() && ours == identity(file.as_raw_handle())
     }
 }
 

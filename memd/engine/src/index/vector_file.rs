@@ -67,9 +67,7 @@ fn sync_parent_dir(path: &Path) -> Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("fsync directory {}", dir.display()))
+    crate::store::sync_dir(dir).with_context(|| format!("fsync directory {}", dir.display()))
 }
 
 fn trailer(len: u64, crc: u32, dims: usize) -> [u8; TRAILER_LEN as usize] {

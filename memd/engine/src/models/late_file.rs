@@ -11,7 +11,7 @@
 
 use super::embed::{DIMS, TokenStates};
 use anyhow::{Context, Result, bail, ensure};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -30,7 +30,7 @@ pub fn save(path: &Path, entries: &[(u64, u32, &TokenStates)]) -> Result<()> {
     let result = write_to(&tmp, entries).and_then(|()| {
         fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))?;
         if let Some(dir) = path.parent() {
-            File::open(dir).and_then(|d| d.sync_all()).ok();
+            crate::store::sync_dir(dir).ok();
         }
         Ok(())
     });

@@ -8,6 +8,12 @@
 //! (issue 17). Must never run a PDF parser in the CLI's or the daemon's own process, and never
 //! wait on the child without a deadline. Plain text and Markdown need no child: their text is
 //! their bytes, bounded by `ingest::MAX_BYTES`.
+//!
+//! Unix limits the child with rlimits (address space, CPU seconds, no core dump). Windows has
+//! none: the child puts itself in a Job Object that caps its committed memory at
+//! [`MEMORY_LIMIT`] and its user-mode CPU time at [`CPU_SECONDS`] (Windows ends it past either)
+//! before it reads anything; if Windows refuses the job, the child refuses the file. Wine
+//! accepts those limits without enforcing them: there only the parent's [`WALL`] deadline holds.
 
 use crate::ops::ingest::{self, IngestError};
 use std::io::{Read, Write};
@@ -76,9 +82,7 @@ fn in_child(exe: &Path, file_name: &str, bytes: &[u8]) -> Result<String, IngestE
         Ok(Ok(status)) => status,
         Ok(Err(e)) => return Err(failed("the PDF reader was lost", e)),
         Err(_) => {
-            // SAFETY: kill(2) on the pid of a child this process spawned and has not reaped
-            // (the waiting thread reaps it only after it exits).
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            kill(pid);
             return Err(too_costly());
         }
     };
@@ -96,6 +100,28 @@ fn in_child(exe: &Path, file_name: &str, bytes: &[u8]) -> Result<String, IngestE
         )),
         // Killed by a limit (SIGKILL, SIGXCPU) or aborted on a failed allocation.
         _ => Err(too_costly()),
+    }
+}
+
+/// Kills the child `pid`, which the waiting thread has not reaped (Unix) or whose handle it
+/// still holds (Windows): either way the pid cannot have been reused.
+#[cfg(unix)]
+fn kill(pid: u32) {
+    // SAFETY: kill(2) on the pid of a live or zombie child of this process.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+}
+
+#[cfg(windows)]
+fn kill(pid: u32) {
+    use windows_sys::Win32::Foundation::CloseHandle;
+    use windows_sys::Win32::System::Threading::{OpenProcess, PROCESS_TERMINATE, TerminateProcess};
+    // SAFETY: OpenProcess returns a handle we own (or null); it is closed once used.
+    unsafe {
+        let handle = OpenProcess(PROCESS_TERMINATE, 0, pid);
+        if !handle.is_null() {
+            TerminateProcess(handle, 1);
+            CloseHandle(handle);
+        }
     }
 }
 
@@ -142,6 +168,7 @@ pub fn child_main() -> ExitCode {
     }
 }
 
+#[cfg(unix)]
 fn limit_self() -> std::io::Result<()> {
     for (resource, value) in [
         (libc::RLIMIT_AS, MEMORY_LIMIT),
@@ -156,6 +183,46 @@ fn limit_self() -> std::io::Result<()> {
         // SAFETY: setrlimit(2) with a valid resource and a pointer to a live struct.
         if unsafe { libc::setrlimit(resource, &limit) } != 0 {
             return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Puts this process in a new Job Object with the memory and CPU limits. The job's handle is
+/// left open on purpose: the job (and its limits) lasts as long as this process.
+#[cfg(windows)]
+fn limit_self() -> std::io::Result<()> {
+    use windows_sys::Win32::System::JobObjects::{
+        AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_DIE_ON_UNHANDLED_EXCEPTION,
+        JOB_OBJECT_LIMIT_PROCESS_MEMORY, JOB_OBJECT_LIMIT_PROCESS_TIME,
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JobObjectExtendedLimitInformation,
+        SetInformationJobObject,
+    };
+    use windows_sys::Win32::System::Threading::GetCurrentProcess;
+    let failed = || Err(std::io::Error::last_os_error());
+    // SAFETY: the structure is plain data (all zeroes is valid); every pointer passed points
+    // to a live local of the size given; the job handle is checked before use.
+    unsafe {
+        let job = CreateJobObjectW(std::ptr::null(), std::ptr::null());
+        if job.is_null() {
+            return failed();
+        }
+        let mut info: JOBOBJECT_EXTENDED_LIMIT_INFORMATION = std::mem::zeroed();
+        info.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_PROCESS_MEMORY
+            | JOB_OBJECT_LIMIT_PROCESS_TIME
+            // A crash ends the reader instead of opening an error-reporting dialog.
+            | JOB_OBJECT_LIMIT_DIE_ON_UNHANDLED_EXCEPTION;
+        info.ProcessMemoryLimit = MEMORY_LIMIT as usize;
+        // In 100-nanosecond units.
+        info.BasicLimitInformation.PerProcessUserTimeLimit = (CPU_SECONDS * 10_000_000) as i64;
+        let set = SetInformationJobObject(
+            job,
+            JobObjectExtendedLimitInformation,
+            (&raw const info).cast(),
+            size_of::<JOBOBJECT_EXTENDED_LIMIT_INFORMATION>() as u32,
+        );
+        if set == 0 || AssignProcessToJobObject(job, GetCurrentProcess()) == 0 {
+            return failed();
         }
     }
     Ok(())

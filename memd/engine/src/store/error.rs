@@ -10,10 +10,35 @@ use std::path::PathBuf;
 
 use super::lock::LockError;
 
+/// The raw OS error codes behind "storage full" and "read-only", per platform.
+#[cfg(unix)]
+pub(crate) mod os_code {
+    pub(crate) const FULL: [i32; 2] = [libc::ENOSPC, libc::EDQUOT];
+    pub(crate) const READ_ONLY: [i32; 1] = [libc::EROFS];
+    #[cfg(test)]
+    pub(crate) const IO: i32 = libc::EIO;
+}
+
+/// Windows error codes (winerror.h), as `io::Error::raw_os_error` reports them there.
+#[cfg(windows)]
+pub(crate) mod os_code {
+    use windows_sys::Win32::Foundation as w;
+    pub(crate) const FULL: [i32; 3] = [
+        w::ERROR_DISK_FULL as i32,
+        w::ERROR_HANDLE_DISK_FULL as i32,
+        w::ERROR_DISK_QUOTA_EXCEEDED as i32,
+    ];
+    /// A write-protected medium: Windows' nearest to a read-only file system.
+    pub(crate) const READ_ONLY: [i32; 1] = [w::ERROR_WRITE_PROTECT as i32];
+    #[cfg(test)]
+    pub(crate) const IO: i32 = w::ERROR_IO_DEVICE as i32;
+}
+
 /// Why a store operation failed.
 #[derive(Debug)]
 pub enum StoreError {
-    /// The disk or quota is full (ENOSPC, EDQUOT). Nothing of the failed commit was applied;
+    /// The disk or quota is full (ENOSPC, EDQUOT; on Windows ERROR_DISK_FULL,
+    /// ERROR_HANDLE_DISK_FULL, ERROR_DISK_QUOTA_EXCEEDED). Nothing of the failed commit was applied;
     /// commits succeed again once space returns.
     StorageFull(String),
     /// The filesystem is read-only, or the WAL is in an unknown state after a failed write and
@@ -58,10 +83,8 @@ impl StoreError {
     pub(crate) fn from_io(context: &str, err: io::Error) -> StoreError {
         let message = format!("{context}: {err}");
         match err.raw_os_error() {
-            Some(code) if code == libc::ENOSPC || code == libc::EDQUOT => {
-                StoreError::StorageFull(message)
-            }
-            Some(libc::EROFS) => StoreError::ReadOnly(message),
+            Some(code) if os_code::FULL.contains(&code) => StoreError::StorageFull(message),
+            Some(code) if os_code::READ_ONLY.contains(&code) => StoreError::ReadOnly(message),
             _ => StoreError::Io(io::Error::new(err.kind(), message)),
         }
     }
@@ -131,6 +154,7 @@ impl From<LockError> for StoreError {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     #[test]
     fn os_errors_are_classified() {
         let full = StoreError::from_io("w", io::Error::from_raw_os_error(libc::ENOSPC));
@@ -147,9 +171,22 @@ mod tests {
         );
     }
 
+    #[cfg(windows)]
+    #[test]
+    fn windows_errors_are_classified() {
+        for code in os_code::FULL {
+            let full = StoreError::from_io("w", io::Error::from_raw_os_error(code));
+            assert!(full.is_storage_full(), "{full}");
+        }
+        let ro = StoreError::from_io("w", io::Error::from_raw_os_error(os_code::READ_ONLY[0]));
+        assert!(ro.is_read_only(), "{ro}");
+        let eio = StoreError::from_io("w", io::Error::from_raw_os_error(os_code::IO));
+        assert!(matches!(eio, StoreError::Io(_)), "{eio}");
+    }
+
     #[test]
     fn machine_io_errors_keep_their_class() {
-        let err = anyhow::Error::new(io::Error::from_raw_os_error(libc::ENOSPC));
+        let err = anyhow::Error::new(io::Error::from_raw_os_error(os_code::FULL[0]));
         assert!(StoreError::from_machine("side files", err).is_storage_full());
         let other = StoreError::from_machine("encode", anyhow::anyhow!("bad state"));
         assert!(matches!(other, StoreError::Encode(ref m) if m == "encode: bad state"));

@@ -3,9 +3,13 @@
 //! Owns the on-disk names (`snapshot.<gen>`, `wal.<gen>`, their `.tmp` and quarantine forms),
 //! directory scans, private (0600/0700) creation and directory fsync. Must never delete or
 //! rename anything by itself: callers decide what is garbage.
+//!
+//! Windows has no mode bits: files and directories created here inherit their parent's ACL,
+//! which under `%LOCALAPPDATA%` grants only the user, SYSTEM and Administrators.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io;
+#[cfg(unix)]
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -103,7 +107,11 @@ pub(crate) fn data_bytes(dir: &Path) -> io::Result<u64> {
 /// Creates `dir` (0700) if needed and makes its entry durable, so acknowledged data cannot
 /// vanish with a directory entry lost in a crash. An existing directory keeps its mode.
 pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
-    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    let mut builder = DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    builder.mode(0o700);
+    builder.create(dir)?;
     match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(parent) => sync_dir(parent),
         None => Ok(()),
@@ -112,13 +120,11 @@ pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
 
 /// Creates (or empties) a private file for writing.
 pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    options.open(path)
 }
 
 pub(crate) fn open_read_write(path: &Path) -> io::Result<File> {
@@ -126,8 +132,34 @@ pub(crate) fn open_read_write(path: &Path) -> io::Result<File> {
 }
 
 /// Makes creations, renames and deletions inside `dir` durable.
+#[cfg(not(windows))]
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// Windows opens a directory only with `FILE_FLAG_BACKUP_SEMANTICS` and flushes it only
+/// through a handle with write access. Where it refuses that flush (access denied, or a file
+/// system without the operation), NTFS's own metadata journal is what makes the entry durable:
+/// the refusal is not an error, any other failure is.
+#[cfg(windows)]
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    use std::os::windows::fs::OpenOptionsExt;
+    use windows_sys::Win32::Foundation::ERROR_INVALID_FUNCTION;
+    use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_BACKUP_SEMANTICS;
+    let refused = |e: &io::Error| {
+        e.kind() == io::ErrorKind::PermissionDenied
+            || e.raw_os_error() == Some(ERROR_INVALID_FUNCTION as i32)
+    };
+    let flushed = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
+        .open(dir)
+        .and_then(|d| d.sync_all());
+    match flushed {
+        Err(e) if !refused(&e) => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Writes `bytes` to a private file at `path` and makes it durable (used for quarantine copies).

@@ -5,10 +5,14 @@
 //! drops the lock when the holder exits, however it dies, so a stale file never blocks a start.
 //! Must never wait for the lock (a second daemon has to fail fast) and never clear the pid of a
 //! live holder.
+//!
+//! On Windows std's lock is `LockFileEx` over the whole file, which Windows enforces on reads
+//! too: a second process cannot read the holder's pid, so its message names none.
 
 use std::fmt;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+#[cfg(unix)]
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -43,14 +47,11 @@ impl DirLock {
             source,
         };
         // Not truncated on open: the current holder's pid must stay readable if we lose.
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(io_err)?;
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        options.mode(0o600);
+        let mut file = options.open(&path).map_err(io_err)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
@@ -134,6 +135,7 @@ mod tests {
         DirLock::acquire(dir.path()).expect("lock is free again after drop");
     }
 
+    #[cfg(unix)]
     #[test]
     fn lock_file_is_private_and_holds_the_pid() {
         use std::os::unix::fs::PermissionsExt;

@@ -19,6 +19,9 @@ mod snapshot;
 mod wal;
 mod writer;
 
+/// The one directory fsync (Windows needs its own way to open a directory).
+pub(crate) use files::sync_dir;
+
 #[cfg(test)]
 mod test_machine;
 #[cfg(test)]

@@ -9,12 +9,13 @@
 
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::error::StoreError;
+#[cfg(test)]
+use super::error::os_code;
 use super::files;
 
 const MAGIC: [u8; 8] = *b"MEMDWAL\0";
@@ -190,27 +191,50 @@ impl WalWriter {
         Err(StoreError::ReadOnly(reason))
     }
 
+    #[cfg(unix)]
     fn unlinked(&self) -> bool {
         use std::os::unix::fs::MetadataExt;
         // An fstat: about a microsecond beside the fsync every append pays anyway.
         self.file.metadata().is_ok_and(|m| m.nlink() == 0)
     }
 
+    /// Windows deletes a file that is open (std opens with `FILE_SHARE_DELETE`) either at once
+    /// (POSIX semantics: no links left) or when the last handle closes (delete pending).
+    #[cfg(windows)]
+    fn unlinked(&self) -> bool {
+        use std::os::windows::io::AsRawHandle;
+        use windows_sys::Win32::Storage::FileSystem::{
+            FILE_STANDARD_INFO, FileStandardInfo, GetFileInformationByHandleEx,
+        };
+        // SAFETY: FILE_STANDARD_INFO is plain data; all zeroes is a valid value.
+        let mut info: FILE_STANDARD_INFO = unsafe { std::mem::zeroed() };
+        // SAFETY: a live handle owned by `self.file`, and a buffer of exactly the size passed.
+        let ok = unsafe {
+            GetFileInformationByHandleEx(
+                self.file.as_raw_handle(),
+                FileStandardInfo,
+                (&raw mut info).cast(),
+                size_of::<FILE_STANDARD_INFO>() as u32,
+            )
+        };
+        ok != 0 && (info.NumberOfLinks == 0 || info.DeletePending)
+    }
+
     fn write_and_sync(&mut self, frames: &[&[u8]]) -> io::Result<u64> {
         #[cfg(test)]
         if take(&mut self.faults.write_enospc) {
             let half = frames.first().map_or(&[][..], |f| &f[..f.len() / 2]);
-            self.file.write_all_at(half, self.len)?;
-            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            write_all_at(&self.file, half, self.len)?;
+            return Err(io::Error::from_raw_os_error(os_code::FULL[0]));
         }
         let mut offset = self.len;
         for frame in frames {
-            self.file.write_all_at(frame, offset)?;
+            write_all_at(&self.file, frame, offset)?;
             offset += frame.len() as u64;
         }
         #[cfg(test)]
         if take(&mut self.faults.sync_eio) {
-            return Err(io::Error::from_raw_os_error(libc::EIO));
+            return Err(io::Error::from_raw_os_error(os_code::IO));
         }
         self.file.sync_data()?;
         Ok(offset)
@@ -230,11 +254,37 @@ impl WalWriter {
     fn truncate_durably(&mut self, len: u64) -> io::Result<()> {
         #[cfg(test)]
         if take(&mut self.faults.rollback_eio) {
-            return Err(io::Error::from_raw_os_error(libc::EIO));
+            return Err(io::Error::from_raw_os_error(os_code::IO));
         }
         self.file.set_len(len)?;
         self.file.sync_all()
     }
+}
+
+/// Writes all of `buf` at `offset`, leaving other offsets alone (`pwrite` on Unix).
+#[cfg(unix)]
+fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(buf, offset)
+}
+
+/// Windows' positioned write also moves the handle's cursor, which nothing here reads: every
+/// write names its offset.
+#[cfg(windows)]
+fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_write(buf, offset) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

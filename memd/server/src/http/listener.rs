@@ -45,7 +45,13 @@ const DEFAULT_IDLE: Duration = Duration::from_secs(30);
 pub const IDLE_ENV: &str = "MEMD_HTTP_IDLE_SECS";
 /// The open-file soft limit is raised to the hard limit, but not past this: enough for the cap
 /// many times over, and small enough for tables sized by the limit.
+#[cfg(unix)]
 const NOFILE_CEILING: libc::rlim_t = 65_536;
+/// An open-file limit as the OS counts it.
+#[cfg(unix)]
+type FileLimit = libc::rlim_t;
+#[cfg(not(unix))]
+type FileLimit = u64;
 /// After a failed `accept` (EMFILE, ENFILE, ENOBUFS...) the loop sleeps, doubling from the
 /// first to the last value while failures continue: long enough that a persistent failure costs
 /// no CPU, short enough that service resumes within a tenth of a second once it clears.
@@ -74,7 +80,7 @@ impl Limits {
     }
 }
 
-fn connection_cap(nofile: Option<libc::rlim_t>) -> usize {
+fn connection_cap(nofile: Option<FileLimit>) -> usize {
     let Some(n) = nofile else {
         return MAX_CONNECTIONS;
     };
@@ -88,7 +94,8 @@ fn idle_timeout(env: Option<&str>) -> Duration {
         .map_or(DEFAULT_IDLE, Duration::from_secs)
 }
 
-fn open_file_limit() -> Option<libc::rlim_t> {
+#[cfg(unix)]
+fn open_file_limit() -> Option<FileLimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -97,9 +104,17 @@ fn open_file_limit() -> Option<libc::rlim_t> {
     (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim.rlim_cur)
 }
 
+/// Windows has no open-file limit to read or raise: sockets are handles, bounded by memory, so
+/// the cap is [`MAX_CONNECTIONS`].
+#[cfg(not(unix))]
+fn open_file_limit() -> Option<FileLimit> {
+    None
+}
+
 /// Raises the open-file soft limit to the hard limit (at most [`NOFILE_CEILING`]); the common
 /// default of 1,024 is what a connection flood used to exhaust. Returns the limit now in force.
-pub fn raise_open_file_limit() -> Option<libc::rlim_t> {
+#[cfg(unix)]
+pub fn raise_open_file_limit() -> Option<FileLimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

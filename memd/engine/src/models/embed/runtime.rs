@@ -15,7 +15,9 @@ pub const FETCH_COMMAND: &str = "install/fetch-runtime.sh";
 /// onnxruntime 1.31.1 wheel for this platform.
 #[cfg(target_os = "macos")]
 const ORT_LIB_FILE: &str = "libonnxruntime.1.31.1.dylib";
-#[cfg(not(target_os = "macos"))]
+#[cfg(windows)]
+const ORT_LIB_FILE: &str = "onnxruntime.dll";
+#[cfg(not(any(target_os = "macos", windows)))]
 const ORT_LIB_FILE: &str = "libonnxruntime.so.1.31.1";
 
 const LIB_SUBDIR: &str = "lib";
