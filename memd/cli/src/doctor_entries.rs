@@ -21,6 +21,30 @@ pub(super) fn read_json(path: &Path) -> Result<Option<Json>, String> {
     }
 }
 
+/// The client file at `path`, or `None` after reporting why it can't be checked (missing, or
+/// not JSON memd can read).
+fn read_or_report(r: &mut Report, name: &'static str, path: &Path) -> Option<Json> {
+    match read_json(path) {
+        Ok(Some(doc)) => Some(doc),
+        Ok(None) => {
+            r.fail(
+                name,
+                format!("{} does not exist", path.display()),
+                "memd init",
+            );
+            None
+        }
+        Err(e) => {
+            r.fail(
+                name,
+                e,
+                format!("fix {} by hand, then `memd init`", path.display()),
+            );
+            None
+        }
+    }
+}
+
 pub(super) fn check_hooks<'a>(
     r: &mut Report,
     name: &'static str,
@@ -28,22 +52,8 @@ pub(super) fn check_hooks<'a>(
     events: impl Iterator<Item = &'a str>,
     commands: fn(&Json, &str) -> Vec<String>,
 ) {
-    let doc = match read_json(path) {
-        Ok(Some(doc)) => doc,
-        Ok(None) => {
-            return r.fail(
-                name,
-                format!("{} does not exist", path.display()),
-                "memd init",
-            );
-        }
-        Err(e) => {
-            return r.fail(
-                name,
-                e,
-                format!("fix {} by hand, then `memd init`", path.display()),
-            );
-        }
+    let Some(doc) = read_or_report(r, name, path) else {
+        return;
     };
     let mut problems = Vec::new();
     for event in events {
@@ -81,22 +91,8 @@ pub(super) fn check_mcp(
     expected_url: &str,
     token: &str,
 ) {
-    let doc = match read_json(path) {
-        Ok(Some(doc)) => doc,
-        Ok(None) => {
-            return r.fail(
-                name,
-                format!("{} does not exist", path.display()),
-                "memd init",
-            );
-        }
-        Err(e) => {
-            return r.fail(
-                name,
-                e,
-                format!("fix {} by hand, then `memd init`", path.display()),
-            );
-        }
+    let Some(doc) = read_or_report(r, name, path) else {
+        return;
     };
     let Some(entry) = merge::mcp_registered(&doc) else {
         return r.fail(
