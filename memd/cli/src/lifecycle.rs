@@ -48,7 +48,7 @@ impl Default for StopArgs {
 
 /// What a stop came to.
 #[derive(Debug, PartialEq)]
-pub enum Stopped {
+pub enum Outcome {
     /// No daemon of this data dir runs.
     NotRunning { port: u16 },
     /// It exited on SIGTERM within the wait.
@@ -62,7 +62,7 @@ pub fn run_stop(args: StopArgs) -> Result<ExitCode> {
     let cfg = Config::load(None)?;
     let stopped = stop(&cfg, args)?;
     println!("{}", describe(&stopped, args));
-    if !matches!(stopped, Stopped::NotRunning { .. }) {
+    if !matches!(stopped, Outcome::NotRunning { .. }) {
         println!("The hooks start memd again on the next prompt; `memd restart` starts it now.");
     }
     Ok(ExitCode::SUCCESS)
@@ -83,15 +83,15 @@ pub fn run_restart(args: StopArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe(stopped: &Stopped, args: StopArgs) -> String {
+fn describe(stopped: &Outcome, args: StopArgs) -> String {
     match stopped {
-        Stopped::NotRunning { port } => {
+        Outcome::NotRunning { port } => {
             format!("memd is not running (nothing answers on 127.0.0.1:{port})")
         }
-        Stopped::Stopped { pid, after } => {
+        Outcome::Stopped { pid, after } => {
             format!("stopped memd (pid {pid}) in {:.1} s", after.as_secs_f64())
         }
-        Stopped::Killed { pid } => format!(
+        Outcome::Killed { pid } => format!(
             "memd (pid {pid}) had not stopped within {} s; killed it (--force). What it \
              acknowledged is in its write-ahead log; the next start replays it",
             args.timeout
@@ -103,23 +103,23 @@ fn describe(stopped: &Stopped, args: StopArgs) -> String {
 /// --purge`: graceful, [`STOP_WAIT`], never forced. Its pid when one was stopped.
 pub fn stop_daemon(cfg: &Config) -> Result<Option<u32>> {
     Ok(match stop(cfg, StopArgs::default())? {
-        Stopped::NotRunning { .. } => None,
-        Stopped::Stopped { pid, .. } | Stopped::Killed { pid } => Some(pid),
+        Outcome::NotRunning { .. } => None,
+        Outcome::Stopped { pid, .. } | Outcome::Killed { pid } => Some(pid),
     })
 }
 
 /// SIGTERM to this data dir's daemon and a wait until its process is gone; SIGKILL after
 /// `args.timeout` with `args.force`, else an error that says what to do.
-pub fn stop(cfg: &Config, args: StopArgs) -> Result<Stopped> {
+pub fn stop(cfg: &Config, args: StopArgs) -> Result<Outcome> {
     let client = Client::new(cfg);
     let Some(pid) = find(cfg, &client)? else {
-        return Ok(Stopped::NotRunning { port: client.port });
+        return Ok(Outcome::NotRunning { port: client.port });
     };
     let wait = Duration::from_secs(args.timeout);
     let started = Instant::now();
     signal(pid, Signal::Term)?;
     if wait_gone(pid, wait) {
-        return Ok(Stopped::Stopped {
+        return Ok(Outcome::Stopped {
             pid,
             after: started.elapsed(),
         });
@@ -143,7 +143,7 @@ pub fn stop(cfg: &Config, args: StopArgs) -> Result<Stopped> {
     if client::daemon_info(&cfg.data_dir).is_some_and(|i| i.pid == pid) {
         std::fs::remove_file(cfg.data_dir.join(proto::paths::DAEMON_FILE)).ok();
     }
-    Ok(Stopped::Killed { pid })
+    Ok(Outcome::Killed { pid })
 }
 
 /// The pid of this data dir's daemon: the one that answers, else (hung, or busy past the
