@@ -5,7 +5,6 @@
 
 use proto::*;
 use serde_json::json;
-use std::time::Duration;
 use tests::{Daemon, Spec, eventually};
 
 /// Fused ranking puts the Bazel note (two shared words) first; the Postgres note answers.
@@ -35,7 +34,7 @@ fn daemon(config: &str) -> Daemon {
             &json!({"content": note, "scope": "global"}),
         );
     }
-    d.wait_embedded(Duration::from_secs(60));
+    d.wait_embedded(tests::EVENTUALLY_LIMIT);
     d
 }
 

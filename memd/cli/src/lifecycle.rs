@@ -215,7 +215,7 @@ fn wait_gone(pid: u32, limit: Duration) -> bool {
 
 /// True while a process with this pid exists and has not exited: a zombie (exited, not yet
 /// reaped by its parent: a daemon started by a process that is still running) holds no lock
-/// and no port, so it counts as gone.
+/// and no port, so it counts as gone, once all its threads have exited.
 pub fn process_alive(pid: u32) -> bool {
     #[cfg(unix)]
     {
@@ -229,7 +229,9 @@ pub fn process_alive(pid: u32) -> bool {
         if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             // The state follows the command name, which is in parentheses and may hold either.
             let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            return !state.starts_with(['Z', 'X']);
+            // The main thread turns zombie first; while another thread is still exiting, the
+            // process keeps its files (the data-dir lock) and its port.
+            return !state.starts_with(['Z', 'X']) || threads(pid) > 1;
         }
         // SAFETY: signal 0 performs only the existence and permission check.
         unsafe { libc::kill(raw, 0) == 0 }
@@ -252,6 +254,12 @@ pub fn process_alive(pid: u32) -> bool {
             read && code == STILL_ACTIVE as u32
         }
     }
+}
+
+/// The threads `/proc` lists for the process (a zombie main thread included); 0 when gone.
+#[cfg(unix)]
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |dir| dir.count())
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -393,5 +401,36 @@ mod tests {
         assert!(!process_alive(pid));
         parent.kill().unwrap();
         parent.wait().unwrap();
+    }
+
+    /// A process whose main thread has exited while another still runs is not gone: it keeps
+    /// its files. (What a daemon looks like for a moment while it exits on a busy machine; here
+    /// made to last with Python's `pthread_exit` on the main thread.)
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_zombie_main_thread_with_a_live_thread_is_still_alive() {
+        let script = "import ctypes, threading, time\n\
+                      threading.Thread(target=time.sleep, args=(30,)).start()\n\
+                      ctypes.CDLL(None).pthread_exit(None)\n";
+        let Ok(mut child) = std::process::Command::new("python3")
+            .args(["-c", script])
+            .spawn()
+        else {
+            return eprintln!("SKIPPED: no python3 to make a half-exited process with");
+        };
+        let pid = child.id();
+        let leader_zombie = || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z')
+        };
+        let started = Instant::now();
+        while !leader_zombie() {
+            assert!(started.elapsed() < Duration::from_secs(30), "main thread never exited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(process_alive(pid), "a thread still runs");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!process_alive(pid));
     }
 }
