@@ -421,11 +421,18 @@ mod tests {
         let pid = child.id();
         let leader_zombie = || {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z')
+            stat.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
         };
         let started = Instant::now();
         while !leader_zombie() {
-            assert!(started.elapsed() < Duration::from_secs(30), "main thread never exited");
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "main thread never exited"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(process_alive(pid), "a thread still runs");
