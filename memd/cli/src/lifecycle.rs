@@ -68,16 +68,12 @@ pub fn run_stop(args: StopArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `memd restart`: through the service manager when it runs memd (a daemon started by hand
-/// would be outside its care), else a stop as `memd stop` does and a detached start.
-pub fn run_restart(args: StopArgs) -> Result<ExitCode> {
-    let cfg = Config::load(None)?;
-    if let Some(code) = crate::service::restart_managed(&cfg)? {
-        return Ok(code);
-    }
-    let stopped = stop(&cfg, args)?;
+/// `memd restart` when no service manager runs memd (that case is `service::restart_managed`):
+/// a stop as `memd stop` does, then a detached start, waited for until it answers.
+pub fn run_restart(cfg: &Config, args: StopArgs) -> Result<ExitCode> {
+    let stopped = stop(cfg, args)?;
     println!("{}", describe(&stopped, args));
-    let started = client::start(&cfg)?;
+    let started = client::start(cfg)?;
     let h = started.health()?;
     println!("memd running (pid {}, 127.0.0.1:{})", h.pid, h.port);
     Ok(ExitCode::SUCCESS)
@@ -366,17 +362,24 @@ mod tests {
         other.wait().unwrap();
     }
 
-    /// An exited process its parent has not reaped yet (here: a child of `sleep`, which never
+    /// An exited process its parent has not reaped yet (a child of a Python that never
     /// waits) holds no lock and no port: gone, although signal 0 still finds it.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_zombie_counts_as_gone() {
         use std::io::BufRead;
-        let mut parent = std::process::Command::new("sh")
-            .args(["-c", "true & echo $!; exec sleep 30"])
+        let script = "import os, time\n\
+                      pid = os.fork()\n\
+                      if pid == 0: os._exit(0)\n\
+                      print(pid, flush=True)\n\
+                      time.sleep(30)\n";
+        let Ok(mut parent) = std::process::Command::new("python3")
+            .args(["-c", script])
             .stdout(std::process::Stdio::piped())
             .spawn()
-            .unwrap();
+        else {
+            return eprintln!("SKIPPED: no python3 to make a zombie with");
+        };
         let mut line = String::new();
         std::io::BufReader::new(parent.stdout.take().unwrap())
             .read_line(&mut line)

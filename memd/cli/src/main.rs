@@ -421,7 +421,15 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             yes,
         }),
         Command::Stop { args } => lifecycle::run_stop(args),
-        Command::Restart { args } => lifecycle::run_restart(args),
+        Command::Restart { args } => {
+            // Through the service manager when it runs memd: a daemon started by hand would be
+            // outside its care.
+            let cfg = memd_engine::config::Config::load(None)?;
+            match service::restart_managed(&cfg)? {
+                Some(code) => Ok(code),
+                None => lifecycle::run_restart(&cfg, args),
+            }
+        }
         Command::Status { json } => status::run_status(json),
         Command::Stats { json } => status::run_stats(json),
         Command::Doctor { json } => doctor::run_doctor(json),
