@@ -326,7 +326,7 @@ pub fn study(
     for case in cases {
         let n = case.candidates.len();
         let fused: Vec<usize> = (0..n).collect();
-        add("fused (shipped)".into(), case, &fused);
+        add(super::pipeline::FIRST_STAGE.into(), case, &fused);
         let t = Instant::now();
         let q = late.encode_query(&case.query)?;
         query_ms.push(ms(t));
@@ -345,7 +345,8 @@ pub fn study(
                 &reorder_head(&fused, d, &late_scores),
             );
         }
-        // What the daemon ships: `memd_engine::models::late::score` over the head of 40.
+        // The daemon's score (`memd_engine::models::late::score`) over the head of 40; the
+        // shipped pipeline's own figures are `memd-eval retrieval`'s.
         let shipped: Vec<f32> = (0..late_scores.len().min(n))
             .map(|i| {
                 let text = case.candidates[i].1.as_str();
@@ -355,7 +356,7 @@ pub fn study(
             })
             .collect();
         add(
-            "+ late@40 (shipped)".to_string(),
+            "+ late@40 (late::score)".to_string(),
             case,
             &reorder_head(&fused, 40, &shipped),
         );

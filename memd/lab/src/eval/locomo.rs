@@ -36,17 +36,17 @@ use tempfile::TempDir;
 pub const VECTOR_ONLY: &str = "vector";
 /// Name of the lexical-only configuration.
 pub const LEXICAL_ONLY: &str = "lexical";
-/// Name of the configuration the daemon ships (`Ranking::default()` with the configured
-/// prior weight, as `Core::ranking` builds it).
-pub const SHIPPED: &str = "shipped (fused+prior)";
+/// The first stage the daemon ships (`Ranking::default()` with the configured prior weight, as
+/// `Core::ranking` builds it) is "first stage only"; the whole pipeline is "shipped".
+pub use super::pipeline::{FIRST_STAGE, SHIPPED};
 
-/// Name of the shipped configuration with the routing boosts set to `on` (the report holds
-/// the variant that differs from `SHIPPED`). At most 24 characters, the report's name column.
+/// Name of the shipped first stage with the routing boosts set to `on` (the report holds
+/// the variant that differs from `FIRST_STAGE`). At most 24 characters, the report's name column.
 pub fn shipped_with_graph_boosts(on: bool) -> &'static str {
     if on {
-        "shipped, graph boosts on"
+        "first stage, boosts on"
     } else {
-        "shipped, no graph boosts"
+        "first stage, no boosts"
     }
 }
 
@@ -151,6 +151,8 @@ pub fn run_locomo_on(
         .into_iter()
         .map(|(name, ranking)| score_config(&indexed, &name, &ranking))
         .collect();
+    let pipeline = super::pipeline::Pipeline::shipped(runtime, options.embed_threads)?;
+    configs.push(super::pipeline::score_locomo(&indexed, &pipeline)?);
     if !options.rerank_depths.is_empty() {
         let ce = CrossEncoder::load(&runtime.ort_lib, &reranker_dir(), options.embed_threads)
             .context("memd-eval locomo --rerank needs the reranker (install/fetch-runtime.sh)")?;
@@ -245,7 +247,7 @@ fn configurations(options: &LocomoOptions) -> Vec<(String, Ranking)> {
             },
         ));
     }
-    list.push((SHIPPED.to_string(), shipped_ranking()));
+    list.push((FIRST_STAGE.to_string(), shipped_ranking()));
     let shipped = shipped_ranking();
     list.push((
         shipped_with_graph_boosts(!shipped.graph_boosts).to_string(),
@@ -257,7 +259,7 @@ fn configurations(options: &LocomoOptions) -> Vec<(String, Ranking)> {
     list
 }
 
-fn score_config(indexed: &[Indexed], name: &str, ranking: &Ranking) -> ConfigResult {
+pub(super) fn score_config(indexed: &[Indexed], name: &str, ranking: &Ranking) -> ConfigResult {
     let mut scorer = Scorer::default();
     for ix in indexed {
         ix.evaluate(ranking, &mut scorer);
@@ -310,7 +312,7 @@ fn score_reranked(
     Ok(depths
         .iter()
         .zip(scorers)
-        .map(|(d, scorer)| scorer.finish(&format!("{SHIPPED} + rerank@{d}")))
+        .map(|(d, scorer)| scorer.finish(&format!("{FIRST_STAGE} + ce@{d}")))
         .collect())
 }
 
@@ -340,7 +342,7 @@ pub(super) struct Indexed {
 }
 
 impl Indexed {
-    fn build(conv: &Conversation, embedder: &dyn Embed) -> Result<Indexed> {
+    pub(super) fn build(conv: &Conversation, embedder: &dyn Embed) -> Result<Indexed> {
         let memories = conv
             .turns
             .iter()
@@ -650,10 +652,10 @@ impl fmt::Display for Report {
             self.study_lexical_weight
         )?;
         for c in &self.noise {
-            match shipped {
+            match self.config(FIRST_STAGE) {
                 Some(s) => {
                     let (w, l) = c.wins_losses_at5(s);
-                    writeln!(f, "{c} | vs shipped at R@5: +{w} -{l}")?;
+                    writeln!(f, "{c} | vs first stage at R@5: +{w} -{l}")?;
                 }
                 None => writeln!(f, "{c}")?,
             }
