@@ -521,7 +521,7 @@ impl fmt::Display for CodingReport {
             match fused.filter(|s| s.result.name != r.result.name) {
                 Some(s) => {
                     let (w, l) = r.result.wins_losses_at5(&s.result);
-                    writeln!(f, " | vs fused at R@5: +{w} -{l}")?;
+                    writeln!(f, " | vs first stage at R@5: +{w} -{l}")?;
                 }
                 None => writeln!(f)?,
             }

@@ -35,3 +35,56 @@ pub fn header(settings: &Settings) -> String {
     let _ = writeln!(h, "{settings}");
     h
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memd_engine::config::SearchConfig;
+
+    #[test]
+    fn the_header_names_the_commit_and_every_setting_measured() {
+        let h = header(&Settings::default());
+        let first = h.lines().next().unwrap();
+        assert!(
+            first.starts_with("memd-eval ") && first.contains(" at commit "),
+            "{first}"
+        );
+        if let Some(stamped) = option_env!("MEMD_EVAL_COMMIT") {
+            assert!(first.ends_with(stamped), "{first}");
+        }
+        let d = SearchConfig::default();
+        for part in [
+            "\nfirst stage only: all-MiniLM-L6-v2".to_string(),
+            "\nshipped: the first stage -> late interaction".to_string(),
+            format!("over the first {} (search.rerank_depth)", d.rerank_depth),
+            format!("prompt budget {} ms", d.prompt_budget_ms),
+            "vectors (weight 1.00) + BM25 (weight 1.00)".to_string(),
+        ] {
+            assert!(h.contains(&part), "{part:?} not in\n{h}");
+        }
+        // What ships changes, the header changes with it.
+        let with = |search: SearchConfig| {
+            header(&Settings {
+                search,
+                ..Settings::default()
+            })
+        };
+        let ce = with(SearchConfig {
+            cross_encoder_depth: 10,
+            ..d.clone()
+        });
+        assert!(
+            ce.contains("-> cross-encoder ms-marco-MiniLM-L-12-v2 (int8) over the first 10"),
+            "{ce}"
+        );
+        let off = with(SearchConfig {
+            rerank: false,
+            cross_encoder_depth: 10,
+            ..d
+        });
+        assert!(
+            off.contains("no reranking") && off.contains("cross-encoder off"),
+            "{off}"
+        );
+    }
+}
