@@ -87,7 +87,7 @@ pub enum TurnText {
 }
 
 impl TurnText {
-    fn text(self, turns: &[super::dataset::Turn], i: usize) -> String {
+    pub(super) fn text(self, turns: &[super::dataset::Turn], i: usize) -> String {
         let t = &turns[i];
         match self {
             TurnText::Speaker => t.content(),
@@ -256,7 +256,7 @@ fn case_of(pairs: Vec<((Vec<String>, String), f32)>) -> Case {
 
 /// The conversations in `files`, each stored and embedded in its own temporary store, every
 /// turn's memory text written by `text` (the turns of its conversation and its index).
-fn index_files(
+pub(super) fn index_files(
     files: &[PathBuf],
     embedder: &dyn Embed,
     text: &dyn Fn(&[super::dataset::Turn], usize) -> String,

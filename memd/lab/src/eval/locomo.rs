@@ -342,7 +342,7 @@ pub(super) struct Indexed {
 }
 
 impl Indexed {
-    pub(super) fn build(conv: &Conversation, embedder: &dyn Embed) -> Result<Indexed> {
+    fn build(conv: &Conversation, embedder: &dyn Embed) -> Result<Indexed> {
         let memories = conv
             .turns
             .iter()

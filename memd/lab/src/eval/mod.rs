@@ -95,6 +95,10 @@ pub enum EvalCommand {
         /// Directory holding the LoCoMo conversation files (`*.json`).
         #[arg(long)]
         locomo: Option<PathBuf>,
+        /// How a LoCoMo turn becomes a memory's text (`dated`: the open item of dates in the
+        /// indexed text of exchanges).
+        #[arg(long, value_enum, default_value = "speaker")]
+        turn_text: late::TurnText,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
     /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
@@ -194,9 +198,10 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             };
             print!("{}", run_coding(&dir, &runtime, &options)?);
         }
-        EvalCommand::Retrieval { locomo } => {
+        EvalCommand::Retrieval { locomo, turn_text } => {
             let sets = summary::Sets {
                 locomo: summary::locomo_files(locomo.as_deref())?,
+                turn_text,
                 coding: summary::repository_sets(),
             };
             print!("{}", summary::run(&sets, &runtime, 0)?);

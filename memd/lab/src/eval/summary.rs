@@ -7,7 +7,8 @@
 //! stores, download anything, or let timing decide a figure.
 
 use super::coding::{self, CodingIndex, CodingSet};
-use super::locomo::{self, Indexed};
+use super::late::TurnText;
+use super::locomo;
 use super::metrics::{ConfigResult, Recall};
 use super::pipeline::{self, FIRST_STAGE, Pipeline, Probe, SHIPPED};
 use anyhow::{Context, Result};
@@ -34,6 +35,8 @@ pub struct Summary {
 /// (a name and a directory holding `set.json`).
 pub struct Sets {
     pub locomo: Vec<PathBuf>,
+    /// How a LoCoMo turn becomes a memory's text (`Speaker`: the protocol's).
+    pub turn_text: TurnText,
     pub coding: Vec<(String, PathBuf)>,
 }
 
@@ -45,13 +48,15 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
     let ranking = pipeline.settings.ranking;
     let mut rows = Vec::new();
     if !sets.locomo.is_empty() {
-        let indexed = sets
-            .locomo
-            .iter()
-            .map(|f| Indexed::build(&super::dataset::load_conversation(f)?, &embedder))
-            .collect::<Result<Vec<_>>>()?;
+        let turn_text = sets.turn_text;
+        let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
+        let indexed = super::late::index_files(&sets.locomo, &embedder, &text)?;
+        let form = match turn_text {
+            TurnText::Speaker => String::new(),
+            other => format!(", turns {other:?}"),
+        };
         rows.push(SetRow {
-            set: format!("LoCoMo ({} conversations)", indexed.len()),
+            set: format!("LoCoMo ({} conversations{form})", indexed.len()),
             first_stage: locomo::score_config(&indexed, FIRST_STAGE, &ranking),
             shipped: pipeline::score_locomo(&indexed, &pipeline)?,
         });
