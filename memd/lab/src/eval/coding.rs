@@ -14,6 +14,7 @@
 use super::dataset::Question;
 use super::locomo::{self, Indexed, LEXICAL_ONLY, VECTOR_ONLY};
 use super::metrics::{ConfigResult, Scorer};
+use super::pipeline::{Pipeline, SHIPPED};
 use anyhow::{Context, Result, bail};
 use memd_engine::core::Core;
 use memd_engine::models::embed::{Embed, OnnxEmbedder, RuntimePaths};
@@ -156,6 +157,27 @@ pub fn data_dir(relative: &str) -> PathBuf {
 
 pub use super::overlap::{Overlap, content_words, jaccard};
 
+impl Overlap {
+    /// The figures of `set`'s questions.
+    pub fn of(set: &CodingSet) -> Overlap {
+        let best = |q: &CodingQuestion, ids: &[String]| {
+            ids.iter()
+                .filter_map(|id| set.note(id))
+                .map(|n| jaccard(&q.text, &n.text))
+                .fold(0.0, f64::max)
+        };
+        Overlap {
+            answer: set.questions.iter().map(|q| best(q, &q.answers)).collect(),
+            distractor: set
+                .questions
+                .iter()
+                .filter(|q| !q.distractors.is_empty())
+                .map(|q| best(q, &q.distractors))
+                .collect(),
+        }
+    }
+}
+
 // ---- evaluation ----
 
 /// One ranking configuration: what the report calls it and how it ranks.
@@ -215,7 +237,7 @@ pub type RankedLists = Vec<Vec<Candidate>>;
 /// The set stored as memory-bank records in a temporary store and embedded, questions too.
 pub struct CodingIndex {
     set: CodingSet,
-    pub(super) indexed: Indexed,
+    indexed: Indexed,
 }
 
 impl CodingIndex {
@@ -252,30 +274,40 @@ impl CodingIndex {
         &self.set
     }
 
-    /// Every question ranked with `ranking`, the first `depth` candidates kept.
+    /// Every question ranked with `ranking` (the first stage alone), the first `depth`
+    /// candidates kept.
     pub fn rank(&self, ranking: &Ranking, depth: usize) -> RankedLists {
         let ix = &self.indexed;
         ix.store.read(|s| {
             ix.questions
                 .iter()
                 .zip(&ix.question_vecs)
-                .map(|(q, v)| {
-                    ix.rank(s, &q.text, v, ranking, depth)
-                        .into_iter()
-                        .filter_map(|h| {
-                            let note = ix.labels.get(&h.key)?.first()?.clone();
-                            Some(Candidate {
-                                note,
-                                score: h.rank_score,
-                                similarity: h.similarity,
-                                lexical: h.lexical,
-                            })
-                        })
-                        .take(depth)
-                        .collect()
-                })
+                .map(|(q, v)| self.candidates(ix.rank(s, &q.text, v, ranking, depth), depth))
                 .collect()
         })
+    }
+
+    /// Every question ranked by what memd ships (`pipeline`), the first `depth` kept.
+    pub fn shipped(&self, pipeline: &Pipeline, depth: usize) -> Result<RankedLists> {
+        let hits = self.indexed.shipped(pipeline, depth)?;
+        Ok(hits
+            .into_iter()
+            .map(|h| self.candidates(h, depth))
+            .collect())
+    }
+
+    fn candidates(&self, hits: Vec<memd_engine::search::Hit>, depth: usize) -> Vec<Candidate> {
+        hits.into_iter()
+            .filter_map(|h| {
+                Some(Candidate {
+                    note: self.indexed.labels.get(&h.key)?.first()?.clone(),
+                    score: h.rank_score,
+                    similarity: h.similarity,
+                    lexical: h.lexical,
+                })
+            })
+            .take(depth)
+            .collect()
     }
 }
 
@@ -452,9 +484,9 @@ pub fn run_coding(
         .iter()
         .map(|c| score(index.set(), &c.name, index.rank(&c.ranking, options.depth)))
         .collect();
-    let pipeline = super::pipeline::Pipeline::shipped(runtime, options.embed_threads)?;
-    let lists = super::pipeline::coding_lists(&index, &pipeline, options.depth)?;
-    runs.push(score(index.set(), super::pipeline::SHIPPED, lists));
+    let pipeline = Pipeline::shipped(runtime, options.embed_threads)?;
+    let lists = index.shipped(&pipeline, options.depth)?;
+    runs.push(score(index.set(), SHIPPED, lists));
     if !options.rerank_depths.is_empty() {
         let ce = memd_engine::models::embed::CrossEncoder::load(
             &runtime.ort_lib,

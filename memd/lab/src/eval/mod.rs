@@ -28,6 +28,7 @@ pub mod late;
 pub mod learning;
 pub mod learning_report;
 pub mod locomo;
+mod locomo_report;
 pub mod metrics;
 pub mod overlap;
 pub mod pipeline;

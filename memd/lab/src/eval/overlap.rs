@@ -4,7 +4,6 @@
 //!
 //! Owns the function-word list and the figure. Must never look at rankings.
 
-use super::coding::{CodingQuestion, CodingSet};
 use memd_engine::search;
 use std::collections::BTreeSet;
 
@@ -60,24 +59,6 @@ pub struct Overlap {
 }
 
 impl Overlap {
-    pub fn of(set: &CodingSet) -> Overlap {
-        let best = |q: &CodingQuestion, ids: &[String]| {
-            ids.iter()
-                .filter_map(|id| set.note(id))
-                .map(|n| jaccard(&q.text, &n.text))
-                .fold(0.0, f64::max)
-        };
-        Overlap {
-            answer: set.questions.iter().map(|q| best(q, &q.answers)).collect(),
-            distractor: set
-                .questions
-                .iter()
-                .filter(|q| !q.distractors.is_empty())
-                .map(|q| best(q, &q.distractors))
-                .collect(),
-        }
-    }
-
     pub fn mean_answer(&self) -> f64 {
         mean(&self.answer)
     }

@@ -5,28 +5,23 @@
 //! stores them. The evaluations' "shipped" rows come from here and nowhere else; their "first
 //! stage only" rows are the fused ranking alone.
 //!
-//! Owns the stage labels, the loaded models, the description of the configuration measured
-//! (printed at the top of reports) and the three-note paraphrase probe of issue 34. Must never
+//! Owns the stage labels, the shipped settings and their description (printed at the top of
+//! reports), the loaded models and one question's ranking through the stages. Must never
 //! reimplement a stage (it calls `retrieve::first_stage` and `retrieve::second_stage`), set a
-//! deadline (offline figures must not depend on the machine's speed), or write outside the
-//! evaluations' temporary stores.
+//! deadline (offline figures must not depend on the machine's speed), or write to a store.
 
-use super::coding::{Candidate, CodingIndex, RankedLists};
-use super::dataset::Question;
-use super::locomo::{Indexed, shipped_ranking};
-use super::metrics::{ConfigResult, Scorer};
 use anyhow::{Context, Result};
-use memd_engine::config::SearchConfig;
+use memd_engine::config::{LearningConfig, SearchConfig};
 use memd_engine::models::embed::{
-    CrossEncoder, Embed, LateInteraction, RuntimePaths, late_interaction_dir, reranker_dir,
+    CrossEncoder, LateInteraction, RuntimePaths, late_interaction_dir, reranker_dir,
 };
 use memd_engine::models::late;
 use memd_engine::retrieve::{self, FirstStage, Second};
 use memd_engine::search::{Hit, Query, RRF_K, Ranking};
-use proto::Collection;
+use memd_engine::state::MemState;
+use memd_engine::store::Store;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Label of what memd ships: the whole pipeline with the default settings.
 pub const SHIPPED: &str = "shipped";
@@ -38,10 +33,18 @@ pub const FIRST_STAGE: &str = "first stage only";
 const EMBEDDER: &str = "all-MiniLM-L6-v2 (int8)";
 const LATE_MODEL: &str = "answerai-colbert-small-v1 (int8)";
 const CROSS_MODEL: &str = "ms-marco-MiniLM-L-12-v2 (int8)";
-/// Results scored per LoCoMo question (recall@10 and MRR@10 need ten).
-const TOP_K: usize = 10;
 /// `view` needs a clock; nothing ranked here depends on it.
 const NOW_MS: i64 = 1_800_000_000_000;
+
+/// The ranking the daemon uses by default (`Core::ranking` with the default config).
+pub fn shipped_ranking() -> Ranking {
+    Ranking {
+        prior_weight: LearningConfig::default().prior_weight,
+        exchange_weight: LearningConfig::default().exchange_weight,
+        graph_boosts: LearningConfig::default().graph_boosts,
+        ..Ranking::default()
+    }
+}
 
 /// The settings that choose what the pipeline does: `[search]` and the ranking `[learning]`
 /// makes (`Default`: what the daemon ships).
@@ -102,6 +105,11 @@ impl Pipeline {
         })
     }
 
+    /// The cross-encoder, when the settings use it.
+    pub fn cross_encoder(&self) -> Option<Arc<CrossEncoder>> {
+        self.cross.clone()
+    }
+
     /// The stages the configuration runs.
     pub fn stages(&self) -> Stages {
         Stages {
@@ -113,11 +121,16 @@ impl Pipeline {
         }
     }
 
-    /// Token states of every memory of `ix`, as the daemon's background pass stores them.
-    pub(super) fn states(&self, ix: &Indexed) -> Result<late::States> {
-        let texts: Vec<(u64, String)> = ix.store.read(|s| {
-            let mut keys: Vec<u64> = ix.labels.keys().copied().collect();
-            keys.sort_unstable();
+    /// Token states of the memories `keys` of `store`, as the daemon's background pass
+    /// stores them.
+    pub fn states(
+        &self,
+        store: &Store<MemState>,
+        keys: impl Iterator<Item = u64>,
+    ) -> Result<late::States> {
+        let mut keys: Vec<u64> = keys.collect();
+        keys.sort_unstable();
+        let texts: Vec<(u64, String)> = store.read(|s| {
             keys.into_iter()
                 .filter_map(|k| Some((k, s.by_key(k)?.content.clone())))
                 .collect()
@@ -130,9 +143,9 @@ impl Pipeline {
     }
 
     /// Question `text` (embedded as `vector`) ranked through `stages`; the first `k` hits.
-    pub(super) fn rank(
+    pub fn rank(
         &self,
-        ix: &Indexed,
+        store: &Store<MemState>,
         states: &late::States,
         (text, vector): (&str, &[f32]),
         stages: &Stages,
@@ -154,9 +167,7 @@ impl Pipeline {
             vector: Some(vector),
             ranking: &self.settings.ranking,
         };
-        let head = ix
-            .store
-            .read(|s| retrieve::first_stage(s, &stage, depth, |_| true, NOW_MS));
+        let head = store.read(|s| retrieve::first_stage(s, &stage, depth, |_| true, NOW_MS));
         let query_states = match stages.late {
             true => Some(self.late.encode_query(text)?),
             false => None,
@@ -173,61 +184,10 @@ impl Pipeline {
             .block_on(retrieve::second_stage(states, text, head, how));
         Ok(head.into_iter().take(k).map(|c| c.hit).collect())
     }
-
-    /// Every question of `ix` ranked as shipped, the first `k` hits of each.
-    pub(super) fn rank_all(&self, ix: &Indexed, k: usize) -> Result<Vec<Vec<Hit>>> {
-        let states = self.states(ix)?;
-        let stages = self.stages();
-        ix.questions
-            .iter()
-            .zip(&ix.question_vecs)
-            .map(|(q, v)| self.rank(ix, &states, (&q.text, v), &stages, k))
-            .collect()
-    }
 }
 
-/// The shipped pipeline's figures on LoCoMo conversations (each store with its own states).
-pub(super) fn score_locomo(indexed: &[Indexed], p: &Pipeline) -> Result<ConfigResult> {
-    let started = Instant::now();
-    let mut scorer = Scorer::default();
-    for ix in indexed {
-        for (q, hits) in ix.questions.iter().zip(p.rank_all(ix, TOP_K)?) {
-            let ranked: Vec<&[String]> = hits
-                .iter()
-                .filter_map(|h| ix.labels.get(&h.key).map(Vec::as_slice))
-                .collect();
-            scorer.add(q.category, &q.evidence, &ranked);
-        }
-    }
-    eprintln!(
-        "memd-eval: shipped pipeline over {} conversations in {:.1} s",
-        indexed.len(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(scorer.finish(SHIPPED))
-}
-
-/// The shipped pipeline's lists on a coding set, `depth` candidates a question.
-pub(super) fn coding_lists(index: &CodingIndex, p: &Pipeline, depth: usize) -> Result<RankedLists> {
-    let ix = &index.indexed;
-    Ok(p.rank_all(ix, depth)?
-        .into_iter()
-        .map(|hits| {
-            hits.into_iter()
-                .filter_map(|h| {
-                    Some(Candidate {
-                        note: ix.labels.get(&h.key)?.first()?.clone(),
-                        score: h.rank_score,
-                        similarity: h.similarity,
-                        lexical: h.lexical,
-                    })
-                })
-                .collect()
-        })
-        .collect())
-}
-
-fn load_cross_encoder(runtime: &RuntimePaths, threads: usize) -> Result<CrossEncoder> {
+/// The cross-encoder of the runtime (`reranker_dir`).
+pub fn load_cross_encoder(runtime: &RuntimePaths, threads: usize) -> Result<CrossEncoder> {
     CrossEncoder::load(&runtime.ort_lib, &reranker_dir(), threads)
         .context("the cross-encoder is not installed (install/fetch-runtime.sh)")
 }
@@ -268,124 +228,5 @@ impl fmt::Display for Settings {
              the end",
             s.prompt_budget_ms
         )
-    }
-}
-
-// ---- the paraphrase probe ----
-
-/// Issue 34's case: the Bazel note shares "staging cluster", the Kubernetes note answers.
-pub const PROBE_NOTES: [&str; 3] = [
-    "The user deploys the billing service with Kubernetes on Google Cloud",
-    "The staging cluster reads its config from Bazel for the EU customers.",
-    "The data pipeline deploys through Helm charts to cut costs.",
-];
-pub const PROBE_QUERY: &str = "how do we ship the payments backend to the cluster?";
-/// The note that answers (Kubernetes).
-pub const PROBE_ANSWER: usize = 0;
-
-/// Each stage's order of the probe's notes (indexes into `PROBE_NOTES`).
-#[derive(Debug, Clone)]
-pub struct Probe {
-    pub stages: Vec<(String, Vec<usize>)>,
-}
-
-impl Pipeline {
-    /// The three notes stored alone, the query ranked by each stage on its own and as shipped;
-    /// the cross-encoder's row only when its files are installed.
-    pub fn probe(&self, runtime: &RuntimePaths, embedder: &dyn Embed) -> Result<Probe> {
-        let memories = PROBE_NOTES
-            .iter()
-            .enumerate()
-            .map(|(i, text)| {
-                let mut rec = memd_engine::core::Core::new_record(
-                    Collection::MemoryBank,
-                    text.to_string(),
-                    1_700_000_000_000 + i as i64,
-                );
-                rec.score = 1.0;
-                (rec, i.to_string())
-            })
-            .collect();
-        let question = Question {
-            text: PROBE_QUERY.to_string(),
-            category: 0,
-            evidence: vec![PROBE_ANSWER.to_string()],
-        };
-        let ix = Indexed::store(memories, &[question], embedder)?;
-        let states = self.states(&ix)?;
-        let cross = match &self.cross {
-            Some(c) => Some(c.clone()),
-            None => load_cross_encoder(runtime, 0).ok().map(Arc::new),
-        };
-        let none = Stages {
-            late: false,
-            cross: None,
-        };
-        let mut runs = vec![
-            (FIRST_STAGE.to_string(), none.clone()),
-            (
-                "+ late interaction".to_string(),
-                Stages { late: true, ..none },
-            ),
-        ];
-        if let Some(c) = cross {
-            let depth = self
-                .settings
-                .search
-                .cross_encoder_depth
-                .max(PROBE_NOTES.len());
-            runs.push((
-                format!("+ late + cross-encoder@{depth}"),
-                Stages {
-                    late: true,
-                    cross: Some((c, depth)),
-                },
-            ));
-        }
-        runs.push((SHIPPED.to_string(), self.stages()));
-        let q = (PROBE_QUERY, ix.question_vecs[0].as_slice());
-        let stages = runs
-            .into_iter()
-            .map(|(name, stages)| {
-                let hits = self.rank(&ix, &states, q, &stages, PROBE_NOTES.len())?;
-                let order = hits
-                    .iter()
-                    .filter_map(|h| ix.labels.get(&h.key)?.first()?.parse().ok())
-                    .collect();
-                Ok((name, order))
-            })
-            .collect::<Result<_>>()?;
-        Ok(Probe { stages })
-    }
-}
-
-impl Probe {
-    /// The note `stage` ranks first.
-    pub fn first(&self, stage: &str) -> Option<usize> {
-        let (_, order) = self.stages.iter().find(|(n, _)| n == stage)?;
-        order.first().copied()
-    }
-}
-
-impl fmt::Display for Probe {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "paraphrase probe: {PROBE_QUERY:?} over three notes (the answer is note {}, \
-             Kubernetes)",
-            PROBE_ANSWER + 1
-        )?;
-        for (i, note) in PROBE_NOTES.iter().enumerate() {
-            writeln!(f, "  note {}: {note}", i + 1)?;
-        }
-        for (stage, order) in &self.stages {
-            let names: Vec<String> = order.iter().map(|i| (i + 1).to_string()).collect();
-            let verdict = match order.first() {
-                Some(&i) if i == PROBE_ANSWER => "answer first",
-                _ => "answer NOT first",
-            };
-            writeln!(f, "  {stage:<32} order {} ({verdict})", names.join(" > "))?;
-        }
-        Ok(())
     }
 }
