@@ -12,6 +12,8 @@ import { join } from "node:path";
 
 /** Where `hook-prompt` and `hook-stop` are installed (set by `memd init`). */
 const HOOK_DIR: string = "__MEMD_HOOK_DIR__";
+/** The hook's file name: Windows executables end in `.exe`. */
+const exeName = (exe: string): string => (process.platform === "win32" ? `${exe}.exe` : exe);
 /** Longest wait for an answer; the hooks' own deadline (2 s by default) is shorter. */
 const ANSWER_WAIT_MS = 5000;
 /** The MCP tool through which the agent scores (OpenCode names it `<server>_<tool>`). */
@@ -43,7 +45,7 @@ function ask(exe: string, payload: Answer): Promise<Answer | null> {
       }
     };
     try {
-      const child = spawn(join(HOOK_DIR, exe), ["--opencode"], {
+      const child = spawn(join(HOOK_DIR, exeName(exe)), ["--opencode"], {
         stdio: ["pipe", "pipe", "ignore"],
       });
       const timer = setTimeout(() => {
@@ -71,7 +73,7 @@ function ask(exe: string, payload: Answer): Promise<Answer | null> {
 /** Runs a hook in the background: it outlives OpenCode if OpenCode exits first. */
 function tell(exe: string, payload: Answer): void {
   try {
-    const child = spawn(join(HOOK_DIR, exe), ["--opencode"], {
+    const child = spawn(join(HOOK_DIR, exeName(exe)), ["--opencode"], {
       stdio: ["pipe", "ignore", "ignore"],
       detached: true,
     });

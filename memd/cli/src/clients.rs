@@ -5,6 +5,7 @@
 //! CLI). Must never read or
 //! write a client's files: `init`, `opencode` and `doctor` do that.
 
+use super::hookcmd::Os;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -24,7 +25,8 @@ pub struct ClientFiles {
     /// `~/.gemini` (`$GEMINI_CLI_HOME/.gemini` when set): Gemini CLI and Antigravity's `agy`.
     pub gemini_dir: PathBuf,
     pub gemini_settings: PathBuf,
-    /// `$XDG_CONFIG_HOME/opencode`, else `~/.config/opencode`.
+    /// `$XDG_CONFIG_HOME/opencode`, else `~/.config/opencode` (on Windows too:
+    /// `%USERPROFILE%\.config\opencode`).
     pub opencode_dir: PathBuf,
     pub opencode_config: PathBuf,
     /// memd's plugin, in the directory OpenCode loads global plugins from.
@@ -71,7 +73,10 @@ impl ClientFiles {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
         };
-        let home = env_dir("HOME").context("HOME is not set")?;
+        let home = home_vars(Os::current())
+            .iter()
+            .find_map(|k| env_dir(k))
+            .with_context(|| format!("{} is not set", home_vars(Os::current()).join(" or ")))?;
         let gemini_home = env_dir("GEMINI_CLI_HOME").unwrap_or_else(|| home.clone());
         let config_home = env_dir("XDG_CONFIG_HOME")
             .filter(|d| d.is_absolute())
@@ -115,11 +120,24 @@ impl ClientFiles {
     }
 }
 
-/// The first executable called `name` on PATH.
+/// Where the clients find the user's home: Node's `os.homedir()` (Claude Code, Cursor, Gemini
+/// CLI, OpenCode) and Codex read `USERPROFILE` on Windows, where Git Bash's `HOME` may differ.
+pub fn home_vars(os: Os) -> &'static [&'static str] {
+    match os {
+        Os::Unix => &["HOME"],
+        Os::Windows => &["USERPROFILE", "HOME"],
+    }
+}
+
+/// The first executable called `name` on PATH (on Windows `name.exe`, or npm's `name.cmd` shim).
 pub fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
+    let names: Vec<String> = match Os::current() {
+        Os::Unix => vec![name.to_string()],
+        Os::Windows => [".exe", ".cmd"].map(|e| format!("{name}{e}")).to_vec(),
+    };
     std::env::split_paths(&path)
-        .map(|d| d.join(name))
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
         .find(|p| is_executable(p))
 }
 

@@ -13,7 +13,7 @@
 //! server, another hook or its trust entry, and never rewrite config.toml's formatting:
 //! edits go through `toml_edit`, which keeps comments and order.
 
-use super::clients::ClientFiles;
+use super::clients::{ClientFiles, ClientKind};
 use super::files::{self, Planned};
 use super::json::Json;
 use super::merge::{self, HOOK_PROMPT, HOOK_STOP, ShapeError};
@@ -72,7 +72,7 @@ fn event_label(event: &str) -> String {
 
 /// Adds memd's hooks to a Codex hooks.json document (`{"hooks": {...}}`).
 pub fn hooks_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError> {
-    merge::hooks_add(doc, bin, FLAG, &CODEX_HOOKS)
+    merge::hooks_add(doc, ClientKind::Codex, bin, FLAG, &CODEX_HOOKS)
 }
 
 /// Events memd hooks into (for doctor).

@@ -192,10 +192,19 @@ fn check_data_dir(r: &mut Report, cfg: &Config) {
     }
     let token = cfg.token_path();
     match files::existing_mode(&token) {
-        None => r.warn(
+        _ if !token.exists() => r.warn(
             "token",
             format!("{} does not exist yet", token.display()),
             "`memd init` or the first start creates it",
+        ),
+        // Windows has no mode bits: the token's DACL must be memd's owner-only one.
+        None if memd_server::guard::token_is_private(&token) != Some(true) => r.fail(
+            "token",
+            format!(
+                "{} is not limited to you (its ACL is not memd's owner-only one); other users could call memd",
+                token.display()
+            ),
+            "`memd init`, or the next start of memd, sets it",
         ),
         Some(mode) if files::is_open(mode) => r.fail(
             "token",
@@ -206,7 +215,7 @@ fn check_data_dir(r: &mut Report, cfg: &Config) {
             ),
             format!("chmod 600 {}", token.display()),
         ),
-        Some(_) => r.ok("token", format!("{} (private)", token.display())),
+        _ => r.ok("token", format!("{} (private)", token.display())),
     }
 }
 

@@ -289,7 +289,8 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
         println!("{}: {why}", kind.name());
     }
     for exe in [merge::HOOK_PROMPT, merge::HOOK_STOP] {
-        if !is_executable(&bin.join(exe)) {
+        let exe = super::hookcmd::Os::current().exe(exe);
+        if !is_executable(&bin.join(&exe)) {
             eprintln!(
                 "warning: {} is missing or not executable; install the hooks there (install/install.sh) or pass --bin-dir",
                 bin.join(exe).display()

@@ -32,6 +32,7 @@ mod dashboard;
 mod diff;
 mod doctor;
 mod files;
+mod hookcmd;
 mod init;
 mod json;
 mod launch;

@@ -7,6 +7,8 @@
 //! must never be changed, reordered or removed. Adding twice gives the same document as adding
 //! once.
 
+use super::clients::ClientKind;
+use super::hookcmd::{self, Os};
 use super::json::{Json, Obj};
 use std::fmt;
 use std::path::Path;
@@ -126,40 +128,16 @@ fn array_member<'a>(
     })
 }
 
-/// Quotes a path for a shell command line when it needs it.
-pub fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-/// The program a shell command line runs: its first word, unquoted.
+/// The program a hook command line runs: its first word, unquoted (see [`hookcmd::program_of`]).
 pub fn command_program(cmd: &str) -> String {
-    let mut out = String::new();
-    let mut quote: Option<char> = None;
-    for c in cmd.trim_start().chars() {
-        match (quote, c) {
-            (None, c) if c.is_whitespace() => break,
-            (None, '\'' | '"') => quote = Some(c),
-            (Some(q), c) if c == q => quote = None,
-            (_, c) => out.push(c),
-        }
-    }
-    out
+    hookcmd::program_of(cmd)
 }
 
-/// True when the command runs one of memd's hook executables (wherever installed).
+/// True when the command runs one of memd's hook executables (wherever installed, `.exe` or
+/// not).
 pub fn is_memd_command(cmd: &str) -> bool {
     let program = command_program(cmd);
-    let name = Path::new(&program)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("");
+    let name = hookcmd::program_stem(&program);
     name == HOOK_PROMPT || name == HOOK_STOP
 }
 
@@ -169,13 +147,9 @@ pub fn is_memd_handler(h: &Json) -> bool {
         .is_some_and(is_memd_command)
 }
 
-fn hook_command(bin: &Path, exe: &str, args: &str) -> String {
-    let path = shell_quote(&bin.join(exe).to_string_lossy());
-    if args.is_empty() {
-        path
-    } else {
-        format!("{path} {args}")
-    }
+/// The command line for `client` on this OS (see `hookcmd` for each shell's quoting).
+fn hook_command(client: ClientKind, bin: &Path, exe: &str, args: &str) -> String {
+    hookcmd::hook_line(Os::current(), client, &bin.to_string_lossy(), exe, args)
 }
 
 /// Puts `ours` where the first memd entry of `list` is and drops any other memd entry; appends
@@ -199,7 +173,7 @@ fn replace_first_or_append(list: &mut Vec<Json>, ours: Json, is_ours: impl Fn(&J
 
 /// Adds memd's hooks and tool permissions to `~/.claude/settings.json`.
 pub fn claude_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError> {
-    hooks_add(doc, bin, "", &CLAUDE_HOOKS)?;
+    hooks_add(doc, ClientKind::ClaudeCode, bin, "", &CLAUDE_HOOKS)?;
     let root = root_mut(doc)?;
     let permissions = object_member(root, "permissions", "permissions")?;
     let allow = array_member(permissions, "allow", "permissions.allow")?;
@@ -216,6 +190,7 @@ pub fn claude_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError>
 /// `args`.
 pub fn hooks_add(
     doc: &mut Json,
+    client: ClientKind,
     bin: &Path,
     args: &str,
     table: &[(&str, &str, i64, Option<&str>)],
@@ -227,7 +202,7 @@ pub fn hooks_add(
         let groups = array_member(hooks, event, &at)?;
         let handler = Json::object([
             ("type", Json::str("command")),
-            ("command", Json::str(hook_command(bin, exe, args))),
+            ("command", Json::str(hook_command(client, bin, exe, args))),
             ("timeout", Json::int(timeout)),
         ]);
         upsert_claude_handler(groups, handler, matcher, &at)?;
@@ -473,7 +448,10 @@ pub fn cursor_hooks_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError> {
     for (event, exe, timeout) in CURSOR_HOOKS {
         let entries = array_member(hooks, event, &format!("hooks.{event}"))?;
         let entry = Json::object([
-            ("command", Json::str(hook_command(bin, exe, "--cursor"))),
+            (
+                "command",
+                Json::str(hook_command(ClientKind::Cursor, bin, exe, "--cursor")),
+            ),
             ("timeout", Json::int(timeout)),
         ]);
         replace_first_or_append(entries, entry, is_memd_handler);

@@ -25,7 +25,13 @@ const GEMINI_EVIDENCE: &str = "run_shell_command|write_file|replace";
 
 /// Adds memd's hooks to Gemini CLI's settings (`hook-prompt --gemini`, `hook-stop --gemini`).
 pub fn gemini_settings_add(doc: &mut Json, bin: &Path) -> Result<(), ShapeError> {
-    hooks_add(doc, bin, "--gemini", &GEMINI_HOOKS)
+    hooks_add(
+        doc,
+        super::ClientKind::Gemini,
+        bin,
+        "--gemini",
+        &GEMINI_HOOKS,
+    )
 }
 
 /// Removes memd's hooks (Gemini CLI's have Claude Code's shape) and `mcpServers.memd`.

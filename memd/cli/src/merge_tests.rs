@@ -37,6 +37,13 @@ fn command_program_unquotes_the_first_word() {
     assert!(is_memd_command("hook-prompt"));
     assert!(!is_memd_command("/usr/bin/my-hook-prompt"));
     assert!(!is_memd_command("echo hook-prompt"));
+    // The Windows renderings: PowerShell's call operator, Git Bash's forward slashes, `.exe`.
+    assert!(is_memd_command(
+        r"& 'C:\Program Files\memd\hook-stop.exe' --cursor"
+    ));
+    assert!(is_memd_command(r"C:\Users\dev\bin\hook-prompt.exe --codex"));
+    assert!(is_memd_command("'C:/Program Files/memd/hook-prompt.exe'"));
+    assert!(!is_memd_command(r"& 'C:\tools\my-hook-stop.exe'"));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Who may talk to memd: the per-user token, Host and Origin checks.
 //!
-//! Owns the API token file (32 random bytes, hex, mode 0600, created at first start) and the
+//! Owns the API token file (32 random bytes, hex, mode 0600 or on Windows an owner-only DACL,
+//! created at first start) and the
 //! checks every request passes before routing. Must never log or echo the token, and never
 //! reveal why authentication failed beyond "unauthorized".
 
@@ -8,11 +9,21 @@ use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;
 
-/// Loads the token, creating it (0600) on first start.
+#[cfg(windows)]
+#[path = "guard_windows.rs"]
+mod windows_acl;
+
+/// Loads the token, creating it (0600; on Windows an owner-only, non-inherited DACL) on first
+/// start. On Windows a token written before memd set that DACL gets it now.
 pub fn load_or_create_token(path: &Path) -> Result<String> {
     if let Ok(t) = std::fs::read_to_string(path) {
         let t = t.trim().to_string();
         if t.len() >= 32 {
+            #[cfg(windows)]
+            if !matches!(windows_acl::is_owner_only(path), Ok(true)) {
+                windows_acl::restrict_to_owner(path)
+                    .with_context(|| format!("cannot make {} private", path.display()))?;
+            }
             return Ok(t);
         }
     }
@@ -20,6 +31,10 @@ pub fn load_or_create_token(path: &Path) -> Result<String> {
     let token = hex::encode(bytes);
     let tmp = path.with_extension("tmp");
     let mut f = open_private(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    // The DACL is set before the secret is written; the rename keeps it.
+    #[cfg(windows)]
+    windows_acl::restrict_to_owner(&tmp)
+        .with_context(|| format!("cannot make {} private", tmp.display()))?;
     f.write_all(token.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
@@ -35,6 +50,21 @@ fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
         o.mode(0o600);
     }
     o.open(path)
+}
+
+/// Whether only this user may read the token: on Windows its DACL is the owner-only one memd
+/// sets, elsewhere its mode has no group or other bits. `None` when it cannot be read.
+pub fn token_is_private(path: &Path) -> Option<bool> {
+    #[cfg(windows)]
+    return windows_acl::is_owner_only(path).ok();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).ok()?.permissions().mode();
+        Some(mode & 0o077 == 0)
+    }
+    #[cfg(not(any(unix, windows)))]
+    None
 }
 
 /// Constant-time comparison of the presented bearer token with ours.
