@@ -36,7 +36,7 @@ impl Os {
 
 /// The shell a client hands its hook command line to.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Shell {
+pub enum Interpreter {
     /// `sh -c` on Linux and macOS.
     Posix,
     /// Git for Windows' bash (Claude Code on Windows).
@@ -45,11 +45,11 @@ pub enum Shell {
     PowerShell,
 }
 
-pub fn shell_for(os: Os, client: ClientKind) -> Shell {
+pub fn shell_for(os: Os, client: ClientKind) -> Interpreter {
     match (os, client) {
-        (Os::Unix, _) => Shell::Posix,
-        (Os::Windows, ClientKind::ClaudeCode) => Shell::GitBash,
-        (Os::Windows, _) => Shell::PowerShell,
+        (Os::Unix, _) => Interpreter::Posix,
+        (Os::Windows, ClientKind::ClaudeCode) => Interpreter::GitBash,
+        (Os::Windows, _) => Interpreter::PowerShell,
     }
 }
 
@@ -67,13 +67,13 @@ pub fn hook_line(os: Os, client: ClientKind, dir: &str, exe: &str, args: &str) -
 }
 
 /// `path` as the first word of a command line for `shell`.
-pub fn quote(shell: Shell, path: &str) -> String {
+pub fn quote(shell: Interpreter, path: &str) -> String {
     match shell {
-        Shell::Posix => posix_quote(path),
-        Shell::GitBash => posix_quote(&path.replace('\\', "/")),
-        Shell::PowerShell if is_plain(path, "\\/._-:") => path.to_string(),
+        Interpreter::Posix => posix_quote(path),
+        Interpreter::GitBash => posix_quote(&path.replace('\\', "/")),
+        Interpreter::PowerShell if is_plain(path, "\\/._-:") => path.to_string(),
         // PowerShell reads the typographic single quotes as `'` too; each is escaped by doubling.
-        Shell::PowerShell => {
+        Interpreter::PowerShell => {
             let mut out = String::from("& '");
             for c in path.chars() {
                 if matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '\u{201a}' | '\u{201b}') {
