@@ -321,3 +321,152 @@ fn windows_memd_under_wine_stores_answers_the_hook_and_survives_a_kill() {
     );
     // Wine's drop ends the prefix's wineserver, and with it this daemon.
 }
+
+/// Runs `memd.exe` with `args` in the prefix; (exit code, stdout, stderr).
+fn memd_exe(wine: &Wine, args: &[&'static str], stdin: &[u8], env: &[(&str, String)]) -> Output {
+    let mut all = vec![tests::wine::Arg::P(wine.bin().join("memd.exe"))];
+    all.extend(args.iter().map(|a| tests::wine::Arg::S(a)));
+    wine.run(&all, stdin, env)
+}
+
+type Output = (i32, String, String);
+
+/// The memd hook commands a Claude-style `hooks` object holds for `event`.
+fn hook_commands(doc: &Value, event: &str) -> Vec<String> {
+    let groups = doc["hooks"][event].as_array().cloned().unwrap_or_default();
+    groups
+        .iter()
+        .flat_map(|g| {
+            let list = g.get("hooks").and_then(Value::as_array);
+            list.cloned().unwrap_or_else(|| vec![g.clone()])
+        })
+        .filter_map(|h| h["command"].as_str().map(str::to_string))
+        .filter(|c| c.contains("hook-prompt") || c.contains("hook-stop"))
+        .collect()
+}
+
+#[test]
+fn windows_init_doctor_mcp_and_uninstall_under_wine() {
+    if !enabled() {
+        return;
+    }
+    let wine = Wine::new(&["memd.exe", "hook-prompt.exe", "hook-stop.exe"]);
+    let runtime = windows_runtime(&wine);
+    let env = [
+        ("MEMD_PORT", free_port().to_string()),
+        ("MEMD_RUNTIME_DIR", z(&runtime)),
+    ];
+    let (code, out, err) = memd_exe(
+        &wine,
+        &["init", "--claude-code", "--cursor", "--yes"],
+        b"",
+        &env,
+    );
+    assert_eq!(code, 0, "memd.exe init: {out} {err}");
+    let profile = wine.profile().expect("a user profile");
+
+    // Claude Code runs hooks through Git Bash: forward slashes, single quotes (the directory's
+    // name has a space), `.exe`. Cursor through PowerShell: the call operator.
+    let bin = z(&wine.bin());
+    let claude_line = format!("'{}/hook-prompt.exe'", bin.replace('\\', "/"));
+    let cursor_line = format!("& '{bin}\\hook-prompt.exe' --cursor");
+    let settings = profile.join(".claude/settings.json");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    assert_eq!(
+        hook_commands(&doc, "UserPromptSubmit"),
+        vec![claude_line.clone()]
+    );
+    let cursor: Value =
+        serde_json::from_slice(&std::fs::read(profile.join(".cursor/hooks.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        hook_commands(&cursor, "beforeSubmitPrompt"),
+        vec![cursor_line]
+    );
+    let mcp: Value =
+        serde_json::from_slice(&std::fs::read(profile.join(".claude.json")).unwrap()).unwrap();
+    assert_eq!(
+        mcp["mcpServers"]["memd"]["command"].as_str(),
+        Some(format!("{bin}\\memd.exe").as_str()),
+        "{mcp}"
+    );
+
+    // The daemon up, one memory in it; the hook the settings name injects it.
+    let d = WineDaemon::start(&wine, &env);
+    let fact = "The Windows build server signs installers with the key in vault path ci/sign";
+    let id = d
+        .post::<_, MemoryBankResponse>("/api/memory-bank/add", &json!({"content": fact}))
+        .doc_id;
+    d.wait_embedded(Duration::from_secs(300));
+    let program = claude_line.trim_matches('\'');
+    std::fs::create_dir_all(profile.join("shop")).unwrap();
+    let user = profile.file_name().unwrap().to_string_lossy().into_owned();
+    let cwd = format!(r"C:\users\{user}\shop");
+    let transcript = wine.root().join("w-init.jsonl");
+    std::fs::write(&transcript, "").unwrap();
+    let prompt = "which key signs the Windows installers?";
+    let (code, out, err) = wine.run(
+        &[tests::wine::Arg::P(PathBuf::from(program))],
+        &claude_prompt("w-init", prompt, &z(&transcript), &cwd),
+        &[],
+    );
+    assert_eq!(code, 0, "{program}: {err}");
+    assert!(out.contains(&format!("[id:{id}]")), "{out} {err}");
+
+    // doctor reads the Windows config files back. The token's owner-only DACL was set without
+    // error (init would have failed), but Wine 8.0 does not keep a file's DACL (it stores no
+    // security descriptor and leaves the mode bits), so doctor's read-back is printed only.
+    let (_, out, err) = memd_exe(&wine, &["doctor", "--json"], b"", &env);
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    let status = |name: &str| {
+        let checks = report["checks"].as_array().unwrap();
+        let c = checks.iter().find(|c| c["check"] == name);
+        c.map(|c| {
+            (
+                c["status"].as_str().unwrap_or("").to_string(),
+                c["detail"].to_string(),
+            )
+        })
+    };
+    println!("memd.exe doctor under Wine, token: {:?}", status("token"));
+    for name in ["claude hooks", "cursor hooks", "claude mcp"] {
+        let (level, detail) = status(name).unwrap_or_else(|| panic!("no {name} check: {report}"));
+        assert_eq!(level, "ok", "{name}: {detail}");
+    }
+
+    // `memd.exe mcp` over stdio: initialize, then tools/list, relayed to the daemon.
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "wine-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ];
+    let stdin: String = requests.iter().map(|r| format!("{r}\n")).collect();
+    let (code, out, err) = memd_exe(&wine, &["mcp"], stdin.as_bytes(), &env);
+    assert_eq!(code, 0, "memd.exe mcp: {err}");
+    let answers: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let by_id = |id: i64| answers.iter().find(|a| a["id"] == id).cloned();
+    let init = by_id(1).unwrap_or_else(|| panic!("no initialize answer: {out} {err}"));
+    assert!(init["result"]["serverInfo"]["name"].is_string(), "{init}");
+    let tools = by_id(2).unwrap_or_else(|| panic!("no tools/list answer: {out} {err}"));
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(names.contains(&"search_memory"), "{tools}");
+
+    // uninstall takes memd's entries out again.
+    let (code, out, err) = memd_exe(&wine, &["uninstall", "--yes"], b"", &env);
+    assert_eq!(code, 0, "memd.exe uninstall: {out} {err}");
+    let left = std::fs::read_to_string(&settings).unwrap_or_default();
+    assert!(
+        !left.contains("hook-prompt") && !left.contains("hook-stop"),
+        "{left}"
+    );
+    let left = std::fs::read_to_string(profile.join(".cursor/hooks.json")).unwrap_or_default();
+    assert!(!left.contains("hook-prompt"), "{left}");
+}

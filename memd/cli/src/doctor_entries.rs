@@ -146,7 +146,12 @@ fn stdio_command_runs(command: &str) -> bool {
     if command.is_empty() {
         return false;
     }
-    if command.contains('/') {
+    // A path (either separator on Windows) is checked where it points; a bare name on PATH.
+    let separators: &[char] = match crate::hookcmd::Os::current() {
+        crate::hookcmd::Os::Unix => &['/'],
+        crate::hookcmd::Os::Windows => &['/', '\\'],
+    };
+    if command.contains(separators) {
         return is_executable(Path::new(command));
     }
     on_path(command).is_some()

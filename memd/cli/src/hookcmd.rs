@@ -147,6 +147,18 @@ pub fn program_stem(program: &str) -> &str {
     }
 }
 
+/// `path` without the `\\?\` prefix Windows' `canonicalize` adds (`\\?\C:\x` is `C:\x`,
+/// `\\?\UNC\host\share` is `\\host\share`): shells and clients do not take that form.
+pub fn without_verbatim(path: &str) -> String {
+    if let Some(unc) = path.strip_prefix(r"\\?\UNC\") {
+        return format!(r"\\{unc}");
+    }
+    match path.strip_prefix(r"\\?\") {
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => rest.to_string(),
+        _ => path.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +217,20 @@ mod tests {
             win(Cursor, "C:\\\u{2019}x", ""),
             "& 'C:\\\u{2019}\u{2019}x\\hook-prompt.exe'"
         );
+    }
+
+    #[test]
+    fn canonical_windows_paths_lose_their_verbatim_prefix() {
+        assert_eq!(
+            without_verbatim(r"\\?\C:\Program Files\memd"),
+            r"C:\Program Files\memd"
+        );
+        assert_eq!(
+            without_verbatim(r"\\?\UNC\host\share\bin"),
+            r"\\host\share\bin"
+        );
+        assert_eq!(without_verbatim("/opt/memd"), "/opt/memd");
+        assert_eq!(without_verbatim(r"\\?\Volume{x}\bin"), r"\\?\Volume{x}\bin");
     }
 
     #[test]

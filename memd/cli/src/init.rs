@@ -57,7 +57,14 @@ pub struct UninstallArgs {
 /// This `memd`, by its real path: what the stdio MCP entry starts.
 fn memd_exe() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find the memd executable")?;
-    Ok(std::fs::canonicalize(&exe).unwrap_or(exe))
+    Ok(real_path(exe))
+}
+
+/// `path` with its links resolved, in the form a client's config can name (on Windows without
+/// the `\\?\` prefix `canonicalize` adds).
+fn real_path(path: PathBuf) -> PathBuf {
+    let real = std::fs::canonicalize(&path).unwrap_or(path);
+    PathBuf::from(super::hookcmd::without_verbatim(&real.to_string_lossy()))
 }
 
 /// Where the hook binaries are: `--bin-dir`, else beside this `memd`.
@@ -74,7 +81,7 @@ fn resolve_bin_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
     } else {
         std::env::current_dir()?.join(dir)
     };
-    Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
+    Ok(real_path(dir))
 }
 
 /// The port clients should use: the configured one (a fixed port), else the running daemon's.
