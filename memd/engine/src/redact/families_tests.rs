@@ -14,7 +14,11 @@ fn encode(data: &[u8], url: bool) -> String {
     let mut out = String::new();
     for chunk in data.chunks(3) {
         let n = chunk.len();
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let v = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..=n {
             out.push(table[((v >> (18 - 6 * i)) & 63) as usize] as char);
@@ -44,12 +48,22 @@ fn base64url_payloads_holding_a_secret_are_redacted() {
         SecretKind::EncodedSecret,
     );
     // A JWT-like segment without dots: a JSON claim set carrying a key.
-    let claims = encode(br#"{"sub":"ci>>bot","api_key":"sk-ant-api03-Zq8Xw2Lm5Rt9Yb3Kd7Hp1Vn4"}"#, true);
-    assert_redacted(&format!("payload {claims}"), &claims, SecretKind::EncodedSecret);
+    let claims = encode(
+        br#"{"sub":"ci>>bot","api_key":"sk-ant-api03-Zq8Xw2Lm5Rt9Yb3Kd7Hp1Vn4"}"#,
+        true,
+    );
+    assert_redacted(
+        &format!("payload {claims}"),
+        &claims,
+        SecretKind::EncodedSecret,
+    );
     // Identifiers with underscores and dashes decode to no text: kept.
     let code = "call parse_incoming_request_headers_fast-path-v2 then retry";
     assert_eq!(redact(code).text, code);
-    let harmless = encode(b"hello world, nothing secret in this base64url text at all ~~~>", true);
+    let harmless = encode(
+        b"hello world, nothing secret in this base64url text at all ~~~>",
+        true,
+    );
     assert_eq!(redact(&harmless).text, harmless);
 }
 
@@ -73,7 +87,10 @@ fn a_secret_past_the_first_8_kib_of_a_base64_run_is_found() {
     let r = redact(&wrapped.join("\n"));
     assert_eq!(r.found, [SecretKind::EncodedSecret], "{}", &r.text[..200]);
     // The same file without the secret stays as it is.
-    let clean = encode(env.replace(SECRET_LINE, "LOG_LEVEL=debug").as_bytes(), false);
+    let clean = encode(
+        env.replace(SECRET_LINE, "LOG_LEVEL=debug").as_bytes(),
+        false,
+    );
     assert_eq!(redact(&clean).text, clean);
 }
 
@@ -81,16 +98,29 @@ fn a_secret_past_the_first_8_kib_of_a_base64_run_is_found() {
 fn redis_cli_passwords_are_redacted() {
     for (text, secret) in [
         ("redis-cli -a S3cr3tPass! ping", "S3cr3tPass!"),
-        ("redis-cli -h cache.internal -p 6379 -a 'hunter2-x9' FLUSHDB", "hunter2-x9"),
+        (
+            "redis-cli -h cache.internal -p 6379 -a 'hunter2-x9' FLUSHDB",
+            "hunter2-x9",
+        ),
         ("redis-cli --pass Zq8Xw2Lm5R info", "Zq8Xw2Lm5R"),
-        ("redis-cli -u redis://app:Kd7Hp1Vn4q@10.0.0.5:6379 ping", "Kd7Hp1Vn4q"),
-        ("redis-cli -u rediss://:Yb3Kd7Hp1V@cache:6380/0", "Yb3Kd7Hp1V"),
+        (
+            "redis-cli -u redis://app:Kd7Hp1Vn4q@10.0.0.5:6379 ping",
+            "Kd7Hp1Vn4q",
+        ),
+        (
+            "redis-cli -u rediss://:Yb3Kd7Hp1V@cache:6380/0",
+            "Yb3Kd7Hp1V",
+        ),
     ] {
         let r = redact(text);
         assert!(!r.text.contains(secret), "{text} → {}", r.text);
         assert!(r.text.starts_with("redis-cli "), "{}", r.text);
     }
-    for kept in ["redis-cli -a", "redis-cli --askpass ping", "redis-cli -p 6379 ping"] {
+    for kept in [
+        "redis-cli -a",
+        "redis-cli --askpass ping",
+        "redis-cli -p 6379 ping",
+    ] {
         assert_eq!(redact(kept).text, kept);
     }
 }
@@ -110,7 +140,11 @@ fn aws_presigned_urls_lose_their_signature_credential_and_token() {
         assert!(!r.text.contains(secret), "{secret} survived: {}", r.text);
     }
     assert!(r.found.contains(&SecretKind::AwsPresigned), "{:?}", r.found);
-    for kept in ["X-Amz-Date=20261127T030000Z", "X-Amz-Expires=3600", "report.csv"] {
+    for kept in [
+        "X-Amz-Date=20261127T030000Z",
+        "X-Amz-Expires=3600",
+        "report.csv",
+    ] {
         assert!(r.text.contains(kept), "{kept} lost: {}", r.text);
     }
 }
