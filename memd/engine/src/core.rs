@@ -330,7 +330,17 @@ impl Core {
         &self,
         req: &RecordOutcomeRequest,
     ) -> Result<RecordOutcomeResponse, ApiError> {
-        self.hooks().record_outcome(req).await
+        self.hooks().record_outcome(req, &[]).await
+    }
+
+    /// `record_outcome` for an MCP session, which may also score what its own tool calls
+    /// showed it (`session_shown`).
+    pub async fn record_outcome_for_session(
+        &self,
+        req: &RecordOutcomeRequest,
+        session_shown: &[String],
+    ) -> Result<RecordOutcomeResponse, ApiError> {
+        self.hooks().record_outcome(req, session_shown).await
     }
 
     pub async fn score_memories(
