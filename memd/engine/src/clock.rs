@@ -141,7 +141,11 @@ mod tests {
         // Set back: the wall clock is used (cleanup waits).
         assert_eq!(believable(900_000, last, 10_050), 900_000);
         // A reboot (the boot clock restarted at 0, 5 s ago): only those 5 s count.
-        assert_eq!(believable(jumped, last, 5_000), 1_010_000);
+        let before_reboot = Some(Trusted {
+            wall: 1_000_000,
+            boot: 900_000_000,
+        });
+        assert_eq!(believable(jumped, before_reboot, 5_000), 1_010_000);
         // A new store trusts the wall clock.
         assert_eq!(believable(jumped, None, 5_000), jumped);
         assert!(cleanup_now(None).wall <= now_ms());
