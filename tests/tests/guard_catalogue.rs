@@ -6,7 +6,8 @@
 //! starting with `#` are comments. Every row is assessed with the default policy plus every
 //! opt-in rule switched to `ask`, a confusion table is printed, and the test fails on any
 //! mismatch, a false denial (expected allow/ask, got deny) or a missed catastrophe (expected
-//! deny, got anything else), after printing every mismatch.
+//! deny, got anything else), after printing every mismatch. The tally per rule (rows answered
+//! at their expected level / rows) is printed too: run with `--nocapture` to read it.
 
 use memd_guard::{Action, Level, Policy, RULES, assess};
 
@@ -85,6 +86,8 @@ fn catalogue_matches_the_static_rules() {
     let rows = rows();
     let mut table = [[0usize; 3]; 3];
     let mut mismatches = Vec::new();
+    // Per rule that must decide: (rows, rows answered at the expected level).
+    let mut families: Vec<(&str, usize, usize)> = Vec::new();
     let (mut false_denials, mut missed_catastrophes) = (0, 0);
     for row in &rows {
         let action = match row.kind {
@@ -102,6 +105,17 @@ fn catalogue_matches_the_static_rules() {
         };
         let v = assess(&action, &policy);
         table[index(row.expected)][index(v.level)] += 1;
+        if let Some(rule) = row.rule {
+            let k = match families.iter().position(|f| f.0 == rule) {
+                Some(k) => k,
+                None => {
+                    families.push((rule, 0, 0));
+                    families.len() - 1
+                }
+            };
+            families[k].1 += 1;
+            families[k].2 += usize::from(v.level == row.expected);
+        }
         if row.expected != Level::Deny && v.level == Level::Deny {
             false_denials += 1;
         }
@@ -133,6 +147,10 @@ fn catalogue_matches_the_static_rules() {
             "{name:>16} {:>7} {:>7} {:>7}",
             counts[0], counts[1], counts[2]
         );
+    }
+    println!("per rule, rows answered at their expected level:");
+    for (rule, rows, hit) in &families {
+        println!("{rule:>20} {hit:>4}/{rows:<4}");
     }
     println!("false denials: {false_denials}");
     println!("missed catastrophes: {missed_catastrophes}");
