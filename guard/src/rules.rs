@@ -167,7 +167,10 @@ impl Ctx<'_> {
 
 /// `w` as one shell word.
 fn quote(w: &str) -> String {
-    if !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,~".contains(&b)) {
+    if !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,~".contains(&b))
+    {
         w.to_string()
     } else {
         format!("'{}'", w.replace('\'', "'\\''"))

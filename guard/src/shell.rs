@@ -250,9 +250,10 @@ fn lookup_substitution(word: &str) -> &str {
 /// list, remove or show jobs, or read a file).
 pub(crate) fn runs_stdin_as_commands(cmd: &Command) -> bool {
     matches!(cmd.program.as_str(), "at" | "batch")
-        && !cmd.args.iter().any(|a| {
-            a.starts_with('-') && a.len() == 2 && "lrdcf".contains(&a[1..]) || a == "-V"
-        })
+        && !cmd
+            .args
+            .iter()
+            .any(|a| a.starts_with('-') && a.len() == 2 && "lrdcf".contains(&a[1..]) || a == "-V")
 }
 
 fn shell_c(wrapper: String, text: String, mut wrappers: Vec<String>) -> Command {

@@ -24,7 +24,8 @@ pub(crate) fn check(ctx: &Ctx, scan: &mut Scan) {
 fn perm_root(ctx: &Ctx, scan: &mut Scan) {
     let args = &ctx.cmd.args;
     let recursive = args.iter().any(|a| {
-        a == "--recursive" || (a.len() > 1 && a.starts_with('-') && !a.starts_with("--") && a.contains('R'))
+        a == "--recursive"
+            || (a.len() > 1 && a.starts_with('-') && !a.starts_with("--") && a.contains('R'))
     });
     if !recursive {
         return;

@@ -79,10 +79,7 @@ pub(crate) fn disk_wipe(ctx: &Ctx, scan: &mut Scan) {
         }
     };
     if let Some(what) = volume_destroy(p, args) {
-        scan.add(
-            "disk_wipe",
-            format!("{what} (`{}`)", ctx.snippet()),
-        );
+        scan.add("disk_wipe", format!("{what} (`{}`)", ctx.snippet()));
     }
     if let Some((verb, dev)) = hit {
         scan.add(
@@ -107,7 +104,10 @@ fn volume_destroy(p: &str, args: &[String]) -> Option<String> {
                 _ => "the physical volume",
             };
             let target = operands.first()?;
-            Some(format!("removes {kind} {} and its data", super::clip(target)))
+            Some(format!(
+                "removes {kind} {} and its data",
+                super::clip(target)
+            ))
         }
         "zpool" => match operands.as_slice() {
             [verb, pool, ..] if matches!(*verb, "destroy" | "labelclear") => Some(format!(
@@ -222,4 +222,3 @@ fn partition_write(p: &str, args: &[String]) -> bool {
         ]),
     }
 }
-

@@ -22,8 +22,11 @@ pub(crate) fn check(ctx: &Ctx, scan: &mut Scan) {
         .map(String::as_str)
         .collect();
     let flag = |names: &[&str]| {
-        args.iter()
-            .any(|a| names.iter().any(|n| a == n || a.starts_with(&format!("{n}="))))
+        args.iter().any(|a| {
+            names
+                .iter()
+                .any(|n| a == n || a.starts_with(&format!("{n}=")))
+        })
     };
     let short = |letters: &[char]| {
         args.iter().any(|a| {
@@ -37,12 +40,20 @@ pub(crate) fn check(ctx: &Ctx, scan: &mut Scan) {
     let hit: Option<(&'static str, &str)> = match p {
         "terraform" | "tofu" | "opentofu" => (ops.first() == Some(&"destroy")
             || (ops.first() == Some(&"apply") && flag(&["-destroy", "--destroy"])))
-        .then_some(("infra_destroy", "tears down every resource of the Terraform workspace")),
+        .then_some((
+            "infra_destroy",
+            "tears down every resource of the Terraform workspace",
+        )),
         "terragrunt" => (ops.iter().any(|o| matches!(*o, "destroy" | "destroy-all"))
             || flag(&["-destroy", "--destroy"]))
-        .then_some(("infra_destroy", "tears down every resource of the Terragrunt stack")),
-        "pulumi" => matches!(ops.first(), Some(&("destroy" | "down")))
-            .then_some(("infra_destroy", "tears down every resource of the Pulumi stack")),
+        .then_some((
+            "infra_destroy",
+            "tears down every resource of the Terragrunt stack",
+        )),
+        "pulumi" => matches!(ops.first(), Some(&("destroy" | "down"))).then_some((
+            "infra_destroy",
+            "tears down every resource of the Pulumi stack",
+        )),
         "cdk" => (ops.first() == Some(&"destroy"))
             .then_some(("infra_destroy", "deletes the CDK stack and its resources")),
         "kubectl" | "oc" => kubectl(args),
@@ -53,16 +64,22 @@ pub(crate) fn check(ctx: &Ctx, scan: &mut Scan) {
                 Some(&"rm") if flag(&["--recursive"]) => {
                     Some(("bucket_delete", "deletes every object under an S3 prefix"))
                 }
-                Some(&"rb") if flag(&["--force"]) => {
-                    Some(("bucket_delete", "deletes an S3 bucket with everything in it"))
-                }
+                Some(&"rb") if flag(&["--force"]) => Some((
+                    "bucket_delete",
+                    "deletes an S3 bucket with everything in it",
+                )),
                 _ => None,
             }
         }
-        "gsutil" => (verb(&["rm"]) && (short(&['r', 'R']) || flag(&["--recursive"])))
-            .then_some(("bucket_delete", "deletes every object under a Cloud Storage path")),
+        "gsutil" => (verb(&["rm"]) && (short(&['r', 'R']) || flag(&["--recursive"]))).then_some((
+            "bucket_delete",
+            "deletes every object under a Cloud Storage path",
+        )),
         "gcloud" => (verb(&["storage", "rm"]) && (short(&['r', 'R']) || flag(&["--recursive"])))
-            .then_some(("bucket_delete", "deletes every object under a Cloud Storage path")),
+            .then_some((
+                "bucket_delete",
+                "deletes every object under a Cloud Storage path",
+            )),
         "az" => (verb(&["storage", "blob", "delete-batch"])
             || verb(&["storage", "container", "delete"])
             || verb(&["storage", "account", "delete"]))
@@ -73,9 +90,14 @@ pub(crate) fn check(ctx: &Ctx, scan: &mut Scan) {
         "mc" => (matches!(ops.first(), Some(&("rm" | "rb")))
             && flag(&["--force"])
             && (ops.first() == Some(&"rb") || short(&['r']) || flag(&["--recursive"])))
-        .then_some(("bucket_delete", "deletes every object under an object-storage path")),
-        "rclone" => (ops.first() == Some(&"purge"))
-            .then_some(("bucket_delete", "deletes a remote path and everything in it")),
+        .then_some((
+            "bucket_delete",
+            "deletes every object under an object-storage path",
+        )),
+        "rclone" => (ops.first() == Some(&"purge")).then_some((
+            "bucket_delete",
+            "deletes a remote path and everything in it",
+        )),
         "docker" | "podman" | "nerdctl" => {
             if verb(&["volume", "prune"]) {
                 Some(("volume_prune", "deletes every unused volume, with its data"))
@@ -94,10 +116,7 @@ pub(crate) fn check(ctx: &Ctx, scan: &mut Scan) {
         scan.add(rule, format!("{what} (`{}`)", ctx.snippet()));
     }
     if let Some(what) = flush(ctx) {
-        scan.add(
-            "kv_flush",
-            format!("{what} (`{}`)", ctx.pipeline_snippet()),
-        );
+        scan.add("kv_flush", format!("{what} (`{}`)", ctx.pipeline_snippet()));
     }
 }
 
@@ -106,14 +125,23 @@ pub(crate) fn check(ctx: &Ctx, scan: &mut Scan) {
 fn kubectl(args: &[String]) -> Option<(&'static str, &'static str)> {
     let delete = args.iter().position(|a| a == "delete")?;
     let rest = &args[delete + 1..];
-    let kind = rest.iter().find(|a| !a.starts_with('-'))?.to_ascii_lowercase();
+    let kind = rest
+        .iter()
+        .find(|a| !a.starts_with('-'))?
+        .to_ascii_lowercase();
     let kind = kind.split('/').next().unwrap_or("");
     if matches!(kind, "namespace" | "namespaces" | "ns") {
-        return Some(("infra_destroy", "deletes a Kubernetes namespace and everything in it"));
+        return Some((
+            "infra_destroy",
+            "deletes a Kubernetes namespace and everything in it",
+        ));
     }
     rest.iter()
         .any(|a| a == "--all" || a == "--all-namespaces" || a == "-A")
-        .then_some(("infra_destroy", "deletes every Kubernetes resource of that kind"))
+        .then_some((
+            "infra_destroy",
+            "deletes every Kubernetes resource of that kind",
+        ))
 }
 
 /// `helm uninstall` (`delete`, `del`, `un`) where the release, namespace, kube context or an

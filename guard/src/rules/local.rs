@@ -106,7 +106,10 @@ pub(crate) fn xargs_placeholder(simple: &lex::Simple) -> String {
         if *w == "-I" {
             return it.next().map_or("{}", |v| v).to_string();
         }
-        if let Some(v) = w.strip_prefix("--replace=").or_else(|| w.strip_prefix("-I")) {
+        if let Some(v) = w
+            .strip_prefix("--replace=")
+            .or_else(|| w.strip_prefix("-I"))
+        {
             return v.to_string();
         }
         if !w.starts_with('-') {

@@ -384,14 +384,21 @@ const CRITICAL_ETC: &[&str] = &[
 /// A system file that must not be moved, removed or overwritten, described; absolute paths
 /// only (`./etc/passwd` in a project is not the system's).
 pub(crate) fn system_file(path: &str) -> Option<String> {
-    let comps = path.starts_with('/').then(|| resolve(path, None)).flatten()?;
+    let comps = path
+        .starts_with('/')
+        .then(|| resolve(path, None))
+        .flatten()?;
     let c: Vec<&str> = comps.iter().map(String::as_str).collect();
     let hit = match c.as_slice() {
         ["etc", f] => CRITICAL_ETC.contains(f),
         ["etc", "pam.d" | "sudoers.d", _] | ["etc", "ssh", "sshd_config"] => true,
         ["boot", _, ..] => true,
         ["bin" | "sbin" | "lib" | "lib64" | "lib32", f] => !is_glob(f),
-        ["usr", "bin" | "sbin" | "lib" | "lib64" | "lib32" | "libexec", f] => !is_glob(f),
+        [
+            "usr",
+            "bin" | "sbin" | "lib" | "lib64" | "lib32" | "libexec",
+            f,
+        ] => !is_glob(f),
         _ => false,
     };
     hit.then(|| format!("the system file /{}", c.join("/")))
@@ -406,8 +413,11 @@ pub(crate) fn in_system_tree(path: &str) -> bool {
     let c: Vec<&str> = comps.iter().map(String::as_str).collect();
     matches!(
         c.as_slice(),
-        ["etc" | "boot" | "usr" | "bin" | "sbin" | "lib" | "lib64" | "lib32", _, ..]
-            | ["var", "lib", _, ..]
+        [
+            "etc" | "boot" | "usr" | "bin" | "sbin" | "lib" | "lib64" | "lib32",
+            _,
+            ..
+        ] | ["var", "lib", _, ..]
     )
 }
 

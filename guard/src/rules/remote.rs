@@ -220,7 +220,8 @@ pub(crate) fn throwaway_name(name: &str) -> bool {
     let mut cur = String::new();
     let mut digits = false;
     for c in lower.chars() {
-        let boundary = !c.is_ascii_alphanumeric() || (!cur.is_empty() && c.is_ascii_digit() != digits);
+        let boundary =
+            !c.is_ascii_alphanumeric() || (!cur.is_empty() && c.is_ascii_digit() != digits);
         if boundary && !cur.is_empty() {
             parts.push(std::mem::take(&mut cur));
         }
@@ -298,7 +299,15 @@ pub(crate) fn drops_database(text: &str, mysql: bool) -> Option<&'static str> {
             St::Drop if is("schema") => St::Schema(None),
             St::DbName | St::Schema(None) if is("if") || is("exists") => st,
             St::DbName if throwaway_name(w) => St::Idle,
-            St::DbName => return Some(if mysql && !text.to_ascii_lowercase().contains("database") { "DROP SCHEMA" } else { "DROP DATABASE" }),
+            St::DbName => {
+                return Some(
+                    if mysql && !text.to_ascii_lowercase().contains("database") {
+                        "DROP SCHEMA"
+                    } else {
+                        "DROP DATABASE"
+                    },
+                );
+            }
             St::Schema(None) => St::Schema(Some(throwaway_name(w))),
             St::Schema(Some(false)) if is("cascade") => return Some("DROP SCHEMA … CASCADE"),
             St::Schema(_) => st,
@@ -341,12 +350,28 @@ fn database_drop(ctx: &Ctx, program: &str, args: &[String]) -> Option<String> {
     };
     match program {
         "dropdb" => {
-            let names = operands(args, &["-h", "-p", "-U", "--host", "--port", "--username", "--maintenance-db"]);
+            let names = operands(
+                args,
+                &[
+                    "-h",
+                    "-p",
+                    "-U",
+                    "--host",
+                    "--port",
+                    "--username",
+                    "--maintenance-db",
+                ],
+            );
             (!names.is_empty() && !names.iter().all(|n| throwaway_name(n)))
                 .then(|| "drops a PostgreSQL database with dropdb".into())
         }
         "mysqladmin" => {
-            let names = operands(args, &["-u", "-h", "-P", "-S", "--user", "--host", "--port", "--socket"]);
+            let names = operands(
+                args,
+                &[
+                    "-u", "-h", "-P", "-S", "--user", "--host", "--port", "--socket",
+                ],
+            );
             let drop = names.iter().position(|a| a.eq_ignore_ascii_case("drop"))?;
             let dropped = &names[drop + 1..];
             (!dropped.iter().all(|n| throwaway_name(n)) || dropped.is_empty())

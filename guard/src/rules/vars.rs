@@ -308,31 +308,44 @@ pub(super) fn push_def(defs: &mut Vec<(String, String)>, name: &str, text: &str)
 pub(super) fn functions(text: &str) -> Vec<(String, String)> {
     let sk = shell::scan::unquoted_skeleton(text);
     let b = sk.as_slice();
+    // Where each `{` and `(` closes, found in one pass (hostile input full of openers must
+    // not cost a scan to the end per opener).
+    let mut close_of = vec![usize::MAX; b.len()];
+    let (mut braces, mut parens) = (Vec::new(), Vec::new());
+    for (k, &c) in b.iter().enumerate() {
+        match c {
+            b'{' => braces.push(k),
+            b'(' => parens.push(k),
+            b'}' => {
+                if let Some(o) = braces.pop() {
+                    close_of[o] = k;
+                }
+            }
+            b')' => {
+                if let Some(o) = parens.pop() {
+                    close_of[o] = k;
+                }
+            }
+            _ => {}
+        }
+    }
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() && out.len() < MAX_DEFS {
-        let Some(open) = b[i..].iter().position(|&c| c == b'{' || c == b'(') else {
-            break;
-        };
-        let open = i + open;
-        i = open + 1;
+        if !matches!(b[i], b'{' | b'(') {
+            i += 1;
+            continue;
+        }
+        let open = i;
+        i += 1;
         let Some((name, body_open)) = definition_at(b, open) else {
             continue;
         };
-        let close_byte = if b[body_open] == b'{' { b'}' } else { b')' };
-        let mut depth = 0usize;
-        let Some(close) = (body_open..b.len()).find(|&k| {
-            if b[k] == b[body_open] {
-                depth += 1;
-            } else if b[k] == close_byte {
-                depth = depth.saturating_sub(1);
-            }
-            depth == 0
-        }) else {
+        let close = close_of[body_open];
+        if close == usize::MAX {
             continue;
-        };
-        let body = &text[body_open + 1..close];
-        out.push((name, body.to_string()));
+        }
+        out.push((name, text[body_open + 1..close].to_string()));
         i = close + 1;
     }
     out
@@ -408,4 +421,3 @@ fn substitute(word: &str, name: &str, value: &str) -> Option<String> {
     out.push_str(rest);
     hit.then_some(out)
 }
-

@@ -152,7 +152,13 @@ pub(super) const ENV: Opts = Opts {
 
 pub(super) const RUNUSER: Opts = Opts {
     short_value: b"ugGsw",
-    long_value: &["user", "group", "supp-group", "shell", "whitelist-environment"],
+    long_value: &[
+        "user",
+        "group",
+        "supp-group",
+        "shell",
+        "whitelist-environment",
+    ],
 };
 pub(super) const CHROOT: Opts = Opts {
     short_value: b"",
