@@ -171,3 +171,99 @@ fn catalogue_matches_the_static_rules() {
         mismatches.len()
     );
 }
+
+/// Real shell history: which lines the default policy would question. Not a gate (a history
+/// can hold a real catastrophe) but the false-positive measurement: point
+/// `MEMD_GUARD_HISTORY` at a bash or zsh history file, or a directory of them, and run with
+/// `--ignored --nocapture`. Prints the distinct commands read, the count per rule at its
+/// default level and every flagged line, to be judged by eye.
+#[test]
+#[ignore = "a measurement on history files the user provides: set MEMD_GUARD_HISTORY"]
+fn shell_history_decisions_at_the_default_policy() {
+    let Some(path) = std::env::var_os("MEMD_GUARD_HISTORY") else {
+        panic!("set MEMD_GUARD_HISTORY to a history file or a directory of them");
+    };
+    let path = std::path::PathBuf::from(path);
+    let files: Vec<std::path::PathBuf> = if path.is_dir() {
+        let mut v: Vec<_> = std::fs::read_dir(&path)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![path]
+    };
+    let mut commands: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        for c in history_commands(&String::from_utf8_lossy(&bytes)) {
+            if seen.insert(c.clone()) {
+                commands.push(c);
+            }
+        }
+    }
+    assert!(!commands.is_empty(), "no commands in {}", path.display());
+    let policy = Policy::default();
+    let mut per_rule: Vec<(&str, Level, usize)> = Vec::new();
+    let mut flagged = Vec::new();
+    for c in &commands {
+        let v = assess(&Action::Shell { command: c }, &policy);
+        let Some(rule) = v.rule.filter(|_| v.level != Level::Allow) else {
+            continue;
+        };
+        match per_rule.iter_mut().find(|r| r.0 == rule) {
+            Some(r) => r.2 += 1,
+            None => per_rule.push((rule, v.level, 1)),
+        }
+        flagged.push(format!("{} {rule}: {c}", v.level));
+    }
+    println!(
+        "{} files, {} distinct commands, {} questioned ({:.2} %)",
+        files.len(),
+        commands.len(),
+        flagged.len(),
+        100.0 * flagged.len() as f64 / commands.len() as f64
+    );
+    for (rule, level, n) in &per_rule {
+        println!("{rule:>20} {level:>5} {n}");
+    }
+    for f in &flagged {
+        println!("  {f}");
+    }
+}
+
+/// The commands of a bash or zsh history: zsh's `: <time>:<secs>;` prefixes and bash's `#<time>`
+/// lines removed, lines ending in `\` joined with the next.
+fn history_commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in text.lines() {
+        let line = if cur.is_empty() {
+            match line.strip_prefix(": ").and_then(|l| l.split_once(';')) {
+                Some((stamp, cmd)) if stamp.bytes().all(|b| b.is_ascii_digit() || b == b':') => {
+                    cmd
+                }
+                _ => line,
+            }
+        } else {
+            line
+        };
+        if cur.is_empty() && line.starts_with('#') && line[1..].bytes().all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        if let Some(head) = line.strip_suffix('\\') {
+            cur.push_str(head);
+            cur.push('\n');
+            continue;
+        }
+        cur.push_str(line);
+        let c = std::mem::take(&mut cur);
+        if !c.trim().is_empty() {
+            out.push(c.trim().to_string());
+        }
+    }
+    out
+}
