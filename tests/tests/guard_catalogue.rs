@@ -192,7 +192,7 @@ fn shell_history_decisions_at_the_default_policy() {
         v.sort();
         v
     } else {
-        vec![path]
+        vec![path.clone()]
     };
     let mut commands: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::new();

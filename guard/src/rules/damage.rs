@@ -78,10 +78,14 @@ fn system_file(ctx: &Ctx, scan: &mut Scan) {
             "cp" => operands.last().into_iter().copied().collect(),
             _ => operands.clone(),
         };
+        // Deleting a program by hand is how one installed without a package is removed
+        // (`rm /usr/bin/docker-compose`): only the configuration and boot files count there.
+        let deletes = matches!(p, "rm" | "unlink" | "shred");
         (!append && !recursive_rm)
             .then(|| {
                 candidates
                     .iter()
+                    .filter(|o| !deletes || o.starts_with("/etc/") || o.starts_with("/boot/"))
                     .find_map(|o| paths::system_file(o))
                     .map(|what| format!("{verb} {what}"))
             })
