@@ -242,9 +242,7 @@ fn history_commands(text: &str) -> Vec<String> {
     for line in text.lines() {
         let line = if cur.is_empty() {
             match line.strip_prefix(": ").and_then(|l| l.split_once(';')) {
-                Some((stamp, cmd)) if stamp.bytes().all(|b| b.is_ascii_digit() || b == b':') => {
-                    cmd
-                }
+                Some((stamp, cmd)) if stamp.bytes().all(|b| b.is_ascii_digit() || b == b':') => cmd,
                 _ => line,
             }
         } else {

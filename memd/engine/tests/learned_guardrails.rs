@@ -61,7 +61,11 @@ async fn a_teammates_memory_guards_only_when_the_user_opted_in() {
     let dir = tempfile::tempdir().unwrap();
     let core = open(dir.path(), false).await;
     let (own_id, _) = core
-        .insert(Core::new_record(Collection::MemoryBank, OWN.into(), now_ms()))
+        .insert(Core::new_record(
+            Collection::MemoryBank,
+            OWN.into(),
+            now_ms(),
+        ))
         .await
         .unwrap();
     let sync = SharedSync::new(core.clone());

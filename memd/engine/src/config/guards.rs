@@ -128,7 +128,10 @@ mod tests {
         let e = parse("[guards]\nlearned = \"deny\"\n").unwrap_err();
         assert!(e.contains("not \"deny\""), "{e}");
         let e = parse("[guards]\nlearned_from_teammates = \"yes\"\n").unwrap_err();
-        assert!(e.contains("guards.learned_from_teammates must be true or false"), "{e}");
+        assert!(
+            e.contains("guards.learned_from_teammates must be true or false"),
+            "{e}"
+        );
         assert!(
             parse("[guards]\nlearned_from_teammates = true\n")
                 .unwrap()
@@ -142,7 +145,10 @@ mod tests {
     fn defaults_deny_the_catastrophic_and_ask_for_learned() {
         let g = GuardsConfig::default();
         assert_eq!(g.learned(), Level::Ask);
-        assert!(!g.learned_from_teammates, "a teammate's memory guards nothing here by default");
+        assert!(
+            !g.learned_from_teammates,
+            "a teammate's memory guards nothing here by default"
+        );
         assert_eq!(g.policy().level("rm_root"), Level::Deny);
         assert_eq!(g.policy().level("infra_destroy"), Level::Ask);
         assert_eq!(g.policy().level("pipe_to_shell"), Level::Allow);

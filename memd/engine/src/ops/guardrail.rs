@@ -39,10 +39,47 @@ const PROHIBITIONS: &[&str] = &[
 
 /// Words that end a prohibition's object: what follows is its circumstance, not the command.
 const STOP: &[&str] = &[
-    "here", "there", "in", "on", "outside", "inside", "without", "with", "unless", "before",
-    "after", "again", "because", "since", "from", "as", "when", "while", "if", "it", "this",
-    "that", "for", "anywhere", "directly", "locally", "manually", "against", "during", "until",
-    "to", "the", "a", "an", "at", "by", "unattended", "anymore", "ever", "any", "all",
+    "here",
+    "there",
+    "in",
+    "on",
+    "outside",
+    "inside",
+    "without",
+    "with",
+    "unless",
+    "before",
+    "after",
+    "again",
+    "because",
+    "since",
+    "from",
+    "as",
+    "when",
+    "while",
+    "if",
+    "it",
+    "this",
+    "that",
+    "for",
+    "anywhere",
+    "directly",
+    "locally",
+    "manually",
+    "against",
+    "during",
+    "until",
+    "to",
+    "the",
+    "a",
+    "an",
+    "at",
+    "by",
+    "unattended",
+    "anymore",
+    "ever",
+    "any",
+    "all",
 ];
 /// Words that join a list of commands.
 const JOINERS: [&str; 4] = ["or", "and", "nor", "&"];
@@ -177,7 +214,8 @@ fn lists_more(rest: &str) -> bool {
 
 fn joins_more(after: &str) -> bool {
     let mut it = after.split_whitespace();
-    it.next().is_some_and(|w| JOINERS.contains(&w)) && lists_more(&after[after.find(' ').unwrap_or(0)..])
+    it.next().is_some_and(|w| JOINERS.contains(&w))
+        && lists_more(&after[after.find(' ').unwrap_or(0)..])
 }
 
 /// Words that start a clause about the command rather than another command.

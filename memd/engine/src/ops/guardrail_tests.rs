@@ -82,7 +82,10 @@ fn an_explicit_prohibition_of_one_command_line_guards_that_line() {
     let m = "Never run `git clean -fdx` here: it deleted the untracked .env and the TLS certs.";
     assert!(guards(m, "git clean -fdx"));
     assert!(guards(m, "git clean -fdx -e .env"));
-    assert!(!guards(m, "git clean -n"), "the options it named are part of the line");
+    assert!(
+        !guards(m, "git clean -n"),
+        "the options it named are part of the line"
+    );
     assert!(!guards(m, "git status"));
     let m = "Do not run make deploy from a laptop: it failed every time because of the VPN";
     assert!(guards(m, "make deploy"));
@@ -95,7 +98,10 @@ fn an_explicit_prohibition_of_one_command_line_guards_that_line() {
         forbidden("Never run terraform from a laptop.")[0].shown(),
         "terraform"
     );
-    assert!(guards("Never run terraform from a laptop.", "terraform destroy"));
+    assert!(guards(
+        "Never run terraform from a laptop.",
+        "terraform destroy"
+    ));
 }
 
 #[test]
@@ -115,7 +121,14 @@ fn a_mention_a_list_or_a_bare_program_guards_nothing() {
         // Reassurance is not a prohibition.
         "cargo test is safe to run anytime",
     ] {
-        for c in ["cargo test", "npm test", "pytest", "git push", "cargo clean", "git status"] {
+        for c in [
+            "cargo test",
+            "npm test",
+            "pytest",
+            "git push",
+            "cargo clean",
+            "git status",
+        ] {
             assert!(!guards(m, c), "{m:?} guards {c}");
         }
     }
