@@ -5,9 +5,13 @@
 //! pipeline so far, the directory an earlier `cd` moved to, variables set earlier).
 //!
 //! Must never do I/O, never panic, and never follow nesting past `MAX_DEPTH` or a fixed work
-//! budget. The rules themselves live in `local` (this machine's files and disks), `remote`
-//! (git remotes, databases), `download` (downloads that get run), `exfil` (secrets leaving the
-//! machine) and `code` (interpreter one-liners); `paths` holds the path reasoning they share.
+//! budget. The rules themselves live in `local` (this machine's files), `disk` (block devices
+//! and volumes), `damage` (permissions, system files, `.git`), `remote` (git remotes,
+//! databases), `infra` (infrastructure, object storage, volumes, key-value stores), `download`
+//! (downloads that get run), `exfil` (secrets leaving the machine) and `code` (interpreter
+//! one-liners); `paths` holds the path reasoning they share and `vars` what earlier commands
+//! of the line set up. Nesting past `MAX_DEPTH` or the budget is itself a finding
+//! (`too_nested`): what the guard cannot read it cannot vouch for.
 
 mod code;
 mod damage;
@@ -464,6 +468,7 @@ impl Scan<'_> {
             }
         }
         local::check(ctx, self);
+        disk::disk_wipe(ctx, self);
         damage::check(ctx, self);
         remote::check(ctx, self);
         infra::check(ctx, self);

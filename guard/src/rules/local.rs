@@ -15,7 +15,6 @@ pub(crate) fn check(ctx: &Ctx, scan: &mut Scan) {
         "chmod" => chmod(ctx, scan),
         _ => {}
     }
-    super::disk::disk_wipe(ctx, scan);
 }
 
 /// Options (anywhere before `--`, as GNU tools permute them) and operands.
