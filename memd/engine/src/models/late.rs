@@ -91,7 +91,7 @@ impl States {
             .map(|(_, s)| s.clone())
     }
 
-    pub(crate) fn insert(&self, key: u64, content: &str, states: TokenStates) {
+    pub fn insert(&self, key: u64, content: &str, states: TokenStates) {
         let hash = text_hash(content);
         self.remember(key, hash, Known::Bytes(states.bytes()));
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
