@@ -5,9 +5,30 @@
 //! CLI). Must never read or
 //! write a client's files: `init`, `opencode` and `doctor` do that.
 
-use super::hookcmd::Os;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+
+/// The platform whose conventions apply (the clients' homes, executable names, hook shells).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Os {
+    Unix,
+    Windows,
+}
+
+impl Os {
+    /// The OS this `memd` was built for.
+    pub fn current() -> Os {
+        if cfg!(windows) { Os::Windows } else { Os::Unix }
+    }
+
+    /// An executable's file name: `hook-prompt.exe` on Windows.
+    pub fn exe(self, name: &str) -> String {
+        match self {
+            Os::Unix => name.to_string(),
+            Os::Windows => format!("{name}.exe"),
+        }
+    }
+}
 
 /// Where each client keeps what memd edits.
 #[derive(Debug, Clone)]

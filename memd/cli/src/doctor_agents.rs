@@ -156,7 +156,7 @@ fn check_plugin(r: &mut Report, path: &Path) {
     };
     let missing: Vec<String> = [merge::HOOK_PROMPT, merge::HOOK_STOP]
         .iter()
-        .map(|exe| dir.join(crate::hookcmd::Os::current().exe(exe)))
+        .map(|exe| dir.join(crate::clients::Os::current().exe(exe)))
         .filter(|p| !is_executable(p))
         .map(|p| p.display().to_string())
         .collect();

@@ -147,9 +147,9 @@ fn stdio_command_runs(command: &str) -> bool {
         return false;
     }
     // A path (either separator on Windows) is checked where it points; a bare name on PATH.
-    let separators: &[char] = match crate::hookcmd::Os::current() {
-        crate::hookcmd::Os::Unix => &['/'],
-        crate::hookcmd::Os::Windows => &['/', '\\'],
+    let separators: &[char] = match crate::clients::Os::current() {
+        crate::clients::Os::Unix => &['/'],
+        crate::clients::Os::Windows => &['/', '\\'],
     };
     if command.contains(separators) {
         return is_executable(Path::new(command));

@@ -1,7 +1,7 @@
 //! The command line a client's config runs to start one of memd's hooks, for the OS and the
 //! shell that client hands the line to, and reading the program back out of such a line.
 //!
-//! Pure functions of (OS, client, directory, file): only [`Os::current`] looks at the build
+//! Pure functions of (OS, client, directory, file): only `Os::current` looks at the build
 //! target, so the Windows renderings are unit-tested on Linux. Must never touch files or the
 //! environment.
 //!
@@ -11,28 +11,7 @@
 //! has no character any of them treats specially; otherwise Git Bash gets a single-quoted path
 //! with forward slashes, PowerShell its call operator and a single-quoted path (`& 'C:\a b\x'`).
 
-use super::clients::ClientKind;
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Os {
-    Unix,
-    Windows,
-}
-
-impl Os {
-    /// The OS this `memd` was built for.
-    pub fn current() -> Os {
-        if cfg!(windows) { Os::Windows } else { Os::Unix }
-    }
-
-    /// An executable's file name: `hook-prompt.exe` on Windows.
-    pub fn exe(self, name: &str) -> String {
-        match self {
-            Os::Unix => name.to_string(),
-            Os::Windows => format!("{name}.exe"),
-        }
-    }
-}
+use super::clients::{ClientKind, Os};
 
 /// The shell a client hands its hook command line to.
 #[derive(Debug, Clone, Copy, PartialEq)]

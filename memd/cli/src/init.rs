@@ -296,7 +296,7 @@ pub fn run_init(args: InitArgs) -> Result<ExitCode> {
         println!("{}: {why}", kind.name());
     }
     for exe in [merge::HOOK_PROMPT, merge::HOOK_STOP] {
-        let exe = super::hookcmd::Os::current().exe(exe);
+        let exe = super::clients::Os::current().exe(exe);
         if !is_executable(&bin.join(&exe)) {
             eprintln!(
                 "warning: {} is missing or not executable; install the hooks there (install/install.sh) or pass --bin-dir",

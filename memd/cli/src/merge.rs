@@ -7,8 +7,8 @@
 //! must never be changed, reordered or removed. Adding twice gives the same document as adding
 //! once.
 
-use super::clients::ClientKind;
-use super::hookcmd::{self, Os};
+use super::clients::{ClientKind, Os};
+use super::hookcmd;
 use super::json::{Json, Obj};
 use std::fmt;
 use std::path::Path;
