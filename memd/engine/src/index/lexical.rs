@@ -376,6 +376,26 @@ mod tests {
     }
 
     #[test]
+    fn memory_grows_with_documents_and_shrinks_back_on_removal() {
+        let mut ix = Lexical::new();
+        let empty = ix.memory_bytes();
+        ix.insert(1, "staging postgres listens on port 5433");
+        let one = ix.memory_bytes();
+        // Five new terms: their text, posting lists and the document's term list at least.
+        assert!(
+            one >= empty + 5 * (4 + size_of::<Posting>()),
+            "{empty} → {one}"
+        );
+        ix.insert(2, "staging postgres listens on port 5433");
+        let two = ix.memory_bytes();
+        assert!(two > one, "{one} → {two}");
+        ix.remove(2);
+        ix.remove(1);
+        // Tables and posting lists keep their capacity; the documents' term lists are gone.
+        assert!(ix.memory_bytes() < two);
+    }
+
+    #[test]
     fn exact_term_document_ranks_first() {
         let ix = sample();
         let hits = ix.search("why did the linker fail", 3, &all);
