@@ -462,6 +462,27 @@ pub struct StatsResponse {
     /// The shared PostgreSQL store, when one is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_store: Option<SharedStoreStatus>,
+    /// Where the daemon's memory goes.
+    #[serde(default)]
+    pub memory: MemoryStats,
+}
+
+/// The daemon's memory by component (`memd stats`). Sizes held by data structures are counted
+/// from their capacities; the models' are the growth of the resident set while each loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MemoryStats {
+    /// The process's resident set now (0 where the system does not say).
+    pub rss_bytes: u64,
+    /// Bytes per component: `records`, `vector_index`, `lexical_index`, `token_states`,
+    /// `query_cache`, and `model.<name>` for each loaded model.
+    pub components: BTreeMap<String, u64>,
+    /// The components that are resident-set growth measured while they loaded, not counts.
+    #[serde(default)]
+    pub measured_at_load: Vec<String>,
+    /// Resident set not attributed to a component (allocator slack, ONNX Runtime's arenas
+    /// grown by runs, stacks, the binary itself); 0 when the components exceed it.
+    pub unattributed_bytes: u64,
 }
 
 /// How the exchange with the shared store goes (`memd status`, `memd doctor`).

@@ -214,3 +214,52 @@ fn token_states_survive_a_restart_and_a_corrupt_file_is_rebuilt() {
     );
     assert_eq!(first_reranked(&d, "after-damage"), ANSWER);
 }
+
+/// `/api/stats` accounts for the daemon's memory: the models (measured at load), the records,
+/// the indexes and the token states, within the resident set; the counted parts grow with the
+/// store.
+#[test]
+fn stats_account_for_the_daemons_memory() {
+    let d = daemon(AMPLE_BUDGET);
+    wait_late(&d);
+    let before: StatsResponse = d.get("/api/stats");
+    let m = &before.memory;
+    for model in ["model.embedder", "model.late_interaction"] {
+        // The int8 weights alone are 23 and 34 MB.
+        assert!(m.components[model] > 10 << 20, "{model}: {m:?}");
+        assert!(m.measured_at_load.iter().any(|n| n == model), "{m:?}");
+    }
+    assert_eq!(
+        m.components["token_states"],
+        before.index.token_state_bytes as u64
+    );
+    for part in ["records", "vector_index", "lexical_index"] {
+        assert!(m.components[part] > 0, "{part}: {m:?}");
+    }
+    let sum: u64 = m.components.values().sum();
+    assert!(
+        sum <= m.rss_bytes,
+        "components {sum} > resident {}",
+        m.rss_bytes
+    );
+    assert_eq!(m.unattributed_bytes, m.rss_bytes - sum);
+
+    for i in 0..30 {
+        let _: MemoryBankResponse = d.post(
+            "/api/memory-bank/add",
+            &json!({"content": format!("Service {i} of the billing fleet listens on port {}.", 7000 + i), "scope": "global"}),
+        );
+    }
+    d.wait_embedded(tests::EVENTUALLY_LIMIT);
+    wait_late(&d);
+    let after = d.get::<StatsResponse>("/api/stats").memory;
+    for part in ["records", "lexical_index", "token_states"] {
+        assert!(
+            after.components[part] > m.components[part],
+            "{part} did not grow: {} → {}",
+            m.components[part],
+            after.components[part]
+        );
+    }
+    assert!(after.components["vector_index"] >= m.components["vector_index"]);
+}

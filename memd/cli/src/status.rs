@@ -248,12 +248,60 @@ pub fn run_stats(json: bool) -> Result<ExitCode> {
         }
     );
     println!("disk:      {}", human_bytes(stats.disk_bytes));
+    print!("{}", memory_table(&stats.memory));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The memory breakdown: resident set, then each component (largest first), then the rest.
+fn memory_table(m: &proto::MemoryStats) -> String {
+    if m.rss_bytes == 0 && m.components.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("memory:    {} resident\n", human_bytes(m.rss_bytes));
+    let mut parts: Vec<(&String, &u64)> = m.components.iter().collect();
+    parts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (name, bytes) in parts {
+        let how = match m.measured_at_load.contains(name) {
+            true => "  (growth measured at load)",
+            false => "",
+        };
+        out.push_str(&format!("  {name:<24} {:>10}{how}\n", human_bytes(*bytes)));
+    }
+    out.push_str(&format!(
+        "  {:<24} {:>10}\n",
+        "unattributed",
+        human_bytes(m.unattributed_bytes)
+    ));
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memory_table_lists_components_largest_first() {
+        let m = proto::MemoryStats {
+            rss_bytes: 300 << 20,
+            components: [
+                ("records".to_string(), 2 << 20),
+                ("model.embedder".to_string(), 90 << 20),
+            ]
+            .into_iter()
+            .collect(),
+            measured_at_load: vec!["model.embedder".into()],
+            unattributed_bytes: 208 << 20,
+        };
+        let table = memory_table(&m);
+        let embedder = table.find("model.embedder").expect("embedder listed");
+        let records = table.find("records").expect("records listed");
+        assert!(embedder < records, "{table}");
+        assert!(
+            table.contains("measured at load") && table.contains("unattributed"),
+            "{table}"
+        );
+        assert_eq!(memory_table(&proto::MemoryStats::default()), "");
+    }
 
     #[test]
     fn sizes_and_latencies_read_well() {

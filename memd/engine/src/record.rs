@@ -91,6 +91,45 @@ pub struct Origin {
 }
 
 impl Record {
+    /// Bytes this memory takes in the store's tables: the record, what its fields point to,
+    /// and its entries in the key, id and duplicate maps (each id is a map key once more).
+    /// An estimate: metadata values count their text only.
+    pub fn memory_bytes(&self) -> usize {
+        let text = |s: &String| s.capacity();
+        let strings = |v: &Vec<String>| {
+            v.capacity() * size_of::<String>() + v.iter().map(String::capacity).sum::<usize>()
+        };
+        let metadata: usize = self
+            .metadata
+            .iter()
+            .map(|(k, v)| {
+                // A B-tree entry: key, value and about a node pointer's share.
+                k.capacity()
+                    + size_of::<(String, proto::Value)>()
+                    + 8
+                    + v.as_str().map_or(0, str::len)
+            })
+            .sum();
+        let ids = (1 + self.former_ids.len()) * size_of::<(String, u64)>()
+            + text(&self.id)
+            + self.former_ids.iter().map(String::capacity).sum::<usize>();
+        size_of::<(u64, Record)>()
+            + size_of::<((Collection, u64), u64)>()
+            + text(&self.id)
+            + text(&self.content)
+            + self.outcome_history.capacity() * size_of::<OutcomeEntry>()
+            + strings(&self.tags)
+            + strings(&self.former_ids)
+            + metadata
+            + self.project.as_ref().map_or(0, text)
+            + self
+                .origin
+                .as_ref()
+                .map_or(0, |o| text(&o.uid) + text(&o.owner))
+            + self.moves.capacity() * size_of::<MoveEntry>()
+            + ids
+    }
+
     /// Outcomes as `[YY~N]` (last five, oldest first); `""` when never scored.
     pub fn outcome_symbols(&self) -> String {
         if self.outcome_history.is_empty() {

@@ -205,6 +205,7 @@ fn write_daemon_file(dir: &Path, port: u16) -> Result<()> {
 fn load_model_in_background(core: Arc<Core>) {
     std::thread::spawn(move || {
         let paths = embed::RuntimePaths::resolve();
+        let before = footprint_mark(&core);
         let result = paths.check().and_then(|()| {
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
             embed::OnnxEmbedder::load(&paths, threads)
@@ -218,6 +219,9 @@ fn load_model_in_background(core: Arc<Core>) {
         let loaded = result.is_ok();
         // Before publishing: loading freed ~50 MB that glibc would otherwise keep.
         memd_engine::heap::release_freed_memory();
+        if loaded {
+            note_footprint(&core, "embedder", before);
+        }
         core.set_embedder(result);
         if loaded && core.cfg.search.rerank {
             load_late_interaction(&core, &paths);
@@ -232,10 +236,12 @@ fn load_model_in_background(core: Arc<Core>) {
 /// broken, both keep the fused order, with a warning.
 fn load_late_interaction(core: &Core, paths: &embed::RuntimePaths) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let before = footprint_mark(core);
     match embed::LateInteraction::load(&paths.ort_lib, &embed::late_interaction_dir(), threads) {
         Ok(model) => {
             info!("late-interaction model loaded");
             memd_engine::heap::release_freed_memory();
+            note_footprint(core, "late_interaction", before);
             core.set_late_model(Arc::new(model));
         }
         Err(e) => warn!("late-interaction model not loaded, prompts keep the fused order: {e:#}"),
@@ -246,13 +252,41 @@ fn load_late_interaction(core: &Core, paths: &embed::RuntimePaths) {
 /// MCP search tool. A missing or broken reranker leaves the fused order, with a warning.
 fn load_reranker(core: &Core, paths: &embed::RuntimePaths) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let before = footprint_mark(core);
     match embed::CrossEncoder::load(&paths.ort_lib, &embed::reranker_dir(), threads) {
         Ok(ce) => {
             info!("reranker loaded");
             memd_engine::heap::release_freed_memory();
+            note_footprint(core, "cross_encoder", before);
             core.set_reranker(Arc::new(ce));
         }
         Err(e) => warn!("reranker not loaded, searches keep the fused order: {e:#}"),
+    }
+}
+
+/// The resident set and the bytes `memd stats` counts outside the models, before a load.
+fn footprint_mark(core: &Core) -> Option<(u64, u64)> {
+    let counted = core
+        .stats()
+        .memory
+        .components
+        .iter()
+        .filter(|(name, _)| !name.starts_with("model."))
+        .map(|(_, bytes)| bytes)
+        .sum();
+    Some((memd_engine::heap::rss_bytes()?, counted))
+}
+
+/// Records how much the resident set grew (after the trim) since `before` while `model`
+/// loaded: its weights, its ONNX Runtime session and, for the first model, the runtime library.
+/// Other threads keep working meanwhile (token states load beside the embedder), so what the
+/// counted components grew by is taken off; still a measurement, labelled so in `memd stats`.
+fn note_footprint(core: &Core, model: &'static str, before: Option<(u64, u64)>) {
+    if let (Some((rss, counted)), Some((rss_now, counted_now))) = (before, footprint_mark(core)) {
+        let grown = rss_now.saturating_sub(rss);
+        let others = counted_now.saturating_sub(counted);
+        core.models()
+            .note_footprint(model, grown.saturating_sub(others));
     }
 }
 

@@ -51,6 +51,9 @@ pub struct Lexical {
     free_slots: Vec<u32>,
     slot_of: HashMap<u64, u32, FastHash>,
     total_len: u64,
+    /// Heap bytes behind `postings`' lists, `docs`' term lists and `term_ids`' keys, kept up to
+    /// date so `memory_bytes` needs no walk.
+    heap_bytes: usize,
     /// Reused by `insert` to collect term ids without allocating per document.
     scratch_terms: Vec<u32>,
     scratch_word: String,
@@ -70,6 +73,19 @@ impl Lexical {
         self.slot_of.is_empty()
     }
 
+    /// Bytes held: the tables' capacities plus what their entries point to (no walk).
+    pub fn memory_bytes(&self) -> usize {
+        // A hash map slot is its entry plus one control byte.
+        let terms = self.term_ids.capacity() * (size_of::<(Box<str>, u32)>() + 1);
+        let slots = self.slot_of.capacity() * (size_of::<(u64, u32)>() + 1);
+        terms
+            + slots
+            + self.postings.capacity() * size_of::<Vec<Posting>>()
+            + self.docs.capacity() * size_of::<Option<Doc>>()
+            + self.free_slots.capacity() * size_of::<u32>()
+            + self.heap_bytes
+    }
+
     /// Indexes `text` under `key`, replacing any earlier text for that key.
     pub fn insert(&mut self, key: u64, text: &str) {
         self.remove(key);
@@ -81,12 +97,16 @@ impl Lexical {
         ids.sort_unstable();
         let slot = self.take_slot();
         for run in ids.chunk_by(|a, b| a == b) {
-            self.postings[run[0] as usize].push(Posting {
+            let list = &mut self.postings[run[0] as usize];
+            let before = list.capacity();
+            list.push(Posting {
                 slot,
                 tf: run.len() as u32,
             });
+            self.heap_bytes += (list.capacity() - before) * size_of::<Posting>();
         }
         ids.dedup();
+        self.heap_bytes += ids.len() * size_of::<u32>();
         self.docs[slot as usize] = Some(Doc {
             key,
             len,
@@ -113,6 +133,7 @@ impl Lexical {
             }
         }
         self.total_len -= u64::from(doc.len);
+        self.heap_bytes -= doc.terms.len() * size_of::<u32>();
         self.free_slots.push(slot);
     }
 
@@ -142,6 +163,7 @@ impl Lexical {
         let id = self.postings.len() as u32;
         self.postings.push(Vec::new());
         self.term_ids.insert(term.into(), id);
+        self.heap_bytes += term.len();
         id
     }
 
@@ -351,6 +373,26 @@ mod tests {
         ix.insert(3, "User likes short answers and dislikes long explanations");
         ix.insert(4, "Run cargo clippy before every commit in this repository");
         ix
+    }
+
+    #[test]
+    fn memory_grows_with_documents_and_shrinks_back_on_removal() {
+        let mut ix = Lexical::new();
+        let empty = ix.memory_bytes();
+        ix.insert(1, "staging postgres listens on port 5433");
+        let one = ix.memory_bytes();
+        // Five new terms: their text, posting lists and the document's term list at least.
+        assert!(
+            one >= empty + 5 * (4 + size_of::<Posting>()),
+            "{empty} → {one}"
+        );
+        ix.insert(2, "staging postgres listens on port 5433");
+        let two = ix.memory_bytes();
+        assert!(two > one, "{one} → {two}");
+        ix.remove(2);
+        ix.remove(1);
+        // Tables and posting lists keep their capacity; the documents' term lists are gone.
+        assert!(ix.memory_bytes() < two);
     }
 
     #[test]

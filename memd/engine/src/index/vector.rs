@@ -119,6 +119,11 @@ impl VectorIndex {
         self.read().size()
     }
 
+    /// Bytes usearch holds (graph, vectors and reserved capacity), for `memd stats`.
+    pub fn memory_bytes(&self) -> usize {
+        self.read().memory_usage()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -33,6 +33,9 @@ pub struct Models {
     /// The late-interaction model (prompt path, searches, token states).
     late: RwLock<Option<Arc<LateInteraction>>>,
     query_cache: Mutex<HashMap<String, Arc<Vec<f32>>>>,
+    /// Resident-set growth while each model loaded (`embedder`, `late_interaction`,
+    /// `cross_encoder`), for `memd stats`.
+    footprints: Mutex<Vec<(&'static str, u64)>>,
     /// Late-interaction query encodings running now (including ones a prompt stopped waiting
     /// for): the load-shedding signal.
     queries: Arc<AtomicUsize>,
@@ -60,6 +63,7 @@ impl Models {
             cross: RwLock::new(None),
             late: RwLock::new(None),
             query_cache: Mutex::new(HashMap::new()),
+            footprints: Mutex::default(),
             queries: Arc::default(),
             prompts: PromptTally::default(),
             load: Arc::default(),
@@ -106,6 +110,36 @@ impl Models {
     /// The late-interaction model, when it is loaded and `search.rerank` is on.
     pub fn late(&self) -> Option<Arc<LateInteraction>> {
         get(&self.late).filter(|_| self.rerank)
+    }
+
+    /// Records that loading `model` grew the resident set by `bytes` (measured by the loader).
+    pub fn note_footprint(&self, model: &'static str, bytes: u64) {
+        let mut f = self.footprints.lock().unwrap_or_else(|p| p.into_inner());
+        f.retain(|(m, _)| *m != model);
+        f.push((model, bytes));
+    }
+
+    /// Each loaded model's resident-set growth at load.
+    pub fn footprints(&self) -> Vec<(&'static str, u64)> {
+        self.footprints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Bytes the query-embedding cache holds: each entry's text, vector and map slot.
+    pub fn query_cache_bytes(&self) -> u64 {
+        let Ok(cache) = self.query_cache.lock() else {
+            return 0;
+        };
+        let slot = std::mem::size_of::<(String, Arc<Vec<f32>>)>() + 1;
+        // An `Arc` block is two counts and the `Vec` header, then the vector's own buffer.
+        let arc = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Vec<f32>>();
+        let entries: usize = cache
+            .iter()
+            .map(|(k, v)| k.capacity() + arc + v.capacity() * 4)
+            .sum();
+        (cache.capacity() * slot + entries) as u64
     }
 
     /// Query embedding (cached). `None` when no model is loaded or embedding failed: callers

@@ -1,5 +1,5 @@
 //! What `/api/health` and `/api/stats` report: the counts, the models, the indexes, the token
-//! states, the sidecar chain, the shared store and the latest hook calls.
+//! states, the sidecar chain, the shared store, the latest hook calls and where the memory goes.
 //!
 //! Owns assembling those answers from the handles (`StatsDeps`) and the ring of recent hook
 //! calls. Must never block on the store's writer (one read per answer) and never count under
@@ -12,7 +12,8 @@ use crate::models::late::{self, States};
 use crate::shared::SharedLink;
 use crate::state::{Db, MemState};
 use proto::{
-    Collection, CollectionStats, HealthResponse, HookCall, IndexStats, SidecarStatus, StatsResponse,
+    Collection, CollectionStats, HealthResponse, HookCall, IndexStats, MemoryStats, SidecarStatus,
+    StatsResponse,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -84,9 +85,16 @@ impl StatsDeps<'_> {
         let late_size = self.late.size();
         let late_loaded = self.models.late().is_some();
         let cap_mb = self.cfg.search.token_states_mb;
+        let mut records_bytes = 0;
+        let mut index_bytes = (0, 0);
         let mut stats = self.db.read(|s| StatsResponse {
             version: env!("CARGO_PKG_VERSION").into(),
-            collections: collections(s),
+            collections: {
+                index_bytes = (s.vectors().memory_bytes(), s.lexical().memory_bytes());
+                let (c, bytes) = collections(s);
+                records_bytes = bytes;
+                c
+            },
             disk_bytes: 0,
             index: IndexStats {
                 vectors: s.vectors().len(),
@@ -112,7 +120,14 @@ impl StatsDeps<'_> {
             recent_hooks: Vec::new(),
             sidecar: SidecarStatus::default(),
             shared_store: None,
+            memory: MemoryStats::default(),
         });
+        stats.memory = self.memory([
+            ("records", records_bytes),
+            ("vector_index", index_bytes.0),
+            ("lexical_index", index_bytes.1),
+            ("token_states", late_size.1),
+        ]);
         stats.disk_bytes = self.db.store().disk_bytes();
         stats.recent_hooks = self.hooks.list();
         stats.sidecar = crate::ops::context::sidecar_status(&self.cfg.sidecar, self.db);
@@ -125,10 +140,39 @@ impl StatsDeps<'_> {
     }
 }
 
-/// Count, mean score and scored count per collection.
-fn collections(s: &MemState) -> BTreeMap<String, CollectionStats> {
+impl StatsDeps<'_> {
+    /// `counted` (bytes per data structure), the query cache and the models' load-time growth,
+    /// against the resident set.
+    fn memory<const N: usize>(&self, counted: [(&str, usize); N]) -> MemoryStats {
+        let mut components: BTreeMap<String, u64> = counted
+            .iter()
+            .map(|(name, bytes)| (name.to_string(), *bytes as u64))
+            .collect();
+        components.insert("query_cache".into(), self.models.query_cache_bytes());
+        let mut measured_at_load = Vec::new();
+        for (model, bytes) in self.models.footprints() {
+            let name = format!("model.{model}");
+            components.insert(name.clone(), bytes);
+            measured_at_load.push(name);
+        }
+        let rss_bytes = crate::heap::rss_bytes().unwrap_or(0);
+        let attributed: u64 = components.values().sum();
+        MemoryStats {
+            rss_bytes,
+            components,
+            measured_at_load,
+            unattributed_bytes: rss_bytes.saturating_sub(attributed),
+        }
+    }
+}
+
+/// Count, mean score and scored count per collection, and the bytes the records take (counted
+/// in the same walk, so the memory figure costs no second pass).
+fn collections(s: &MemState) -> (BTreeMap<String, CollectionStats>, usize) {
     let mut collections: BTreeMap<String, CollectionStats> = BTreeMap::new();
+    let mut bytes = 0;
     for r in s.records() {
+        bytes += r.memory_bytes();
         let e = collections
             .entry(r.collection.as_str().to_string())
             .or_default();
@@ -145,5 +189,5 @@ fn collections(s: &MemState) -> BTreeMap<String, CollectionStats> {
             0.0
         };
     }
-    collections
+    (collections, bytes)
 }
