@@ -250,6 +250,27 @@ impl LateInteraction {
         )?))
     }
 
+    /// A memory's token ids and unit-length f32 states, before quantizing. For studies.
+    pub fn doc_rows(&self, text: &str) -> Result<(Vec<i64>, Vec<Vec<f32>>)> {
+        let ids = self.token_ids(text, DOC_MARKER)?;
+        let mask = vec![1; ids.len()];
+        let rows = self.run(&ids, &mask, Priority::Background)?;
+        Ok((ids, rows))
+    }
+
+    /// A query's unit-length f32 states, before quantizing. For studies.
+    pub fn query_rows(&self, query: &str) -> Result<Vec<Vec<f32>>> {
+        let mut ids = self.token_ids(query, QUERY_MARKER)?;
+        ids.truncate(MAX_QUERY_TOKENS);
+        let mask = vec![1; ids.len()];
+        self.run(&ids, &mask, Priority::Urgent)
+    }
+
+    /// The vocabulary entry of `id` (`None` when out of range).
+    pub fn token_text(&self, id: i64) -> Option<String> {
+        self.tokenizer.id_to_token(u32::try_from(id).ok()?)
+    }
+
     fn token_ids(&self, text: &str, marker: i64) -> Result<Vec<i64>> {
         let encoding = self
             .tokenizer
