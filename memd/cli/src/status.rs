@@ -198,9 +198,12 @@ pub fn run_stats(json: bool) -> Result<ExitCode> {
     let pr = &ix.prompt_rerank;
     let asked = pr.reranked + pr.over_budget + pr.shed;
     println!(
-        "rerank:    token states of {} memories ({} waiting); prompts since start: {} reranked, \
-         {} over budget, {} shed{}",
+        "rerank:    token states of {} / {} memories ({}, {}; {} waiting); prompts since start: \
+         {} reranked, {} over budget, {} shed{}",
         ix.token_states,
+        ix.token_states_total,
+        human_bytes(ix.token_state_bytes as u64),
+        if ix.token_states_coded { "coded" } else { "i8" },
         ix.pending_token_states,
         pr.reranked,
         pr.over_budget,

@@ -320,7 +320,11 @@ impl Workers<'_> {
         } = self.db.read(|s| late::plan(self.late, s, cap));
         self.late.retain(&keep, &live);
         if todo.is_empty() {
-            return Ok(0);
+            // Everything encoded (or loaded from a file of the first format) while still in
+            // i8: train the codebook now if there is enough.
+            let states = self.late.clone();
+            let trained = tokio::task::spawn_blocking(move || states.train_when_ready()).await?;
+            return Ok(usize::from(trained));
         }
         let (states, load) = (self.late.clone(), self.models.load.clone());
         let stop = shutdown.clone();
@@ -346,6 +350,10 @@ impl Workers<'_> {
                 if load.prompts_arriving() {
                     std::thread::sleep(started.elapsed().mul_f64(1.0 / BUSY_SHARE - 1.0));
                 }
+            }
+            if !stop.is_set() && states.train_when_ready() {
+                let (n, bytes) = states.size();
+                tracing::info!("token states coded: {n} memories in {bytes} bytes");
             }
             Ok(done)
         })

@@ -2,7 +2,9 @@
 //! states of every memory and the reorder of a ranked head under a deadline.
 //!
 //! Owns `States` (memory key → its token states and the hash of the text they came from;
-//! derived data, rebuilt from the store, never in the write-ahead log), which memories should
+//! derived data, rebuilt from the store, never in the write-ahead log), their two forms (i8
+//! until the store holds `TRAIN_TOKENS` token vectors, then codes against a codebook trained
+//! once on them, as PLAID trains on its corpus: `late_codes`), which memories should
 //! have states within `search.token_states_mb` (`plan`: newest first), and `reorder`: inside
 //! the head, memories with states sorted by MaxSim into the places such memories held; a memory
 //! without states (not encoded yet) keeps its place. The background pass that fills the states
@@ -11,6 +13,7 @@
 //! fused order is always an answer.
 
 use super::embed::{QueryStates, TokenStates};
+use super::late_codes::{Codebook, Codes, QueryTable};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -18,11 +21,43 @@ use std::time::Instant;
 /// Memories encoded per pass between checks for shutdown and new work (~7 ms each).
 pub const ENCODE_BATCH: usize = 32;
 
+/// Token vectors held in i8 before the codebook is trained on them (about 230 memories; in
+/// i8 they take ~3 MB). Fewer make a codebook that fits later memories worse.
+pub const TRAIN_TOKENS: usize = 8_192;
+
+/// One memory's stored token states.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stored {
+    /// i8 with a scale per token (~388 bytes a token): before the codebook exists.
+    Full(TokenStates),
+    /// Codes against the store's codebook (`late_codes::SUBVECTORS` bytes a token).
+    Coded(Codes),
+}
+
+impl Stored {
+    /// Bytes held, for the budget and `memd stats`.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Stored::Full(s) => s.bytes(),
+            Stored::Coded(c) => c.bytes(),
+        }
+    }
+
+    pub fn tokens(&self) -> usize {
+        match self {
+            Stored::Full(s) => s.tokens(),
+            Stored::Coded(c) => c.tokens(),
+        }
+    }
+}
+
 /// Token states by memory key, with a hash of the text they were computed from (an edited
 /// memory is re-encoded; until then it has none).
 #[derive(Default)]
 pub struct States {
-    map: RwLock<HashMap<u64, (u32, Arc<TokenStates>)>>,
+    map: RwLock<HashMap<u64, (u32, Arc<Stored>)>>,
+    /// The codebook every `Stored::Coded` was made with; set once (trained or loaded).
+    codebook: RwLock<Option<Arc<Codebook>>>,
     /// Bumped on every insert and eviction: the saved file is behind when it differs.
     changes: std::sync::atomic::AtomicU64,
     /// What encoding each (key, text hash) gave, kept after eviction: its real size, so the
@@ -42,11 +77,18 @@ impl States {
     /// states are derived, they will be encoded again).
     pub fn load(&self, path: &std::path::Path) {
         match super::late_file::load(path) {
-            Ok(entries) => {
+            Ok((codebook, entries)) => {
                 let n = entries.len();
-                let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-                for (key, hash, states) in entries {
-                    map.insert(key, (hash, Arc::new(states)));
+                {
+                    let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+                    for (key, hash, states) in entries {
+                        map.insert(key, (hash, Arc::new(states)));
+                    }
+                }
+                // A file of the first format holds i8 states only: they are coded once the
+                // codebook is trained, like states encoded before it.
+                if let Some(codebook) = codebook {
+                    self.adopt(codebook);
                 }
                 tracing::info!(
                     "token states of {n} memories loaded from {}",
@@ -63,15 +105,15 @@ impl States {
     /// Writes every memory's states to `path` (atomically); returns the change count saved.
     pub fn save(&self, path: &std::path::Path) -> anyhow::Result<u64> {
         let changes = self.changes();
-        let entries: Vec<(u64, u32, Arc<TokenStates>)> = {
+        let entries: Vec<(u64, u32, Arc<Stored>)> = {
             let map = self.map.read().unwrap_or_else(|p| p.into_inner());
             map.iter().map(|(k, (h, s))| (*k, *h, s.clone())).collect()
         };
-        let refs: Vec<(u64, u32, &TokenStates)> = entries
+        let refs: Vec<(u64, u32, &Stored)> = entries
             .iter()
             .map(|(k, h, s)| (*k, *h, s.as_ref()))
             .collect();
-        super::late_file::save(path, &refs)?;
+        super::late_file::save(path, self.codebook().as_deref(), &refs)?;
         Ok(changes)
     }
 
@@ -84,15 +126,110 @@ impl States {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
-    pub fn get(&self, key: u64, content: &str) -> Option<Arc<TokenStates>> {
+    pub fn codebook(&self) -> Option<Arc<Codebook>> {
+        self.codebook
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Trains the codebook on the i8 states held, once they reach `TRAIN_TOKENS` token
+    /// vectors, and codes them all; true when it did. CPU-heavy (k-means): a worker's job.
+    pub fn train_when_ready(&self) -> bool {
+        if self.codebook().is_some() {
+            return false;
+        }
+        let sample: Vec<Vec<f32>> = {
+            let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+            let mut full: Vec<(&u64, &TokenStates)> = map
+                .iter()
+                .filter_map(|(k, (_, s))| match s.as_ref() {
+                    Stored::Full(f) => Some((k, f)),
+                    Stored::Coded(_) => None,
+                })
+                .collect();
+            let total: usize = full.iter().map(|(_, f)| f.tokens()).sum();
+            if total < TRAIN_TOKENS {
+                return false;
+            }
+            // The same states give the same codebook, whatever the map's order; an even
+            // sample of `TRAIN_TOKENS`, decoded one memory at a time.
+            full.sort_by_key(|(k, _)| **k);
+            let step = total.div_ceil(TRAIN_TOKENS).max(1);
+            let mut at = 0usize;
+            let mut sample = Vec::with_capacity(TRAIN_TOKENS);
+            for (_, f) in full {
+                for row in f.rows() {
+                    if at % step == 0 {
+                        sample.push(row);
+                    }
+                    at += 1;
+                }
+            }
+            sample
+        };
+        match Codebook::train(&sample) {
+            Some(codebook) => {
+                self.adopt(codebook);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes `codebook` the store's and codes every i8 state held with it.
+    fn adopt(&self, codebook: Codebook) {
+        let codebook = Arc::new(codebook);
+        *self.codebook.write().unwrap_or_else(|p| p.into_inner()) = Some(codebook.clone());
+        let full: Vec<(u64, u32, Arc<Stored>)> = {
+            let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+            map.iter()
+                .filter(|(_, (_, s))| matches!(s.as_ref(), Stored::Full(_)))
+                .map(|(k, (h, s))| (*k, *h, s.clone()))
+                .collect()
+        };
+        // Coded outside the lock; a state replaced meanwhile (re-encoded) is left as it is.
+        let coded: Vec<(u64, u32, Arc<Stored>, Stored)> = full
+            .into_iter()
+            .filter_map(|(k, h, s)| match s.as_ref() {
+                Stored::Full(f) => {
+                    let c = Stored::Coded(codebook.encode(&f.rows()));
+                    Some((k, h, s.clone(), c))
+                }
+                Stored::Coded(_) => None,
+            })
+            .collect();
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        for (k, h, before, c) in coded {
+            if let Some(entry) = map.get_mut(&k)
+                && entry.0 == h
+                && Arc::ptr_eq(&entry.1, &before)
+            {
+                entry.1 = Arc::new(c);
+            }
+        }
+        drop(map);
+        // Sizes remembered for i8 states no longer hold: plan with estimates until re-encoded.
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        known.retain(|_, k| *k == Known::Failed);
+        drop(known);
+        self.changed();
+    }
+
+    pub fn get(&self, key: u64, content: &str) -> Option<Arc<Stored>> {
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
         map.get(&key)
             .filter(|(h, _)| *h == text_hash(content))
             .map(|(_, s)| s.clone())
     }
 
+    /// Stores what the model gave for `content`: coded when the codebook exists, else i8.
     pub(crate) fn insert(&self, key: u64, content: &str, states: TokenStates) {
         let hash = text_hash(content);
+        let states = match self.codebook() {
+            Some(codebook) => Stored::Coded(codebook.encode(&states.rows())),
+            None => Stored::Full(states),
+        };
         self.remember(key, hash, Known::Bytes(states.bytes()));
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         map.insert(key, (hash, Arc::new(states)));
@@ -127,10 +264,16 @@ impl States {
         k.retain(|(key, _), _| live.contains(key));
     }
 
-    /// (memories with states, bytes they hold).
+    /// (memories with states, bytes their states hold). The codebook is counted apart
+    /// (`codebook_bytes`).
     pub fn size(&self) -> (usize, usize) {
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
         (map.len(), map.values().map(|(_, s)| s.bytes()).sum())
+    }
+
+    /// Bytes of the codebook (0 before it is trained).
+    pub fn codebook_bytes(&self) -> usize {
+        self.codebook().map_or(0, |c| c.as_floats().len() * 4)
     }
 }
 
@@ -149,6 +292,23 @@ pub const COSINE_WEIGHT: f32 = 0.05;
 /// cosine similarity to the query (0 when the vector signal is missing).
 pub fn score(query: &QueryStates, states: &TokenStates, cosine: f32) -> f32 {
     query.maxsim(states) / query.tokens().max(1) as f32 + COSINE_WEIGHT * cosine
+}
+
+/// `score` of a stored form: coded states through `table` (the query against the codebook
+/// that made them); `None` for codes without a table.
+pub fn score_stored(
+    query: &QueryStates,
+    table: Option<&QueryTable>,
+    stored: &Stored,
+    cosine: f32,
+) -> Option<f32> {
+    match stored {
+        Stored::Full(s) => Some(score(query, s, cosine)),
+        Stored::Coded(c) => {
+            let t = table?;
+            Some(t.maxsim(c) / query.tokens().max(1) as f32 + COSINE_WEIGHT * cosine)
+        }
+    }
 }
 
 /// One candidate of a reorder: its key, its text, its cosine similarity to the query.
@@ -176,6 +336,11 @@ pub fn reorder_within(
     deadline: Option<Instant>,
 ) -> (Vec<usize>, bool) {
     let n = depth.min(keyed.len());
+    // Built once per query (~0.4 M multiply-adds for a 16-token query), read per memory.
+    let table = match n {
+        0 => None,
+        _ => states.codebook().map(|c| c.table(query.rows())),
+    };
     let mut scored: Vec<(usize, f32)> = Vec::with_capacity(n);
     let mut finished = true;
     for (i, (key, text, cosine)) in keyed[..n].iter().enumerate() {
@@ -183,8 +348,9 @@ pub fn reorder_within(
             finished = false;
             break;
         }
-        if let Some(s) = states.get(*key, text) {
-            scored.push((i, score(query, &s, *cosine)));
+        let stored = states.get(*key, text);
+        if let Some(v) = stored.and_then(|s| score_stored(query, table.as_ref(), &s, *cosine)) {
+            scored.push((i, v));
         }
     }
     let slots: Vec<usize> = scored.iter().map(|(i, _)| *i).collect();
@@ -226,7 +392,8 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
         keep: std::collections::HashSet::new(),
         live: live.iter().map(|r| r.key).collect(),
     };
-    let mut used = 0usize;
+    let coded = states.codebook().is_some();
+    let mut used = states.codebook_bytes();
     for r in live {
         let hash = text_hash(&r.content);
         let current = states.get(r.key, &r.content);
@@ -234,7 +401,7 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
             (Some(t), _) => t.bytes(),
             (None, Some(Known::Failed)) => continue,
             (None, Some(Known::Bytes(b))) => b,
-            (None, None) => estimated_bytes(&r.content),
+            (None, None) => estimated_bytes(&r.content, coded),
         };
         if used + bytes > cap {
             continue;
@@ -253,10 +420,13 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
 }
 
 /// A memory's token states before encoding it: a token per ~4 characters (English text with
-/// code), two markers and [SEP], within the model's cut.
-fn estimated_bytes(content: &str) -> usize {
+/// code), two markers and [SEP], within the model's cut; coded or i8.
+fn estimated_bytes(content: &str, coded: bool) -> usize {
     let tokens = (content.len() / 4 + 3).min(crate::models::embed::colbert::MAX_DOC_TOKENS);
-    tokens * (crate::models::embed::DIMS + 4)
+    match coded {
+        true => tokens * super::late_codes::SUBVECTORS,
+        false => tokens * (crate::models::embed::DIMS + 4),
+    }
 }
 
 #[cfg(test)]
@@ -340,7 +510,7 @@ mod tests {
         let (s, keys) = three_notes();
         let states = States::default();
         // Room for two memories' estimate: the two newest are wanted, the oldest is not.
-        let cap = 2 * estimated_bytes("note 0");
+        let cap = 2 * estimated_bytes("note 0", false);
         let p = plan(&states, &s, cap);
         let wanted: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
         assert_eq!(wanted, vec![keys[2], keys[1]]);
@@ -357,11 +527,11 @@ mod tests {
     fn a_memory_larger_than_its_estimate_is_planned_with_its_real_size() {
         let (s, keys) = three_notes();
         let states = States::default();
-        let cap = 2 * estimated_bytes("note 0");
+        let cap = 2 * estimated_bytes("note 0", false);
         // The newest note turned out to fill the cap alone.
         let big = TokenStates::for_tests(&vec![0.1; cap / (crate::models::embed::DIMS + 4)]);
         let real = big.bytes();
-        assert!(real > estimated_bytes("note 2"));
+        assert!(real > estimated_bytes("note 2", false));
         states.insert(keys[2], "note 2", big);
         let p = plan(&states, &s, cap);
         assert!(p.keep.contains(&keys[2]));
@@ -370,7 +540,7 @@ mod tests {
         // size is what the plan keeps counting, so it is not admitted again on its estimate
         // only to be evicted once more.
         let smaller = real - 1;
-        assert!(smaller > estimated_bytes("note 2"));
+        assert!(smaller > estimated_bytes("note 2", false));
         let p = plan(&states, &s, smaller);
         states.retain(&p.keep, &p.live);
         assert_eq!(states.size().0, 0);
