@@ -203,3 +203,81 @@ fn token_states_survive_a_restart_and_a_corrupt_file_is_rebuilt() {
     );
     assert_eq!(first_reranked(&d, "after-damage"), ANSWER);
 }
+
+/// Distinct notes on other subjects than `NOTES`, about 30 tokens each.
+fn filler(i: usize) -> String {
+    const SERVICES: [&str; 6] = [
+        "billing",
+        "mailer",
+        "thumbnails",
+        "ledger",
+        "search",
+        "audit",
+    ];
+    const ACTIONS: [&str; 4] = ["rotates", "compresses", "uploads", "prunes"];
+    let service = SERVICES[i % SERVICES.len()];
+    let action = ACTIONS[(i / SERVICES.len()) % ACTIONS.len()];
+    format!(
+        "Note {i}: the {service} worker {action} its logs under /var/log/{service}-{i} \
+         every {} hours and pages the on-call after {} failed health checks.",
+        i % 23 + 1,
+        i % 7 + 2
+    )
+}
+
+/// Polls `cond` for up to `limit` (the debug build trains the codebook slowly).
+fn within(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_store_over_the_cap_codes_every_memory_and_stats_show_the_coverage() {
+    // About 9,600 token vectors: 3.7 MB in i8, over a 2 MiB cap; coded they fit.
+    const FILLERS: usize = 320;
+    let mut d = daemon(&format!("{AMPLE_BUDGET}token_states_mb = 2\n"));
+    for i in 0..FILLERS {
+        let _: MemoryBankResponse = d.post(
+            "/api/memory-bank/add",
+            &json!({"content": filler(i), "scope": "global"}),
+        );
+    }
+    d.wait_embedded(Duration::from_secs(120));
+    let total = NOTES.len() + FILLERS;
+    let coded = |d: &Daemon| {
+        let ix = d.get::<StatsResponse>("/api/stats").index;
+        ix.token_states_coded && ix.token_states == total && ix.pending_token_states == 0
+    };
+    within(Duration::from_secs(600), "every memory coded", || coded(&d));
+    let ix = d.get::<StatsResponse>("/api/stats").index;
+    assert_eq!((ix.token_states, ix.token_states_total), (total, total));
+    // Every memory within the cap (i8 would need 3.7 MB): 64 bytes a token and the codebook.
+    assert!(
+        ix.token_state_bytes <= 2 * 1024 * 1024,
+        "{} bytes",
+        ix.token_state_bytes
+    );
+    assert!(
+        d.log_text().contains("token states coded"),
+        "{}",
+        d.log_tail()
+    );
+    assert_eq!(first_reranked(&d, "coded"), ANSWER);
+
+    // Saved coded with its codebook: a restart loads them, nothing is encoded or trained again.
+    assert!(d.terminate(), "clean exit");
+    d.spawn(&[]);
+    wait_late(&d);
+    assert!(coded(&d), "loaded coded");
+    let log = d.log_text();
+    assert!(
+        log.contains(&format!("token states of {total} memories loaded")),
+        "{}",
+        d.log_tail()
+    );
+    assert_eq!(log.matches("token states coded").count(), 1, "trained once");
+    assert_eq!(first_reranked(&d, "coded-after-restart"), ANSWER);
+}

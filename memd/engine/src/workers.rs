@@ -316,15 +316,25 @@ impl Workers<'_> {
     ) -> anyhow::Result<usize> {
         let cap = self.cfg.search.token_states_mb * 1024 * 1024;
         let late::Plan {
-            todo, keep, live, ..
+            todo,
+            keep,
+            live,
+            over_cap,
+            ..
         } = self.db.read(|s| late::plan(self.late, s, cap));
         self.late.retain(&keep, &live);
-        if todo.is_empty() {
-            // Everything encoded (or loaded from a file of the first format) while still in
-            // i8: train the codebook now if there is enough.
+        if over_cap && self.late.codebook().is_none() {
+            // The i8 states no longer fit: code them (the next plan admits ~6x as many).
             let states = self.late.clone();
-            let trained = tokio::task::spawn_blocking(move || states.train_when_ready()).await?;
-            return Ok(usize::from(trained));
+            let trained = tokio::task::spawn_blocking(move || states.train_codebook()).await?;
+            if trained {
+                let (n, bytes) = self.late.size();
+                tracing::info!("token states coded: {n} memories in {bytes} bytes");
+                return Ok(1);
+            }
+        }
+        if todo.is_empty() {
+            return Ok(0);
         }
         let (states, load) = (self.late.clone(), self.models.load.clone());
         let stop = shutdown.clone();
@@ -350,10 +360,6 @@ impl Workers<'_> {
                 if load.prompts_arriving() {
                     std::thread::sleep(started.elapsed().mul_f64(1.0 / BUSY_SHARE - 1.0));
                 }
-            }
-            if !stop.is_set() && states.train_when_ready() {
-                let (n, bytes) = states.size();
-                tracing::info!("token states coded: {n} memories in {bytes} bytes");
             }
             Ok(done)
         })

@@ -133,7 +133,11 @@ fn coded_states_score_like_full_ones() {
         let best = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b]));
         same_best += usize::from(best(&full) == best(&small));
         questions += 1;
-        diff += full.iter().zip(&small).map(|(a, b)| (a - b).abs()).sum::<f32>();
+        diff += full
+            .iter()
+            .zip(&small)
+            .map(|(a, b)| (a - b).abs())
+            .sum::<f32>();
         pairs += full.len();
     }
     let mean_diff = diff / pairs as f32;

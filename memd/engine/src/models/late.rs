@@ -3,8 +3,9 @@
 //!
 //! Owns `States` (memory key → its token states and the hash of the text they came from;
 //! derived data, rebuilt from the store, never in the write-ahead log), their two forms (i8
-//! until the store holds `TRAIN_TOKENS` token vectors, then codes against a codebook trained
-//! once on them, as PLAID trains on its corpus: `late_codes`), which memories should
+//! while every memory's states fit `search.token_states_mb`; once they do not, codes against a
+//! codebook trained once on the states held, as PLAID trains on its corpus: `late_codes`,
+//! ~6x smaller for 0.006-0.010 of MRR), which memories should
 //! have states within `search.token_states_mb` (`plan`: newest first), and `reorder`: inside
 //! the head, memories with states sorted by MaxSim into the places such memories held; a memory
 //! without states (not encoded yet) keeps its place. The background pass that fills the states
@@ -21,8 +22,8 @@ use std::time::Instant;
 /// Memories encoded per pass between checks for shutdown and new work (~7 ms each).
 pub const ENCODE_BATCH: usize = 32;
 
-/// Token vectors held in i8 before the codebook is trained on them (about 230 memories; in
-/// i8 they take ~3 MB). Fewer make a codebook that fits later memories worse.
+/// Token vectors the codebook is trained on (an even sample of the i8 states held; about 230
+/// memories' worth).
 pub const TRAIN_TOKENS: usize = 8_192;
 
 /// One memory's stored token states.
@@ -133,9 +134,10 @@ impl States {
             .clone()
     }
 
-    /// Trains the codebook on the i8 states held, once they reach `TRAIN_TOKENS` token
-    /// vectors, and codes them all; true when it did. CPU-heavy (k-means): a worker's job.
-    pub fn train_when_ready(&self) -> bool {
+    /// Trains the codebook on (a sample of) the i8 states held and codes them all; true when
+    /// it did (false: trained already, or fewer token vectors than centroids). Called once
+    /// the i8 states no longer fit the cap. CPU-heavy (k-means): a worker's job.
+    pub fn train_codebook(&self) -> bool {
         if self.codebook().is_some() {
             return false;
         }
@@ -149,7 +151,7 @@ impl States {
                 })
                 .collect();
             let total: usize = full.iter().map(|(_, f)| f.tokens()).sum();
-            if total < TRAIN_TOKENS {
+            if total < super::late_codes::CENTROIDS {
                 return false;
             }
             // The same states give the same codebook, whatever the map's order; an even
@@ -373,6 +375,8 @@ pub struct Plan {
     pub keep: std::collections::HashSet<u64>,
     /// Every live memory's key.
     pub live: std::collections::HashSet<u64>,
+    /// Some live memory does not fit the cap (in i8: time to train the codebook).
+    pub over_cap: bool,
 }
 
 /// Live memories within the cap (`search.token_states_mb`) that still lack token states.
@@ -391,6 +395,7 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
         missing: 0,
         keep: std::collections::HashSet::new(),
         live: live.iter().map(|r| r.key).collect(),
+        over_cap: false,
     };
     let coded = states.codebook().is_some();
     let mut used = states.codebook_bytes();
@@ -404,6 +409,7 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
             (None, None) => estimated_bytes(&r.content, coded),
         };
         if used + bytes > cap {
+            plan.over_cap = true;
             continue;
         }
         used += bytes;
@@ -578,5 +584,52 @@ mod tests {
             None,
             "forgotten with its memory"
         );
+    }
+
+    #[test]
+    fn over_the_cap_the_states_are_coded_and_later_ones_too() {
+        use crate::models::late_codes::{SUBVECTORS, tests::unit_vectors};
+        let (s, keys) = three_notes();
+        let states = States::default();
+        // Two notes' i8 states of 200 tokens each (388 bytes a token).
+        for (i, key) in keys[1..].iter().enumerate() {
+            let rows = unit_vectors(200, i as u64);
+            states.insert(
+                *key,
+                &format!("note {}", i + 1),
+                TokenStates::quantize(&rows),
+            );
+        }
+        let held = states.size().1;
+        assert_eq!(held, 400 * (crate::models::embed::DIMS + 4));
+        assert!(!plan(&states, &s, held + 2_000).over_cap, "all three fit");
+        assert!(plan(&states, &s, held).over_cap, "the oldest does not");
+        let before = states.changes();
+        assert!(states.train_codebook());
+        assert!(states.changes() > before, "to be saved");
+        assert!(!states.train_codebook(), "once");
+        // Coded: 64 bytes a token, scored through the query's table like i8 states were.
+        assert_eq!(states.size(), (2, 400 * SUBVECTORS));
+        let coded = states.get(keys[1], "note 1").unwrap();
+        assert!(matches!(coded.as_ref(), Stored::Coded(c) if c.tokens() == 200));
+        let q = QueryStates::for_tests(&[1.0]);
+        let keyed = [(keys[1], "note 1", 0.0), (keys[2], "note 2", 0.0)];
+        let (order, finished) = reorder_within(&states, &q, &keyed, 2, None);
+        assert!(finished && order.len() == 2);
+        // Coded, the oldest note fits beside the others and the codebook: admitted, coded.
+        let cap = states.codebook_bytes() + 400 * SUBVECTORS + 1_000;
+        let p = plan(&states, &s, cap);
+        assert!(!p.over_cap && p.todo.len() == 1);
+        states.insert(keys[0], "note 0", TokenStates::for_tests(&[0.5]));
+        let oldest = states.get(keys[0], "note 0").unwrap();
+        assert!(matches!(oldest.as_ref(), Stored::Coded(c) if c.tokens() == 1));
+    }
+
+    #[test]
+    fn too_few_token_vectors_train_no_codebook() {
+        let states = States::default();
+        states.insert(1, "a", TokenStates::for_tests(&[0.2, 0.3]));
+        assert!(!states.train_codebook());
+        assert!(states.codebook().is_none() && states.codebook_bytes() == 0);
     }
 }

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 
 /// The head the daemon reorders.
 const DEPTH: usize = 40;
-/// Token vectors the learning codecs train on.
-const SAMPLE: usize = 20_000;
+/// Token vectors the learning codecs train on (as many as the daemon trains on).
+const SAMPLE: usize = memd_engine::models::late::TRAIN_TOKENS;
 
 /// One memory's token ids and f32 states.
 struct Doc {
@@ -38,27 +38,56 @@ struct Set {
     queries: Vec<Vec<Vec<f32>>>,
 }
 
-/// The options compared: (kept tokens, codec, train on the other set).
-fn options() -> Vec<(Tokens, Codec, bool)> {
+/// One option compared.
+#[derive(Debug, Clone, Copy)]
+struct Opt {
+    tokens: Tokens,
+    codec: Codec,
+    /// Codebooks trained on the other set's token vectors.
+    cross: bool,
+    /// The best this many of the compact order rescored with the full (f32) states.
+    rescore: usize,
+}
+
+/// The options compared.
+fn options() -> Vec<Opt> {
     use Codec::*;
     use Tokens::*;
+    let o = |tokens, codec| Opt {
+        tokens,
+        codec,
+        cross: false,
+        rescore: 0,
+    };
     let mut v = vec![
-        (All, F32, false),
-        (All, I8, false),
-        (NoSpecial, F32, false),
-        (NoPunct, F32, false),
-        (Pool(2), F32, false),
-        (Pool(3), F32, false),
+        o(All, F32),
+        o(All, I8),
+        o(NoSpecial, F32),
+        o(NoPunct, F32),
+        o(Pool(2), F32),
     ];
-    for tokens in [All, NoPunct, Pool(2)] {
-        for codec in [Sign, TwoBit, Residual(1024), Pq(16), Pq(32), Pq(64)] {
-            v.push((tokens, codec, false));
-        }
-    }
     for codec in [Pq(16), Pq(32), Pq(64)] {
-        v.push((Pool(3), codec, false));
-        v.push((NoPunct, codec, true));
-        v.push((Pool(2), codec, true));
+        v.push(o(All, codec));
+    }
+    for codec in [Sign, TwoBit, Pq(16), Pq(32), Pq(64), Pq(96), Pq(128)] {
+        v.push(o(NoPunct, codec));
+    }
+    for codec in [Pq(32), Pq(64)] {
+        v.push(o(Pool(2), codec));
+    }
+    for codec in [Pq(64), Pq(128)] {
+        v.push(Opt {
+            cross: true,
+            ..o(NoPunct, codec)
+        });
+    }
+    for codec in [Sign, Pq(16), Pq(32)] {
+        for rescore in [10, 20] {
+            v.push(Opt {
+                rescore,
+                ..o(NoPunct, codec)
+            });
+        }
     }
     v
 }
@@ -90,37 +119,31 @@ pub fn run(
         late.token_text(id)
             .is_some_and(|t| t.chars().all(|c| c.is_ascii_punctuation()))
     };
-    let all_codecs: Vec<Codec> = options().iter().map(|o| o.1).collect();
+    let all_codecs: Vec<Codec> = options().iter().map(|o| o.codec).collect();
     let trained: Vec<Trained> = sets
         .iter()
         .map(|s| Trained::train(&sample(s, &punct), &all_codecs))
         .collect();
     for (i, set) in sets.iter().enumerate() {
+        let (n, m) = (set.cases.len(), set.docs.len());
+        println!("{}: {n} questions, {m} memories", set.name);
         println!(
-            "{}: {} questions, {} memories",
-            set.name,
-            set.cases.len(),
-            set.docs.len()
+            "| kept tokens | codec | trained on | rescored | tokens/memory | bytes/memory | R@1 | R@5 | R@10 | MRR@10 |"
         );
-        println!(
-            "| kept tokens | codec | trained on | tokens/memory | bytes/memory | R@1 | R@5 | R@10 | MRR@10 |"
-        );
-        println!("|---|---|---|---:|---:|---:|---:|---:|---:|");
-        for (tokens, codec, cross) in options() {
-            let codebook = &trained[if cross { 1 - i } else { i }];
-            let (tok, bytes, r) = score_option(set, tokens, codec, codebook, &punct);
+        println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        println!("{}", engine_row(set));
+        for opt in options() {
+            let codebook = &trained[if opt.cross { 1 - i } else { i }];
+            let (tok, bytes, r) = score_option(set, opt, codebook, &punct);
             let o = &r.overall;
-            let on = match (codec, cross) {
-                (Codec::Pq(_) | Codec::Residual(_) | Codec::Sign | Codec::TwoBit, true) => {
-                    "other set"
-                }
-                (Codec::Pq(_) | Codec::Residual(_) | Codec::Sign | Codec::TwoBit, false) => {
-                    "this set"
-                }
-                _ => "-",
+            let (tokens, codec, rescore) = (opt.tokens, opt.codec, opt.rescore);
+            let on = match (codec, opt.cross) {
+                (Codec::F32 | Codec::I8, _) => "-",
+                (_, true) => "other set",
+                (_, false) => "this set",
             };
             println!(
-                "| {tokens:?} | {codec:?} | {on} | {tok:.1} | {bytes:.0} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                "| {tokens:?} | {codec:?} | {on} | {rescore} | {tok:.1} | {bytes:.0} | {:.3} | {:.3} | {:.3} | {:.3} |",
                 o.r1, o.r5, o.r10, o.mrr
             );
         }
@@ -168,11 +191,11 @@ fn sample(set: &Set, punct: &dyn Fn(i64) -> bool) -> Vec<Vec<f32>> {
 /// (tokens a memory, bytes a memory, figures) of one option on `set`.
 fn score_option(
     set: &Set,
-    tokens: Tokens,
-    codec: Codec,
+    opt: Opt,
     trained: &Trained,
     punct: &dyn Fn(i64) -> bool,
 ) -> (f64, f64, ConfigResult) {
+    let (tokens, codec) = (opt.tokens, opt.codec);
     let stored: HashMap<&str, Vec<Vec<f32>>> = set
         .docs
         .iter()
@@ -200,7 +223,19 @@ fn score_option(
             })
             .collect();
         let fused: Vec<usize> = (0..case.candidates.len()).collect();
-        let order = reorder_head(&fused, DEPTH, &scores);
+        let mut order = reorder_head(&fused, DEPTH, &scores);
+        if opt.rescore > 0 {
+            let full: Vec<f32> = order
+                .iter()
+                .take(opt.rescore)
+                .map(|&i| {
+                    let d = &set.docs[case.candidates[i].1.as_str()];
+                    maxsim(q, &d.rows) / q.len().max(1) as f32
+                        + memd_engine::models::late::COSINE_WEIGHT * case.similarities[i]
+                })
+                .collect();
+            order = reorder_head(&order, opt.rescore, &full);
+        }
         let ranked: Vec<&[String]> = order
             .iter()
             .take(super::late::TOP_K)
@@ -209,6 +244,60 @@ fn score_option(
         scorer.add(case.category, &case.evidence, &ranked);
     }
     (tok, bytes, scorer.finish(&format!("{tokens:?} {codec:?}")))
+}
+
+/// The row of what the engine ships: every token, `late_codes` codes against a codebook
+/// trained on `TRAIN_TOKENS` of the set's i8 states, scored through the query's table.
+fn engine_row(set: &Set) -> String {
+    use memd_engine::models::embed::TokenStates;
+    use memd_engine::models::late_codes::{Codebook, SUBVECTORS};
+    let mut texts: Vec<&String> = set.docs.keys().collect();
+    texts.sort();
+    let i8_rows = |d: &Doc| TokenStates::quantize_rows(&d.rows).rows();
+    let all: Vec<Vec<f32>> = texts.iter().flat_map(|t| i8_rows(&set.docs[*t])).collect();
+    let step = all.len().div_ceil(SAMPLE).max(1);
+    let sample: Vec<Vec<f32>> = all.into_iter().step_by(step).collect();
+    let Some(book) = Codebook::train(&sample) else {
+        return "| engine | too few tokens |".into();
+    };
+    let codes: HashMap<&str, _> = set
+        .docs
+        .iter()
+        .map(|(t, d)| (t.as_str(), book.encode(&i8_rows(d))))
+        .collect();
+    let mut scorer = Scorer::default();
+    for (case, q) in set.cases.iter().zip(&set.queries) {
+        let table = book.table(q);
+        let scores: Vec<f32> = case
+            .candidates
+            .iter()
+            .zip(&case.similarities)
+            .take(DEPTH)
+            .map(|((_, text), cos)| {
+                table.maxsim(&codes[text.as_str()]) / q.len().max(1) as f32
+                    + memd_engine::models::late::COSINE_WEIGHT * cos
+            })
+            .collect();
+        let fused: Vec<usize> = (0..case.candidates.len()).collect();
+        let order = reorder_head(&fused, DEPTH, &scores);
+        let ranked: Vec<&[String]> = order
+            .iter()
+            .take(super::late::TOP_K)
+            .map(|&i| case.candidates[i].0.as_slice())
+            .collect();
+        scorer.add(case.category, &case.evidence, &ranked);
+    }
+    let n = codes.len().max(1) as f64;
+    let tok = codes.values().map(|c| c.tokens()).sum::<usize>() as f64 / n;
+    let o = scorer.finish("engine").overall;
+    format!(
+        "| All (engine `late_codes`) | Pq({SUBVECTORS}) | this set | 0 | {tok:.1} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} |",
+        tok * SUBVECTORS as f64,
+        o.r1,
+        o.r5,
+        o.r10,
+        o.mrr
+    )
 }
 
 fn maxsim(q: &[Vec<f32>], d: &[Vec<f32>]) -> f32 {
