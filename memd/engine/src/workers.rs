@@ -323,8 +323,9 @@ impl Workers<'_> {
             ..
         } = self.db.read(|s| late::plan(self.late, s, cap));
         self.late.retain(&keep, &live);
-        if over_cap && self.late.codebook().is_none() {
-            // The i8 states no longer fit: code them (the next plan admits ~6x as many).
+        if over_cap && todo.is_empty() && self.late.codebook().is_none() {
+            // The cap is full of i8 states and more memories want some: code them (trained
+            // on the states held; the next plan admits ~6x as many).
             let states = self.late.clone();
             let trained = tokio::task::spawn_blocking(move || states.train_codebook()).await?;
             if trained {

@@ -66,7 +66,8 @@ fn options() -> Vec<Opt> {
         o(NoPunct, F32),
         o(Pool(2), F32),
     ];
-    for codec in [Pq(16), Pq(32), Pq(64)] {
+    v.push(o(Pool(3), F32));
+    for codec in [Sign, TwoBit, Residual(1024), Pq(16), Pq(32), Pq(64)] {
         v.push(o(All, codec));
     }
     for codec in [Sign, TwoBit, Pq(16), Pq(32), Pq(64), Pq(96), Pq(128)] {
