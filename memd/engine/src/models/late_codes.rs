@@ -49,7 +49,7 @@ impl Codes {
 
     /// Back from `as_bytes`; `None` unless it is whole tokens.
     pub fn from_bytes(bytes: &[u8]) -> Option<Codes> {
-        (bytes.len() % SUBVECTORS == 0).then(|| Codes {
+        bytes.len().is_multiple_of(SUBVECTORS).then(|| Codes {
             codes: bytes.into(),
         })
     }
