@@ -55,8 +55,9 @@ pub struct RuleInfo {
     pub what: &'static str,
 }
 
-/// Every static rule. The catastrophic ones deny by default; the high-risk ones are opt-in
-/// (`Allow` until the user raises them) because they also match everyday work.
+/// Every static rule. The catastrophic ones deny by default; the ones that destroy data or
+/// infrastructure off this machine's disks (or cannot be read to the end) ask; the high-risk
+/// ones are opt-in (`Allow` until the user raises them) because they also match everyday work.
 pub const RULES: &[RuleInfo] = &[
     RuleInfo {
         name: "rm_root",
@@ -82,6 +83,46 @@ pub const RULES: &[RuleInfo] = &[
         name: "fork_bomb",
         default: Level::Deny,
         what: "a fork bomb (a function that spawns copies of itself without end)",
+    },
+    RuleInfo {
+        name: "infra_destroy",
+        default: Level::Ask,
+        what: "tearing down infrastructure: terraform/tofu/pulumi destroy, kubectl delete namespace or --all, helm uninstall in production",
+    },
+    RuleInfo {
+        name: "bucket_delete",
+        default: Level::Ask,
+        what: "recursive deletes in object storage: aws s3 rm --recursive, aws s3 rb --force, gsutil rm -r, gcloud storage rm -r, az storage blob delete-batch",
+    },
+    RuleInfo {
+        name: "volume_prune",
+        default: Level::Ask,
+        what: "container pruning that deletes volumes: docker system prune -a --volumes, docker volume prune",
+    },
+    RuleInfo {
+        name: "kv_flush",
+        default: Level::Ask,
+        what: "flushing a key-value store: redis-cli FLUSHALL / FLUSHDB",
+    },
+    RuleInfo {
+        name: "perm_root",
+        default: Level::Ask,
+        what: "recursive chmod, chown or chgrp of /, the home directory or a system directory",
+    },
+    RuleInfo {
+        name: "system_file",
+        default: Level::Ask,
+        what: "moving, truncating or overwriting a system file (/etc/passwd, /etc/fstab, /boot, binaries)",
+    },
+    RuleInfo {
+        name: "git_dir_delete",
+        default: Level::Ask,
+        what: "deleting a repository's .git directory (its whole history)",
+    },
+    RuleInfo {
+        name: "too_nested",
+        default: Level::Ask,
+        what: "a command nested deeper than the guard follows (8 levels of sh -c, eval, $(…)), which it cannot vouch for",
     },
     RuleInfo {
         name: "pipe_to_shell",

@@ -5,20 +5,29 @@
 //! pipeline so far, the directory an earlier `cd` moved to, variables set earlier).
 //!
 //! Must never do I/O, never panic, and never follow nesting past `MAX_DEPTH` or a fixed work
-//! budget. The rules themselves live in `local` (this machine's files and disks), `remote`
-//! (git remotes, databases), `download` (downloads that get run), `exfil` (secrets leaving the
-//! machine) and `code` (interpreter one-liners); `paths` holds the path reasoning they share.
+//! budget. The rules themselves live in `local` (this machine's files), `disk` (block devices
+//! and volumes), `damage` (permissions, system files, `.git`), `remote` (git remotes,
+//! databases), `infra` (infrastructure, object storage, volumes, key-value stores), `download`
+//! (downloads that get run), `exfil` (secrets leaving the machine) and `code` (interpreter
+//! one-liners); `paths` holds the path reasoning they share and `vars` what earlier commands
+//! of the line set up. Nesting past `MAX_DEPTH` or the budget is itself a finding
+//! (`too_nested`): what the guard cannot read it cannot vouch for.
 
 mod code;
+mod damage;
+mod disk;
 mod download;
 mod exfil;
+mod infra;
 mod local;
 mod paths;
 mod remote;
+mod vars;
 
 use crate::Action;
 use crate::policy::{Level, Policy};
-use crate::shell::{self, Command, MAX_DEPTH, MAX_INPUT, expand_braces, lex};
+use crate::shell::{self, Command, MAX_DEPTH, MAX_INPUT, lex};
+pub(crate) use vars::LineState;
 
 /// The answer for one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +169,18 @@ impl Ctx<'_> {
     }
 }
 
+/// `w` as one shell word.
+fn quote(w: &str) -> String {
+    if !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,~".contains(&b))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 /// A simple command written back out: quotes where a word needs them, its redirections.
 fn render(simple: &lex::Simple) -> String {
     let mut out = String::new();
@@ -273,168 +294,6 @@ fn is_echo_flag(a: &str) -> bool {
     a.len() > 1 && a.starts_with('-') && a[1..].bytes().all(|b| matches!(b, b'n' | b'e' | b'E'))
 }
 
-/// What earlier commands of the same command line established.
-#[derive(Default)]
-pub(crate) struct LineState {
-    /// Set by `cd`/`pushd` to a place the rules can name; `None` when unknown.
-    pub cwd: Option<Vec<String>>,
-    /// Variables assigned earlier (`X=/`, `for d in / ~`), newest last, at most `MAX_VARS`.
-    vars: Vec<(String, Vec<String>)>,
-}
-
-const MAX_VARS: usize = 64;
-/// Longest variable value kept (a path or a command word is far shorter).
-const MAX_VALUE: usize = 4096;
-const MAX_EXPANSIONS: usize = 16;
-
-impl LineState {
-    /// `word` with known variables substituted and braces expanded; a few alternatives at most.
-    pub fn expand(&self, word: &str) -> Vec<String> {
-        let mut out = vec![word.to_string()];
-        if word.contains('$') {
-            for (name, values) in self.vars.iter().rev() {
-                let mut next = Vec::new();
-                for w in &out {
-                    for v in values {
-                        match substitute(w, name, v) {
-                            Some(s) if next.len() < MAX_EXPANSIONS => next.push(s),
-                            Some(_) => {}
-                            None => {
-                                next.push(w.clone());
-                                break;
-                            }
-                        }
-                    }
-                }
-                out = next;
-            }
-        }
-        let mut expanded = Vec::new();
-        for w in out {
-            for e in expand_braces(&w, MAX_EXPANSIONS) {
-                if expanded.len() < MAX_EXPANSIONS {
-                    expanded.push(e);
-                }
-            }
-        }
-        expanded
-    }
-
-    /// `word` with the variables that have a single known value substituted (`a=rm; $a -rf /`);
-    /// loop variables with several values are left for [`LineState::expand`].
-    fn substitute_single(&self, word: &str) -> String {
-        let mut w = word.to_string();
-        if !w.contains('$') {
-            return w;
-        }
-        for (name, values) in self.vars.iter().rev() {
-            if let [value] = values.as_slice()
-                && let Some(s) = substitute(&w, name, value)
-            {
-                w = s;
-            }
-        }
-        w
-    }
-
-    /// Records assignments and `for NAME in …`; true when the command does nothing else.
-    fn note(&mut self, words: &[String]) -> bool {
-        let first = words.first().map(String::as_str);
-        let assigns = match first {
-            Some("export" | "local" | "declare" | "readonly" | "typeset") => &words[1..],
-            Some("for") => {
-                if let (Some(name), Some("in")) = (words.get(1), words.get(2).map(String::as_str)) {
-                    let values = words[3..].iter().take(MAX_EXPANSIONS).cloned().collect();
-                    self.set(name.clone(), values);
-                }
-                return true;
-            }
-            _ => words,
-        };
-        if assigns.is_empty()
-            || !assigns
-                .iter()
-                .all(|w| shell::is_assignment(w) || w.starts_with('-'))
-        {
-            return first.is_some_and(|f| {
-                matches!(f, "export" | "local" | "declare" | "readonly" | "typeset")
-            });
-        }
-        for w in assigns.iter().filter(|w| shell::is_assignment(w)) {
-            if let Some((name, value)) = w.split_once('=') {
-                self.set(
-                    name.trim_end_matches('+').to_string(),
-                    vec![value.to_string()],
-                );
-            }
-        }
-        true
-    }
-
-    fn set(&mut self, name: String, values: Vec<String>) {
-        self.vars.retain(|(n, _)| *n != name);
-        // A value built by doubling (`a=$a$a` over and over) would grow exponentially: past
-        // MAX_VALUE the variable is treated as unknown, as a value only known at run time is.
-        if values.iter().any(|v| v.len() > MAX_VALUE) {
-            return;
-        }
-        if self.vars.len() >= MAX_VARS {
-            self.vars.remove(0);
-        }
-        self.vars.push((name, values));
-    }
-
-    fn after(&mut self, cmd: &Command) {
-        if !matches!(cmd.program.as_str(), "cd" | "pushd" | "chdir") {
-            return;
-        }
-        let target = cmd.args.iter().find(|a| !a.starts_with('-') || *a == "-");
-        self.cwd = match target {
-            None => paths::resolve("~", None),
-            Some(t) if t == "-" => None,
-            Some(t) => {
-                let t = self.expand(t).into_iter().next().unwrap_or_default();
-                paths::resolve(&t, self.cwd.as_deref())
-            }
-        };
-    }
-}
-
-/// `word` with every `$name` / `${name}` replaced by `value`; `None` when it names no `name`.
-fn substitute(word: &str, name: &str, value: &str) -> Option<String> {
-    let mut out = String::with_capacity(word.len());
-    let mut rest = word;
-    let mut hit = false;
-    while let Some(pos) = rest.find('$') {
-        out.push_str(&rest[..pos]);
-        let after = &rest[pos + 1..];
-        let braced = after
-            .strip_prefix('{')
-            .and_then(|a| a.strip_prefix(name))
-            .and_then(|a| a.strip_prefix('}'));
-        let bare = after
-            .strip_prefix(name)
-            .filter(|a| !a.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
-        match braced.or(bare) {
-            Some(tail) => {
-                // Never build a word past what the guard reads at all.
-                if out.len() + value.len() > shell::MAX_INPUT {
-                    return None;
-                }
-                out.push_str(value);
-                rest = tail;
-                hit = true;
-            }
-            None => {
-                out.push('$');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    hit.then_some(out)
-}
-
 impl Scan<'_> {
     /// An interpreter's program text: fork loops, and the shell commands it hands on.
     fn code(&mut self, ctx: &Ctx, src: &str, depth: usize) {
@@ -459,17 +318,35 @@ impl Scan<'_> {
 
     /// Analyses `text` as a command line `depth` levels down.
     pub(crate) fn line(&mut self, text: &str, depth: usize, remote: bool) {
-        if depth > MAX_DEPTH || text.trim().is_empty() || text.len() > self.budget {
+        self.line_in(text, depth, remote, LineState::default());
+    }
+
+    /// Analyses `text` with what an enclosing line established (a function's arguments).
+    fn line_in(&mut self, text: &str, depth: usize, remote: bool, mut state: LineState) {
+        if text.trim().is_empty() {
+            return;
+        }
+        // What the guard cannot read to the end it cannot vouch for: ask, as for a command
+        // longer than it reads.
+        if depth > MAX_DEPTH || text.len() > self.budget {
+            let why = if depth > MAX_DEPTH {
+                format!("nested deeper than the {MAX_DEPTH} levels the guard follows")
+            } else {
+                "more nested command text than the guard reads".to_string()
+            };
+            self.add("too_nested", format!("{why} (`{}`)", clip(text)));
             return;
         }
         self.budget -= text.len();
         if let Some(reason) = local::fork_bomb(text) {
             self.add("fork_bomb", reason);
         }
+        for (name, body) in vars::functions(text) {
+            vars::push_def(&mut state.functions, &name, &body);
+        }
         let simples = lex::parse(text);
         let rendered: Vec<String> = simples.iter().map(render).collect();
         let mut pipeline_text = String::new();
-        let mut state = LineState::default();
         let mut pipe = Pipe::default();
         let mut pipe_id = usize::MAX;
         for (k, simple) in simples.iter().enumerate() {
@@ -496,13 +373,19 @@ impl Scan<'_> {
                 .iter()
                 .map(|w| state.substitute_single(&w.text))
                 .collect();
+            if let Some(text) = texts.first().and_then(|w| state.alias(w)) {
+                let rest: Vec<String> = texts[1..].iter().map(|w| quote(w)).collect();
+                let expanded = format!("{text} {}", rest.join(" "));
+                self.line(&expanded, depth + 1, remote);
+            }
             let cmd = if state.note(&texts) {
                 None
             } else {
                 Command::from_words(&texts)
             };
             // `> /dev/sda` needs no command to do its damage.
-            local::redirects(simple, self);
+            disk::redirects(simple, self);
+            damage::redirects(simple, self);
             if let Some(cmd) = &cmd {
                 let ctx = Ctx {
                     simple,
@@ -513,21 +396,56 @@ impl Scan<'_> {
                     remote,
                 };
                 self.command(&ctx, depth);
+                self.call(&state, cmd, depth, remote);
+                if cmd.program == "read"
+                    && let Some(r) = simple
+                        .redirects
+                        .iter()
+                        .find(|r| r.op == lex::RedirOp::HereString)
+                {
+                    state.read_here(cmd, &r.target.text);
+                }
                 state.after(cmd);
             }
             pipe.absorb(simple, cmd.as_ref());
         }
     }
 
+    /// A call of a function defined in the line: its body, with the call's arguments as
+    /// `$1`, `$@`… (a function does not follow a call of itself).
+    fn call(&mut self, state: &LineState, cmd: &Command, depth: usize, remote: bool) {
+        let Some((name, body)) = state
+            .functions
+            .iter()
+            .find(|(n, _)| *n == cmd.program)
+            .cloned()
+        else {
+            return;
+        };
+        let mut inner = state.clone();
+        inner.functions.retain(|(n, _)| *n != name);
+        inner.positional(&cmd.args);
+        self.line_in(&body, depth + 1, remote, inner);
+    }
+
     fn command(&mut self, ctx: &Ctx, depth: usize) {
         let cmd = ctx.cmd;
         if let Some((text, remote)) = cmd.nested() {
             self.line(&text, depth + 1, ctx.remote || remote);
+            // `echo / | xargs -I{} sh -c "rm -rf {}"`: the fed word takes the placeholder's place.
+            if let Some((_, literal)) = local::xargs_fed(ctx) {
+                let placeholder = local::xargs_placeholder(ctx.simple);
+                if text.contains(&placeholder) {
+                    let filled = text.replace(&placeholder, &literal);
+                    self.line(&filled, depth + 1, ctx.remote || remote);
+                }
+            }
         }
         for src in code::inline_code(cmd) {
             self.code(ctx, &src, depth);
         }
-        if download::reads_code_from_stdin(cmd) {
+        let scheduler = shell::runs_stdin_as_commands(cmd);
+        if download::reads_code_from_stdin(cmd) || scheduler {
             // An interpreter reading its program from a here-document or an `echo … |` runs
             // that text: as a command line for a shell, as a one-liner for the others.
             let mut stdin: Vec<&str> = ctx
@@ -542,7 +460,7 @@ impl Scan<'_> {
                 stdin.push(&ctx.pipe.fed);
             }
             for text in stdin {
-                if shell::is_shell(&cmd.program) {
+                if shell::is_shell(&cmd.program) || scheduler {
                     self.line(text, depth + 1, ctx.remote);
                 } else {
                     self.code(ctx, text, depth);
@@ -550,7 +468,10 @@ impl Scan<'_> {
             }
         }
         local::check(ctx, self);
+        disk::disk_wipe(ctx, self);
+        damage::check(ctx, self);
         remote::check(ctx, self);
+        infra::check(ctx, self);
         download::check(ctx, self);
         exfil::note(ctx, self);
     }

@@ -7,6 +7,8 @@
 //! loop: input is cut at [`MAX_INPUT`] bytes and wrapper peeling stops after a fixed count.
 
 pub(crate) mod lex;
+mod nested;
+mod opts;
 pub(crate) mod scan;
 
 /// Longest command line analysed; the rest is ignored. 64 KiB is far beyond a real command and
@@ -15,6 +17,8 @@ pub const MAX_INPUT: usize = 64 * 1024;
 
 /// How many levels of `sh -c`, `eval`, `$(…)` and the like are followed.
 pub const MAX_DEPTH: usize = 8;
+
+use opts::*;
 
 /// Wrappers stacked deeper than this are not a real command (`sudo sudo sudo …`).
 const MAX_WRAPPERS: usize = 16;
@@ -81,155 +85,6 @@ pub(crate) fn is_shell(program: &str) -> bool {
     SHELLS.contains(&program)
 }
 
-/// Which options of a wrapper take a value (`sudo -u root`): those must be skipped together
-/// with their value to find the wrapped command.
-struct Opts {
-    short_value: &'static [u8],
-    long_value: &'static [&'static str],
-}
-
-struct Skipped {
-    next: usize,
-    /// Short option letters seen (a bit per ASCII byte) and long option names.
-    short: u128,
-    long: Vec<String>,
-}
-
-impl Skipped {
-    fn has(&self, letter: u8) -> bool {
-        letter < 128 && self.short & (1u128 << letter) != 0
-    }
-    fn has_long(&self, name: &str) -> bool {
-        self.long.iter().any(|l| l == name)
-    }
-}
-
-fn skip_opts(words: &[String], mut i: usize, o: &Opts) -> Skipped {
-    let mut short = 0u128;
-    let mut long = Vec::new();
-    while let Some(w) = words.get(i) {
-        if w == "--" {
-            i += 1;
-            break;
-        }
-        if let Some(name) = w.strip_prefix("--") {
-            i += 1;
-            let (name, inline) = match name.split_once('=') {
-                Some((n, _)) => (n, true),
-                None => (name, false),
-            };
-            if !inline && o.long_value.contains(&name) {
-                i += 1;
-            }
-            long.push(name.to_string());
-            continue;
-        }
-        if w.len() < 2 || !w.starts_with('-') {
-            break;
-        }
-        i += 1;
-        let letters = &w.as_bytes()[1..];
-        for (k, &b) in letters.iter().enumerate() {
-            if b < 128 {
-                short |= 1u128 << b;
-            }
-            if o.short_value.contains(&b) {
-                if k + 1 == letters.len() {
-                    i += 1;
-                }
-                break;
-            }
-        }
-    }
-    Skipped {
-        next: i.min(words.len()),
-        short,
-        long,
-    }
-}
-
-const SUDO: Opts = Opts {
-    short_value: b"ughpCDrtTU",
-    long_value: &[
-        "user",
-        "group",
-        "host",
-        "prompt",
-        "close-from",
-        "chdir",
-        "role",
-        "type",
-        "command-timeout",
-        "other-user",
-    ],
-};
-const DOAS: Opts = Opts {
-    short_value: b"uC",
-    long_value: &[],
-};
-const NONE: Opts = Opts {
-    short_value: b"",
-    long_value: &[],
-};
-const EXEC: Opts = Opts {
-    short_value: b"a",
-    long_value: &[],
-};
-const NICE: Opts = Opts {
-    short_value: b"n",
-    long_value: &["adjustment"],
-};
-const TIME: Opts = Opts {
-    short_value: b"fo",
-    long_value: &["format", "output"],
-};
-const TIMEOUT: Opts = Opts {
-    short_value: b"sk",
-    long_value: &["signal", "kill-after"],
-};
-const STDBUF: Opts = Opts {
-    short_value: b"ioe",
-    long_value: &["input", "output", "error"],
-};
-const IONICE: Opts = Opts {
-    short_value: b"cnpPu",
-    long_value: &["class", "classdata"],
-};
-const PKEXEC: Opts = Opts {
-    short_value: b"",
-    long_value: &["user"],
-};
-const CAFFEINATE: Opts = Opts {
-    short_value: b"tw",
-    long_value: &[],
-};
-const FLOCK: Opts = Opts {
-    short_value: b"wE",
-    long_value: &["timeout", "conflict-exit-code"],
-};
-const WATCH: Opts = Opts {
-    short_value: b"nq",
-    long_value: &["interval", "equexit"],
-};
-const XARGS: Opts = Opts {
-    short_value: b"adEILnPs",
-    long_value: &[
-        "arg-file",
-        "delimiter",
-        "eof",
-        "replace",
-        "max-lines",
-        "max-args",
-        "max-procs",
-        "max-chars",
-        "process-slot-var",
-    ],
-};
-const ENV: Opts = Opts {
-    short_value: b"uCSP",
-    long_value: &["unset", "chdir", "split-string"],
-};
-
 impl Command {
     /// The command `words` will run, with assignments, shell keywords (`then`, `!`, `{`) and
     /// wrappers removed. `None` when nothing runs (only assignments, `command -v x`, `for …`).
@@ -274,6 +129,18 @@ impl Command {
                 "watch" => &WATCH,
                 "xargs" => &XARGS,
                 "env" => &ENV,
+                "runuser" if nested::runuser_wraps(&words[after..]) => &RUNUSER,
+                "chroot" => &CHROOT,
+                "strace" | "ltrace" => &STRACE,
+                "unshare" => &UNSHARE,
+                "systemd-run" => &SYSTEMD_RUN,
+                "screen" => &SCREEN,
+                "parallel" => {
+                    if let Some(text) = nested::parallel(&words[after..]) {
+                        return Some(shell_c(name, text, wrappers));
+                    }
+                    &PARALLEL
+                }
                 _ => {
                     return Some(Command {
                         program: name,
@@ -309,7 +176,8 @@ impl Command {
                         i = 0;
                     }
                 }
-                "timeout" | "taskset" => i += 1,
+                // The duration, the CPU list, the new root directory.
+                "timeout" | "taskset" | "chroot" => i += 1,
                 "flock" => {
                     // `flock FILE -c TEXT` runs TEXT with `sh -c`; `flock FILE cmd…` runs cmd.
                     if matches!(
@@ -326,7 +194,7 @@ impl Command {
                     let joined = words.get(i..).unwrap_or_default().join(" ");
                     return (!joined.is_empty()).then(|| shell_c(name, joined, wrappers));
                 }
-                "xargs" if i >= words.len() => {
+                "xargs" | "parallel" if i >= words.len() => {
                     wrappers.push(name);
                     return Some(Command {
                         program: "echo".into(),
@@ -348,7 +216,10 @@ impl Command {
         let text = match self.program.as_str() {
             p if is_shell(p) => shell_c_text(a)?,
             "eval" => a.join(" "),
-            "su" | "runuser" => option_value(a, "-c", "--command")?,
+            "su" | "runuser" | "script" => option_value(a, "-c", "--command")?,
+            "tmux" => nested::tmux(a)?,
+            // `screen -X stuff TEXT` types TEXT into a session's shell.
+            "stuff" => a.join(" ").replace("^M", "\n"),
             "ssh" => return ssh_remote(a).map(|t| (t, true)),
             _ => return None,
         };
@@ -375,6 +246,16 @@ fn lookup_substitution(word: &str) -> &str {
     }
 }
 
+/// `at` and `batch` read the commands they schedule from standard input (unless they only
+/// list, remove or show jobs, or read a file).
+pub(crate) fn runs_stdin_as_commands(cmd: &Command) -> bool {
+    matches!(cmd.program.as_str(), "at" | "batch")
+        && !cmd
+            .args
+            .iter()
+            .any(|a| a.starts_with('-') && a.len() == 2 && "lrdcf".contains(&a[1..]) || a == "-V")
+}
+
 fn shell_c(wrapper: String, text: String, mut wrappers: Vec<String>) -> Command {
     wrappers.push(wrapper);
     Command {
@@ -390,7 +271,7 @@ fn env_split_string(opts: &[String]) -> Option<Vec<String>> {
 }
 
 /// The value of `-x VALUE`, `-xVALUE`, `--long=VALUE` or `--long VALUE` among `args`.
-fn option_value(args: &[String], short: &str, long: &str) -> Option<String> {
+pub(crate) fn option_value(args: &[String], short: &str, long: &str) -> Option<String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == short || a == long {

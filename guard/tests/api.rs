@@ -46,6 +46,14 @@ fn the_rule_list_is_the_product_spec() {
             "force_push_default",
             "drop_database",
             "fork_bomb",
+            "infra_destroy",
+            "bucket_delete",
+            "volume_prune",
+            "kv_flush",
+            "perm_root",
+            "system_file",
+            "git_dir_delete",
+            "too_nested",
             "pipe_to_shell",
             "secret_exfiltration",
             "chmod_world",
@@ -54,17 +62,15 @@ fn the_rule_list_is_the_product_spec() {
         ]
     );
     for r in RULES {
-        let catastrophic = names.iter().position(|n| *n == r.name).unwrap() < 5;
-        assert_eq!(
-            r.default,
-            if catastrophic {
-                Level::Deny
-            } else {
-                Level::Allow
-            },
-            "{}",
-            r.name
-        );
+        let k = names.iter().position(|n| *n == r.name).unwrap();
+        // Catastrophic: deny. Damage off this machine's disks (or unreadable): ask, never
+        // deny. High-risk but everyday: off until the user raises it.
+        let expected = match k {
+            0..5 => Level::Deny,
+            5..13 => Level::Ask,
+            _ => Level::Allow,
+        };
+        assert_eq!(r.default, expected, "{}", r.name);
         assert!(!r.what.is_empty() && !r.what.contains('\n'));
         assert_eq!(rule(r.name), Some(r));
     }

@@ -245,6 +245,18 @@ pub struct RecordOutcomeResponse {
     pub already_scored: bool,
     #[serde(default)]
     pub summary_stored: bool,
+    /// Ids that were named but not scored: not listed by the scoring request (nor shown to the
+    /// asking MCP session), or shown with the current prompt and not used yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<IgnoredScore>,
+}
+
+/// An id a score named that was not scored, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct IgnoredScore {
+    pub id: String,
+    pub reason: String,
 }
 
 /// `POST /api/record-response`: a key takeaway stored in working memory.

@@ -42,14 +42,19 @@ pub fn lookup(d: &Daemon, id: &str) -> Option<proto::MemoryView> {
         .next()
 }
 
-/// Polls `cond` for up to 30 s: for what the daemon does in the background (embedding,
-/// promotion, deletion), which no request waits for.
+/// How long [`eventually`] waits before failing: a bound for a broken daemon, not a speed
+/// requirement. Loading the late-interaction model alone took over 30 s beside three CPU hogs
+/// on a busy 2-core machine.
+pub const EVENTUALLY_LIMIT: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// Polls `cond` for up to [`EVENTUALLY_LIMIT`]: for what the daemon does in the background
+/// (embedding, promotion, deletion, loading a model), which no request waits for.
 pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !cond() {
         assert!(
-            start.elapsed() < std::time::Duration::from_secs(30),
-            "never happened: {what}"
+            start.elapsed() < EVENTUALLY_LIMIT,
+            "never happened within {EVENTUALLY_LIMIT:?}: {what}"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

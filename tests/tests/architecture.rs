@@ -17,7 +17,6 @@ const STILL_CIRCULAR: &[(&str, &str, &str)] = &[];
 const BIG_FILES: &[&str] = &[
     "memd/cli/tests/cli_init.rs",
     "memd/engine/src/index/vector.rs",
-    "memd/engine/src/state/mod.rs",
     "memd/engine/tests/redact.rs",
     "memd/lab/src/bin/memd-bench/dashboard.rs",
     "memd/lab/src/bin/memd-bench/phases.rs",

@@ -378,7 +378,8 @@ fn starting_on_a_full_disk_serves_reads_or_says_why_not() {
         Duration::from_secs(60),
     );
     if started {
-        child.kill().ok();
+        // Gone with every process it forked before the restart below takes its data dir.
+        memd_testkit::proc::kill_tree(&mut child).unwrap_or_else(|e| panic!("{e}"));
         let out = child.wait_with_output().expect("wait");
         eprintln!(
             "memd started on a full disk; stderr: {}",

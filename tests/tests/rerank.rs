@@ -5,7 +5,6 @@
 
 use proto::*;
 use serde_json::json;
-use std::time::Duration;
 use tests::{Daemon, Spec, eventually};
 
 /// Fused ranking puts the Bazel note (two shared words) first; the Postgres note answers.
@@ -35,7 +34,7 @@ fn daemon(config: &str) -> Daemon {
             &json!({"content": note, "scope": "global"}),
         );
     }
-    d.wait_embedded(Duration::from_secs(60));
+    d.wait_embedded(tests::EVENTUALLY_LIMIT);
     d
 }
 
@@ -115,6 +114,18 @@ fn off_or_out_of_budget_keeps_the_fused_order() {
     wait_late(&spent);
     assert_eq!(first_injected(&spent, "spent"), FUSED_FIRST);
     assert_eq!(prompt_tally(&spent), (0, 1, 0), "counted as over budget");
+    // And reported where a user looks: `memd status` and `memd stats`.
+    for command in ["status", "stats"] {
+        let out = tests::project::memd_in(&spent, spent.root())
+            .arg(command)
+            .output()
+            .expect("run memd");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains("0 reranked, 1 over budget, 0 shed (100.0% kept the fused order)"),
+            "memd {command}: {said}"
+        );
+    }
     assert_eq!(first_found(&spent).results[0].content, ANSWER);
 }
 

@@ -48,14 +48,41 @@ pub(crate) fn inline_code(cmd: &Command) -> Vec<String> {
 
 /// A fork in an endless loop: `fork while fork`, `while True: os.fork()`, `for(;;){fork()}`.
 pub(crate) fn forks_forever(code: &str) -> bool {
-    let compact: String = code
-        .chars()
+    // String literals are data (`print "fork while 1"`): their text is left out.
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let outside = code.chars().filter(|&c| {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            return false;
+        }
+        if c == '"' || c == '\'' {
+            quote = Some(c);
+            return false;
+        }
+        true
+    });
+    let compact: String = outside
         .filter(|c| !c.is_whitespace())
         .flat_map(char::to_lowercase)
         .collect();
     [
         "forkwhilefork",
+        "forkwhile1",
+        "forkwhile(1)",
+        "forkwhiletrue",
+        "fork()while1",
+        "fork()while(1)",
+        "fork()whiletrue",
         "forkuntil0",
+        "1whilefork",
+        "loopdofork",
         "while1:os.fork()",
         "whiletrue:os.fork()",
         "while(1){fork",

@@ -1,5 +1,5 @@
-//! The rules about this machine's own files and disks: `rm_root` (rm, find, rsync --delete,
-//! xargs-fed rm), `disk_wipe`, `chmod_world`, and the shell form of `fork_bomb`.
+//! The rules about this machine's own files: `rm_root` (rm, find, rsync --delete, xargs-fed
+//! rm), `chmod_world`, and the shell form of `fork_bomb` (disks are `disk`'s).
 //!
 //! Must never flag a path it cannot resolve (a relative path with an unknown working directory,
 //! an unknown variable): these rules deny by default, and a false denial blocks real work.
@@ -15,11 +15,10 @@ pub(crate) fn check(ctx: &Ctx, scan: &mut Scan) {
         "chmod" => chmod(ctx, scan),
         _ => {}
     }
-    disk_wipe(ctx, scan);
 }
 
 /// Options (anywhere before `--`, as GNU tools permute them) and operands.
-fn split_args(args: &[String]) -> (Vec<&str>, Vec<&str>) {
+pub(crate) fn split_args(args: &[String]) -> (Vec<&str>, Vec<&str>) {
     let mut flags = Vec::new();
     let mut operands = Vec::new();
     let mut it = args.iter();
@@ -38,7 +37,7 @@ fn split_args(args: &[String]) -> (Vec<&str>, Vec<&str>) {
 }
 
 /// What deleting `target` recursively would destroy, if that is catastrophic.
-fn catastrophic_target(ctx: &Ctx, target: &str) -> Option<String> {
+pub(crate) fn catastrophic_target(ctx: &Ctx, target: &str) -> Option<String> {
     ctx.line.expand(target).iter().find_map(|t| {
         let comps = paths::resolve(t, ctx.line.cwd.as_deref())?;
         paths::catastrophic(&comps)
@@ -58,28 +57,65 @@ fn rm(ctx: &Ctx, scan: &mut Scan) {
             "rm_root",
             format!("recursive delete of {what} (`{}`)", ctx.snippet()),
         );
-    } else if ctx.cmd.wrappers.iter().any(|w| w == "xargs") {
-        // xargs reads its arguments from the pipeline or from a here-string / here-document.
-        let fed = ctx
-            .simple
-            .redirects
-            .iter()
-            .filter(|r| matches!(r.op, lex::RedirOp::HereDoc | lex::RedirOp::HereString))
-            .flat_map(|r| r.target.text.split_whitespace())
-            .find_map(|w| {
-                let comps = paths::resolve(w, None)?;
-                paths::catastrophic(&comps).map(|what| (what, w.to_string()))
-            });
-        if let Some((what, literal)) = fed.as_ref().or(ctx.pipe.rootish.as_ref()) {
-            scan.add(
-                "rm_root",
-                format!(
-                    "recursive delete of {what}: `{literal}` is fed to `xargs rm` (`{}`)",
-                    ctx.pipeline_snippet()
-                ),
-            );
+    } else if let Some((what, literal)) = xargs_fed(ctx) {
+        scan.add(
+            "rm_root",
+            format!(
+                "recursive delete of {what}: `{literal}` is fed to `xargs rm` (`{}`)",
+                ctx.pipeline_snippet()
+            ),
+        );
+    }
+}
+
+/// For a command run by `xargs` (or `parallel`): a catastrophic path it is fed from the
+/// pipeline or from a here-string / here-document, as (what, literal).
+pub(crate) fn xargs_fed(ctx: &Ctx) -> Option<(String, String)> {
+    if !ctx
+        .cmd
+        .wrappers
+        .iter()
+        .any(|w| w == "xargs" || w == "parallel")
+    {
+        return None;
+    }
+    let fed = ctx
+        .simple
+        .redirects
+        .iter()
+        .filter(|r| matches!(r.op, lex::RedirOp::HereDoc | lex::RedirOp::HereString))
+        .flat_map(|r| r.target.text.split_whitespace())
+        .find_map(|w| {
+            let comps = paths::resolve(w, None)?;
+            paths::catastrophic(&comps).map(|what| (what, w.to_string()))
+        });
+    fed.or_else(|| ctx.pipe.rootish.clone())
+}
+
+/// The string `xargs -I STR` replaces with each input (`{}` for `-i`, `--replace` and by
+/// default).
+pub(crate) fn xargs_placeholder(simple: &lex::Simple) -> String {
+    let words: Vec<&str> = simple.words.iter().map(|w| w.text.as_str()).collect();
+    let start = words
+        .iter()
+        .position(|w| matches!(crate::shell::program_name(w).as_str(), "xargs" | "parallel"))
+        .map_or(words.len(), |p| p + 1);
+    let mut it = words[start..].iter();
+    while let Some(w) = it.next() {
+        if *w == "-I" {
+            return it.next().map_or("{}", |v| v).to_string();
+        }
+        if let Some(v) = w
+            .strip_prefix("--replace=")
+            .or_else(|| w.strip_prefix("-I"))
+        {
+            return v.to_string();
+        }
+        if !w.starts_with('-') {
+            break;
         }
     }
+    "{}".to_string()
 }
 
 /// `find` tests that keep it from matching everything under its start (`-name '*.pyc'`).
@@ -203,184 +239,6 @@ fn rsync(ctx: &Ctx, scan: &mut Scan) {
                 ctx.snippet()
             ),
         );
-    }
-}
-
-fn disk_wipe(ctx: &Ctx, scan: &mut Scan) {
-    let cmd = ctx.cmd;
-    let p = cmd.program.as_str();
-    let args = &cmd.args;
-    let device = || args.iter().find(|a| paths::block_device(a)).cloned();
-    let has = |names: &[&str]| {
-        args.iter()
-            .any(|a| names.iter().any(|n| a.eq_ignore_ascii_case(n)))
-    };
-    let hit: Option<(&str, String)> = if p.starts_with("mkfs")
-        || matches!(
-            p,
-            "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs" | "mkexfatfs" | "newfs"
-        ) {
-        device().map(|d| ("formats", d))
-    } else {
-        match p {
-            // Without `-a`/`-o` wipefs only lists signatures; `-n` is a dry run.
-            "wipefs"
-                if has(&["-a", "--all", "-o", "--offset", "-af", "-fa"])
-                    && !has(&["-n", "--no-act"]) =>
-            {
-                device().map(|d| ("wipes", d))
-            }
-            "blkdiscard" => device().map(|d| ("wipes", d)),
-            "shred" => device().map(|d| ("shreds", d)),
-            "dd" => args
-                .iter()
-                .filter_map(|a| a.strip_prefix("of="))
-                .find(|d| paths::block_device(d))
-                .map(|d| ("overwrites", d.to_string())),
-            "fdisk" | "gdisk" | "cfdisk" | "cgdisk" | "sfdisk" | "sgdisk" | "parted"
-                if partition_write(p, args) =>
-            {
-                device().map(|d| ("repartitions", d))
-            }
-            "cryptsetup" if has(&["luksFormat", "format", "erase", "luksErase"]) => {
-                device().map(|d| ("reformats", d))
-            }
-            "hdparm"
-                if args
-                    .iter()
-                    .any(|a| a.starts_with("--security-erase") || a == "--trim-sector-ranges") =>
-            {
-                device().map(|d| ("erases", d))
-            }
-            "badblocks"
-                if split_args(args)
-                    .0
-                    .iter()
-                    .any(|f| !f.starts_with("--") && f.contains('w')) =>
-            {
-                device().map(|d| ("overwrites", d))
-            }
-            "tee" => device().map(|d| ("writes onto", d)),
-            "cp" | "dcfldd" | "ddrescue" => split_args(args)
-                .1
-                .last()
-                .filter(|d| paths::block_device(d))
-                .map(|d| ("overwrites", d.to_string())),
-            _ => None,
-        }
-    };
-    if let Some((verb, dev)) = hit {
-        scan.add(
-            "disk_wipe",
-            format!(
-                "{verb} the block device {} (`{}`)",
-                super::clip(&dev),
-                ctx.snippet()
-            ),
-        );
-    }
-}
-
-/// A redirection that writes straight onto a disk (`cat img > /dev/sda`, or `> /dev/sda` alone).
-pub(crate) fn redirects(simple: &lex::Simple, scan: &mut Scan) {
-    let target = simple
-        .redirects
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.op,
-                lex::RedirOp::Write | lex::RedirOp::Append | lex::RedirOp::ReadWrite
-            )
-        })
-        .find(|r| paths::block_device(&r.target.text));
-    if let Some(r) = target {
-        scan.add(
-            "disk_wipe",
-            format!(
-                "writes onto the block device {} (`{}`)",
-                super::clip(&r.target.text),
-                super::clip(&super::render(simple))
-            ),
-        );
-    }
-}
-
-/// Whether a partitioning tool is asked to change the table rather than print it.
-fn partition_write(p: &str, args: &[String]) -> bool {
-    let opts: Vec<&str> = args
-        .iter()
-        .filter(|a| a.starts_with('-'))
-        .map(|a| a.split('=').next().unwrap_or(a))
-        .collect();
-    let any = |set: &[&str]| opts.iter().any(|o| set.contains(o));
-    match p {
-        "parted" => args.iter().any(|a| {
-            let a = a.to_ascii_lowercase();
-            [
-                "mklabel",
-                "mktable",
-                "mkpart",
-                "mkpartfs",
-                "rm",
-                "resizepart",
-                "resize",
-                "rescue",
-                "mkfs",
-            ]
-            .contains(&a.as_str())
-        }),
-        "sfdisk" => !any(&[
-            "-l",
-            "--list",
-            "-d",
-            "--dump",
-            "-s",
-            "--show-size",
-            "-J",
-            "--json",
-            "-g",
-            "--show-geometry",
-            "-V",
-            "--verify",
-            "-F",
-            "--list-free",
-            "-h",
-            "--help",
-            "-v",
-            "--version",
-        ]),
-        "sgdisk" => opts.iter().any(|o| {
-            ![
-                "-p",
-                "--print",
-                "-i",
-                "--info",
-                "-v",
-                "--verify",
-                "-b",
-                "--backup",
-                "-O",
-                "--print-mbr",
-                "-L",
-                "--list-types",
-                "-V",
-                "--version",
-                "-P",
-                "--pretend",
-            ]
-            .contains(o)
-        }),
-        _ => !any(&[
-            "-l",
-            "--list",
-            "-s",
-            "--getsz",
-            "-h",
-            "--help",
-            "-V",
-            "--version",
-            "-v",
-        ]),
     }
 }
 

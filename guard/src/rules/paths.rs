@@ -36,6 +36,22 @@ const SYSTEM_DIRS: &[&str] = &[
     "private",
 ];
 
+/// Second-level directories whose recursive removal wrecks the system as surely as a top-level
+/// one: the programs, libraries and package state (`/var/lib/apt/lists/*` is not among them).
+const SYSTEM_TREES: &[(&str, &str)] = &[
+    ("usr", "bin"),
+    ("usr", "sbin"),
+    ("usr", "lib"),
+    ("usr", "lib32"),
+    ("usr", "lib64"),
+    ("usr", "libexec"),
+    ("usr", "include"),
+    ("usr", "share"),
+    ("var", "lib"),
+    ("var", "db"),
+    ("boot", "efi"),
+];
+
 /// `target` as path components, or `None` when it is relative and the directory it is relative
 /// to is unknown. `cwd` is what an earlier `cd` in the same command line established.
 pub(crate) fn resolve(target: &str, cwd: Option<&[String]>) -> Option<Vec<String>> {
@@ -115,6 +131,9 @@ fn describe_exact(comps: &[String]) -> Option<String> {
         }
         [d] if SYSTEM_DIRS.iter().any(|s| s.eq_ignore_ascii_case(d)) => {
             Some(format!("the system directory /{d}"))
+        }
+        [a, b] if SYSTEM_TREES.iter().any(|(x, y)| x == a && y == b) => {
+            Some(format!("the system directory /{a}/{b}"))
         }
         _ => None,
     }
@@ -339,6 +358,67 @@ pub(crate) fn secret_mention(word: &str) -> Option<(&'static str, String)> {
         }
     }
     None
+}
+
+/// Files whose loss or truncation leaves the system unable to boot or log anyone in.
+const CRITICAL_ETC: &[&str] = &[
+    "passwd",
+    "shadow",
+    "group",
+    "gshadow",
+    "sudoers",
+    "fstab",
+    "crypttab",
+    "hosts",
+    "hostname",
+    "resolv.conf",
+    "nsswitch.conf",
+    "ld.so.conf",
+    "ld.so.preload",
+    "ld.so.cache",
+    "inittab",
+    "login.defs",
+    "machine-id",
+];
+
+/// A system file that must not be moved, removed or overwritten, described; absolute paths
+/// only (`./etc/passwd` in a project is not the system's).
+pub(crate) fn system_file(path: &str) -> Option<String> {
+    let comps = path
+        .starts_with('/')
+        .then(|| resolve(path, None))
+        .flatten()?;
+    let c: Vec<&str> = comps.iter().map(String::as_str).collect();
+    let hit = match c.as_slice() {
+        ["etc", f] => CRITICAL_ETC.contains(f),
+        ["etc", "pam.d" | "sudoers.d", _] | ["etc", "ssh", "sshd_config"] => true,
+        ["boot", _, ..] => true,
+        ["bin" | "sbin" | "lib" | "lib64" | "lib32", f] => !is_glob(f),
+        [
+            "usr",
+            "bin" | "sbin" | "lib" | "lib64" | "lib32" | "libexec",
+            f,
+        ] => !is_glob(f),
+        _ => false,
+    };
+    hit.then(|| format!("the system file /{}", c.join("/")))
+}
+
+/// A file in a system tree (`/etc`, `/boot`, `/usr`, the top-level binaries and libraries,
+/// `/var/lib`): truncating one destroys what the system keeps there.
+pub(crate) fn in_system_tree(path: &str) -> bool {
+    let Some(comps) = path.starts_with('/').then(|| resolve(path, None)).flatten() else {
+        return false;
+    };
+    let c: Vec<&str> = comps.iter().map(String::as_str).collect();
+    matches!(
+        c.as_slice(),
+        [
+            "etc" | "boot" | "usr" | "bin" | "sbin" | "lib" | "lib64" | "lib32",
+            _,
+            ..
+        ] | ["var", "lib", _, ..]
+    )
 }
 
 /// `/` or the user's own home directory, the two places nothing may be emptied into.

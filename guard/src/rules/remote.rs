@@ -2,8 +2,8 @@
 //! `drop_database` (SQL clients and the drop tools of PostgreSQL, MySQL and MongoDB).
 //!
 //! Must never treat text that is only searched or printed (`grep "DROP DATABASE"`, `echo`, `git
-//! log --grep`) as executed, and never flag a push that cannot rewrite a default branch
-//! (`--force-with-lease`, a feature branch, a dry run).
+//! log --grep`) as executed, never flag a push that cannot rewrite a default branch (a feature
+//! branch, a dry run), and never deny dropping a throwaway CI or test database by its name.
 
 use super::{Ctx, Scan};
 use crate::shell::{self, lex};
@@ -39,9 +39,46 @@ fn git_subcommand(args: &[String]) -> Option<(&str, &[String])> {
     None
 }
 
+/// What `git NAME` stands for when NAME is an alias set on the command line (`git -c
+/// alias.p='push -f' p`) or by an earlier `git config alias.p …` in the same line.
+fn git_alias<'a>(ctx: &'a Ctx, name: &str) -> Option<&'a str> {
+    let key = format!("alias.{name}=");
+    let mut it = ctx.cmd.args.iter();
+    while let Some(a) = it.next() {
+        let set = if a == "-c" { it.next() } else { None };
+        if let Some(v) = set.and_then(|s| s.strip_prefix(&key)) {
+            return Some(v);
+        }
+        if a == name {
+            break;
+        }
+    }
+    ctx.line
+        .git_aliases
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
 fn force_push(ctx: &Ctx, scan: &mut Scan) {
-    let Some(("push", args)) = git_subcommand(&ctx.cmd.args) else {
+    let Some((sub, rest)) = git_subcommand(&ctx.cmd.args) else {
         return;
+    };
+    let aliased: Vec<String>;
+    let args = match git_alias(ctx, sub) {
+        Some(value) if !value.starts_with('!') => {
+            aliased = shell::words(value)
+                .into_iter()
+                .chain(rest.iter().cloned())
+                .collect();
+            match aliased.split_first() {
+                Some((first, tail)) if first == "push" => tail,
+                _ => return,
+            }
+        }
+        _ if sub == "push" => rest,
+        _ => return,
     };
     let (mut force, mut mirror, mut delete, mut all) = (false, false, false, false);
     let mut positionals: Vec<&str> = Vec::new();
@@ -53,8 +90,11 @@ fn force_push(ctx: &Ctx, scan: &mut Scan) {
                 positionals.extend(args[i..].iter().map(String::as_str));
                 break;
             }
-            "--force" => force = true,
-            "--no-force" => force = false,
+            // A lease only checks what the remote had: the default branch is rewritten all the
+            // same. `--force-if-includes` is a lease too.
+            "--force" | "--force-with-lease" | "--force-if-includes" => force = true,
+            l if l.starts_with("--force-with-lease=") => force = true,
+            "--no-force" | "--no-force-with-lease" => force = false,
             "--mirror" => mirror = true,
             "--delete" => delete = true,
             "--all" | "--branches" => all = true,
@@ -170,15 +210,45 @@ const RUNNERS: &[&str] = &[
     "incus",
 ];
 
+/// A database (or schema) named as a throwaway one for tests or CI: one of the name's words
+/// (split at `_`, `-`, `.` and between letters and digits) is `test`, `tests`, `testing` or
+/// `ci` (`test_db_ci_123`, `myapp_test`, `ci-42`; not `latest`, `contest` or `testimonials`).
+/// Dropping one is how test suites clean up, not a catastrophe.
+pub(crate) fn throwaway_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut digits = false;
+    for c in lower.chars() {
+        let boundary =
+            !c.is_ascii_alphanumeric() || (!cur.is_empty() && c.is_ascii_digit() != digits);
+        if boundary && !cur.is_empty() {
+            parts.push(std::mem::take(&mut cur));
+        }
+        if c.is_ascii_alphanumeric() {
+            digits = c.is_ascii_digit();
+            cur.push(c);
+        }
+    }
+    parts.push(cur);
+    parts
+        .iter()
+        .any(|p| matches!(p.as_str(), "test" | "tests" | "testing" | "ci"))
+}
+
 /// Whether `text` contains `DROP DATABASE`, or `DROP SCHEMA … CASCADE` (in MySQL a schema *is*
-/// a database, so there `DROP SCHEMA` alone counts). Words are compared case-insensitively and
-/// anything that is not a word (comments included) separates them.
+/// a database, so there `DROP SCHEMA` alone counts), of a database that is not a throwaway
+/// test one ([`throwaway_name`]). Words are compared case-insensitively and anything that is
+/// not a word (comments included) separates them.
 pub(crate) fn drops_database(text: &str, mysql: bool) -> Option<&'static str> {
-    #[derive(PartialEq)]
+    #[derive(PartialEq, Clone, Copy)]
     enum St {
         Idle,
         Drop,
-        Schema,
+        /// After DROP DATABASE / DROP SCHEMA (MySQL): the name comes next.
+        DbName,
+        /// After DROP SCHEMA: the name, then CASCADE; `Some(throwaway)` once named.
+        Schema(Option<bool>),
     }
     let mut st = St::Idle;
     let b = text.as_bytes();
@@ -193,6 +263,9 @@ pub(crate) fn drops_database(text: &str, mysql: bool) -> Option<&'static str> {
     while i < b.len() {
         match (b[i], b.get(i + 1)) {
             (b';', _) => {
+                if st == St::DbName {
+                    return Some("DROP DATABASE");
+                }
                 st = St::Idle;
                 i += 1;
                 continue;
@@ -220,19 +293,29 @@ pub(crate) fn drops_database(text: &str, mysql: bool) -> Option<&'static str> {
             i += 1;
         }
         let w = &text[start..i];
+        let is = |k: &str| w.eq_ignore_ascii_case(k);
         st = match st {
-            St::Drop if w.eq_ignore_ascii_case("database") => return Some("DROP DATABASE"),
-            St::Drop if w.eq_ignore_ascii_case("schema") && mysql => return Some("DROP SCHEMA"),
-            St::Drop if w.eq_ignore_ascii_case("schema") => St::Schema,
-            St::Schema if w.eq_ignore_ascii_case("cascade") => {
-                return Some("DROP SCHEMA … CASCADE");
+            St::Drop if is("database") || (is("schema") && mysql) => St::DbName,
+            St::Drop if is("schema") => St::Schema(None),
+            St::DbName | St::Schema(None) if is("if") || is("exists") => st,
+            St::DbName if throwaway_name(w) => St::Idle,
+            St::DbName => {
+                return Some(
+                    if mysql && !text.to_ascii_lowercase().contains("database") {
+                        "DROP SCHEMA"
+                    } else {
+                        "DROP DATABASE"
+                    },
+                );
             }
-            St::Schema => St::Schema,
-            _ if w.eq_ignore_ascii_case("drop") => St::Drop,
+            St::Schema(None) => St::Schema(Some(throwaway_name(w))),
+            St::Schema(Some(false)) if is("cascade") => return Some("DROP SCHEMA … CASCADE"),
+            St::Schema(_) => st,
+            _ if is("drop") => St::Drop,
             _ => St::Idle,
         };
     }
-    None
+    (st == St::DbName).then_some("DROP DATABASE")
 }
 
 fn drop_database(ctx: &Ctx, scan: &mut Scan) {
@@ -266,14 +349,34 @@ fn database_drop(ctx: &Ctx, program: &str, args: &[String]) -> Option<String> {
             .chain((ctx.simple.stage > 0).then_some(ctx.pipe.fed.as_str()))
     };
     match program {
-        "dropdb" => args
-            .iter()
-            .any(|a| !a.starts_with('-'))
-            .then(|| "drops a PostgreSQL database with dropdb".into()),
-        "mysqladmin" => args
-            .iter()
-            .any(|a| a.eq_ignore_ascii_case("drop"))
-            .then(|| "drops a MySQL database with mysqladmin".into()),
+        "dropdb" => {
+            let names = operands(
+                args,
+                &[
+                    "-h",
+                    "-p",
+                    "-U",
+                    "--host",
+                    "--port",
+                    "--username",
+                    "--maintenance-db",
+                ],
+            );
+            (!names.is_empty() && !names.iter().all(|n| throwaway_name(n)))
+                .then(|| "drops a PostgreSQL database with dropdb".into())
+        }
+        "mysqladmin" => {
+            let names = operands(
+                args,
+                &[
+                    "-u", "-h", "-P", "-S", "--user", "--host", "--port", "--socket",
+                ],
+            );
+            let drop = names.iter().position(|a| a.eq_ignore_ascii_case("drop"))?;
+            let dropped = &names[drop + 1..];
+            (!dropped.iter().all(|n| throwaway_name(n)) || dropped.is_empty())
+                .then(|| "drops a MySQL database with mysqladmin".into())
+        }
         "mongo" | "mongosh" => args
             .iter()
             .map(String::as_str)
@@ -284,16 +387,37 @@ fn database_drop(ctx: &Ctx, program: &str, args: &[String]) -> Option<String> {
             let mysql = matches!(p, "mysql" | "mariadb" | "mycli" | "mysqlsh");
             // `--command=SQL`: the option name is not SQL (its `--` would read as a comment).
             args.iter()
-                .map(
-                    |a| match a.strip_prefix("--").and_then(|o| o.split_once('=')) {
-                        Some((_, v)) => v,
-                        None => a.as_str(),
-                    },
-                )
+                .map(|a| sql_of_option(a))
                 .chain(stdin())
                 .find_map(|t| drops_database(t, mysql))
                 .map(|sql| format!("drops a database with `{sql}` run by {p}"))
         }
         _ => None,
     }
+}
+
+/// The SQL an option word carries: `--command=SQL`'s value (the option name is not SQL: its
+/// `--` would read as a comment), `-eSQL` / `-cSQL` glued to its flag; else the word.
+fn sql_of_option(a: &str) -> &str {
+    if let Some((_, v)) = a.strip_prefix("--").and_then(|o| o.split_once('=')) {
+        return v;
+    }
+    match a.as_bytes() {
+        [b'-', f, _, ..] if b"ecqQ".contains(f) => &a[2..],
+        _ => a,
+    }
+}
+
+/// The operands of `args`, the values of the options in `valued` left out.
+fn operands<'a>(args: &'a [String], valued: &[&str]) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if valued.contains(&a.as_str()) {
+            it.next();
+        } else if !a.starts_with('-') {
+            out.push(a.as_str());
+        }
+    }
+    out
 }

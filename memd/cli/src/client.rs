@@ -2,17 +2,17 @@
 //!
 //! Finding, starting and calling the daemon are `memd-client`'s (shared with the hooks and the
 //! MCP bridge); this module adds what a person at a terminal needs: errors that say what to do,
-//! the long timeouts of ingest and export, and stopping the daemon (service install, purge).
-//! Must never print the token.
+//! the long timeouts of ingest and export, and starting the daemon for a command (stopping it
+//! is `lifecycle`'s). Must never print the token.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use memd_client::{CallError, Location};
 use memd_engine::config::Config;
 use proto::paths::DaemonInfo;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const USER_AGENT: &str = concat!("memd-cli/", env!("CARGO_PKG_VERSION"));
 
@@ -192,6 +192,11 @@ pub fn connect(cfg: &Config, autostart: bool) -> Result<Client> {
         Err(_) => {}
     }
     eprintln!("memd: the daemon is not running; starting it (`memd serve`)");
+    start(cfg)
+}
+
+/// Starts `memd serve` detached for `cfg` and waits (up to [`START_WAIT`]) until it answers.
+pub fn start(cfg: &Config) -> Result<Client> {
     // This also creates `logs/` (0700), where the detached daemon's stderr goes.
     for note in memd_server::daemon::prepare_data_dir(&cfg.data_dir)? {
         eprintln!("memd: {note}");
@@ -202,148 +207,4 @@ pub fn connect(cfg: &Config, autostart: bool) -> Result<Client> {
         .context("cannot start `memd serve`")?;
     memd_client::start::wait_ready(&mut inner, &mut child, START_WAIT).map_err(|e| anyhow!(e))?;
     Ok(Client::from_inner(inner))
-}
-
-/// True while a process with this pid exists (and is not a zombie we could reap).
-pub fn process_alive(pid: u32) -> bool {
-    #[cfg(unix)]
-    {
-        let Ok(pid) = i32::try_from(pid) else {
-            return false;
-        };
-        // Reap it if it is our exited child, so it does not look alive as a zombie.
-        let mut status = 0;
-        // SAFETY: waitpid with WNOHANG on a pid only inspects process state.
-        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        // SAFETY: signal 0 performs only the existence and permission check.
-        unsafe { libc::kill(pid, 0) == 0 }
-    }
-    #[cfg(windows)]
-    {
-        use windows_sys::Win32::Foundation::{CloseHandle, STILL_ACTIVE};
-        use windows_sys::Win32::System::Threading::{
-            GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
-        };
-        // SAFETY: the handle OpenProcess returns is checked, used once and closed.
-        unsafe {
-            let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
-            if handle.is_null() {
-                return false;
-            }
-            let mut code = 0u32;
-            let read = GetExitCodeProcess(handle, &mut code) != 0;
-            CloseHandle(handle);
-            read && code == STILL_ACTIVE as u32
-        }
-    }
-}
-
-/// Refuses to signal a pid unless the daemon that owns this data dir announced it in
-/// `daemon.json` (written after it took the data-dir lock) and, where the OS tells, the process
-/// is a `memd`: whatever answers on the port does not get to choose which process we stop.
-fn check_pid_is_our_daemon(cfg: &Config, pid: u32) -> Result<()> {
-    let announced = memd_client::location::read_daemon_info(&cfg.data_dir).map(|i| i.pid);
-    if announced != Some(pid) {
-        bail!(
-            "the daemon answering on port {} reports pid {pid}, but {} names {}; not signalling it",
-            cfg.port,
-            cfg.data_dir.join(proto::paths::DAEMON_FILE).display(),
-            announced.map_or("no pid".to_string(), |p| format!("pid {p}"))
-        );
-    }
-    if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        && !comm.trim().starts_with("memd")
-    {
-        bail!(
-            "pid {pid} is `{}`, not memd; not signalling it",
-            comm.trim()
-        );
-    }
-    Ok(())
-}
-
-/// Stops the daemon of `cfg` if one answers (SIGTERM, then waits up to 10 s). Returns its pid.
-pub fn stop_daemon(cfg: &Config) -> Result<Option<u32>> {
-    let client = Client::new(cfg);
-    let Ok(health) = client.health() else {
-        return Ok(None);
-    };
-    let pid = health.pid;
-    check_pid_is_our_daemon(cfg, pid)?;
-    signal_stop(pid)?;
-    let started = Instant::now();
-    while process_alive(pid) {
-        if started.elapsed() > START_WAIT {
-            bail!("memd (pid {pid}) did not stop within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(Some(pid))
-}
-
-/// SIGTERM: the daemon finishes its requests and saves its derived files.
-#[cfg(unix)]
-fn signal_stop(pid: u32) -> Result<()> {
-    let Ok(raw) = i32::try_from(pid) else {
-        bail!("implausible daemon pid {pid}")
-    };
-    // SAFETY: sending SIGTERM to the pid the daemon itself reported.
-    if unsafe { libc::kill(raw, libc::SIGTERM) } != 0 {
-        bail!(
-            "cannot stop memd (pid {pid}): {}",
-            std::io::Error::last_os_error()
-        );
-    }
-    Ok(())
-}
-
-/// A detached daemon has no console to send Ctrl-Break to, so Windows ends it outright. Nothing
-/// acknowledged is lost (every write is on disk before it is acknowledged); what a graceful stop
-/// would have saved (the late-interaction token states) is computed again at the next start.
-#[cfg(windows)]
-fn signal_stop(pid: u32) -> Result<()> {
-    use windows_sys::Win32::Foundation::CloseHandle;
-    use windows_sys::Win32::System::Threading::{OpenProcess, PROCESS_TERMINATE, TerminateProcess};
-    // SAFETY: the handle OpenProcess returns is checked, used once and closed.
-    let ended = unsafe {
-        let handle = OpenProcess(PROCESS_TERMINATE, 0, pid);
-        !handle.is_null() && {
-            let ended = TerminateProcess(handle, 1) != 0;
-            CloseHandle(handle);
-            ended
-        }
-    };
-    if !ended {
-        bail!(
-            "cannot stop memd (pid {pid}): {}",
-            std::io::Error::last_os_error()
-        );
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config_in(dir: &std::path::Path) -> Config {
-        Config::for_dir(dir, 47_999)
-    }
-
-    /// Issue 12 (seed 002 F5.2): a process answering on memd's port names a pid; only the pid
-    /// the data dir's own daemon announced may be signalled.
-    #[test]
-    fn a_pid_the_data_dir_did_not_announce_is_not_signalled() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = config_in(dir.path());
-        let err = check_pid_is_our_daemon(&cfg, 4242).unwrap_err().to_string();
-        assert!(err.contains("names no pid"), "{err}");
-        std::fs::write(
-            dir.path().join(proto::paths::DAEMON_FILE),
-            r#"{"port": 47999, "pid": 4243, "version": "0"}"#,
-        )
-        .unwrap();
-        let err = check_pid_is_our_daemon(&cfg, 4242).unwrap_err().to_string();
-        assert!(err.contains("names pid 4243"), "{err}");
-    }
 }

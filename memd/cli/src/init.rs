@@ -434,7 +434,7 @@ fn purge(cfg: &Config, yes: bool) -> Result<()> {
     if super::service::is_installed() {
         super::service::run(super::service::Action::Uninstall, false, false)?;
     }
-    if let Some(pid) = client::stop_daemon(cfg)? {
+    if let Some(pid) = super::lifecycle::stop_daemon(cfg)? {
         println!("stopped memd (pid {pid})");
     }
     std::fs::remove_dir_all(dir).with_context(|| format!("cannot delete {}", dir.display()))?;

@@ -6,7 +6,8 @@
 //!
 //! # Layout
 //!
-//! - `client`: the CLI's view of the daemon (errors a person can act on, stopping it).
+//! - `client`: the CLI's view of the daemon (errors a person can act on, starting it);
+//!   `lifecycle`: `memd stop` and `memd restart`.
 //! - `init`, `clients`, `merge`, `codex`, `opencode`, `files`, `diff`, `json`, `sidecar_setup`:
 //!   wiring memd into Claude Code, Codex CLI, Cursor, Gemini CLI, OpenCode and Copilot CLI
 //!   (merge, the OpenCode plugin file, backups, dry-run diffs); `claude`: Claude Code's version,
@@ -34,6 +35,7 @@ mod files;
 mod init;
 mod json;
 mod launch;
+mod lifecycle;
 mod merge;
 mod opencode;
 mod projects;
@@ -151,6 +153,18 @@ pub enum Command {
         /// Do not ask before deleting the data dir.
         #[arg(long, short = 'y')]
         yes: bool,
+    },
+    /// Stop the daemon gracefully: it finishes the requests in flight and saves, then exits
+    /// (exit 0 when none runs). The hooks start it again on the next prompt.
+    Stop {
+        #[command(flatten)]
+        args: lifecycle::StopArgs,
+    },
+    /// Stop the daemon as `memd stop` does and start it again (through systemd / launchd when
+    /// the service runs it).
+    Restart {
+        #[command(flatten)]
+        args: lifecycle::StopArgs,
     },
     /// Is the daemon up: port, pid, version, counts, model, recent hook calls, sidecar.
     Status {
@@ -406,6 +420,16 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             dry_run,
             yes,
         }),
+        Command::Stop { args } => lifecycle::run_stop(args),
+        Command::Restart { args } => {
+            // Through the service manager when it runs memd: a daemon started by hand would be
+            // outside its care.
+            let cfg = memd_engine::config::Config::load(None)?;
+            match service::restart_managed(&cfg)? {
+                Some(code) => Ok(code),
+                None => lifecycle::run_restart(&cfg, args),
+            }
+        }
         Command::Status { json } => status::run_status(json),
         Command::Stats { json } => status::run_stats(json),
         Command::Doctor { json } => doctor::run_doctor(json),

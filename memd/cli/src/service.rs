@@ -3,8 +3,10 @@
 //! Owns the systemd user unit (Linux, `~/.config/systemd/user/memd.service`) and the launchd
 //! agent (macOS, `~/Library/LaunchAgents/dev.memd.plist`), rendered from the templates in
 //! `install/`. Where no user service manager is reachable (containers, SSH sessions without
-//! a user bus) it says so and succeeds: the hooks start memd on demand. Must never write a
-//! secret into a unit file (only MEMD_* paths, port and mode are carried over).
+//! a user bus) it says so and succeeds: the hooks start memd on demand. A daemon started by
+//! hand is stopped as `memd stop` does (`lifecycle`) before the service takes over, and `memd
+//! restart` goes through the manager when it runs memd. Must never write a secret into a unit
+//! file (only MEMD_* paths, port and mode are carried over).
 
 use super::client::{self, Client};
 use super::files;
@@ -164,7 +166,7 @@ fn systemd(action: Action, exe: &Path, dry_run: bool, json: bool) -> Result<Exit
             check(systemctl(&["daemon-reload"])?, "daemon-reload")?;
             let (active, _) = systemctl(&["is-active", "--quiet", UNIT_NAME])?;
             let cfg = Config::load(None)?;
-            if !active && let Some(pid) = client::stop_daemon(&cfg)? {
+            if !active && let Some(pid) = super::lifecycle::stop_daemon(&cfg)? {
                 println!(
                     "stopped the memd started outside the service (pid {pid}) so the service can own it"
                 );
@@ -266,6 +268,35 @@ fn wait_for_service(cfg: &Config, logs_hint: &str) -> Result<ExitCode> {
         std::thread::sleep(delay);
         delay = (delay * 2).min(std::time::Duration::from_millis(250));
     }
+}
+
+/// `memd restart` when a service manager runs memd (the unit active, the agent loaded): the
+/// manager restarts it, so the new daemon stays in its care. `None` when none does.
+pub fn restart_managed(cfg: &Config) -> Result<Option<ExitCode>> {
+    if !is_installed() {
+        return Ok(None);
+    }
+    if cfg!(target_os = "macos") {
+        let Some(target) = launchctl_target() else {
+            return Ok(None);
+        };
+        if !run_cmd("launchctl", &["print", &target]).is_ok_and(|r| r.0) {
+            return Ok(None);
+        }
+        // -k: the running instance gets SIGTERM first, as `memd stop` sends it.
+        let (ok, out) =
+            run_cmd("launchctl", &["kickstart", "-k", &target]).context("cannot run launchctl")?;
+        if !ok {
+            bail!("`launchctl kickstart -k {target}` failed: {out}");
+        }
+        return wait_for_service(cfg, "tail ~/Library/Logs/memd.log").map(Some);
+    }
+    if systemd_unavailable().is_some() || !systemctl(&["is-active", "--quiet", UNIT_NAME])?.0 {
+        return Ok(None);
+    }
+    println!("restarting the memd service (systemctl --user restart {UNIT_NAME})");
+    check(systemctl(&["restart", UNIT_NAME])?, "restart")?;
+    wait_for_service(cfg, "journalctl --user -u memd").map(Some)
 }
 
 /// One line for `memd status`.
@@ -370,7 +401,7 @@ fn launchd(action: Action, exe: &Path, dry_run: bool, json: bool) -> Result<Exit
             // Not loaded yet is fine: bootout only makes a re-install pick up the new file.
             let _ = run_cmd("launchctl", &["bootout", &target]);
             let cfg = Config::load(None)?;
-            if let Some(pid) = client::stop_daemon(&cfg)? {
+            if let Some(pid) = super::lifecycle::stop_daemon(&cfg)? {
                 println!(
                     "stopped the memd started outside launchd (pid {pid}) so the agent can own it"
                 );

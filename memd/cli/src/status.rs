@@ -27,6 +27,7 @@ pub fn run_status(json: bool) -> Result<ExitCode> {
         match &stats {
             Ok(s) => {
                 v["recent_hooks"] = serde_json::to_value(&s.recent_hooks)?;
+                v["prompt_rerank"] = serde_json::to_value(s.index.prompt_rerank)?;
                 v["sidecar"] = serde_json::to_value(&s.sidecar)?;
             }
             Err(e) => v["stats_error"] = serde_json::Value::from(e.to_string()),
@@ -38,6 +39,7 @@ pub fn run_status(json: bool) -> Result<ExitCode> {
     match &stats {
         Ok(s) => {
             print_hooks(s);
+            println!("prompts:   {}", prompt_rerank(&s.index.prompt_rerank));
             print_sidecar(s);
             print_shared_store(s);
         }
@@ -45,6 +47,23 @@ pub fn run_status(json: bool) -> Result<ExitCode> {
     }
     println!("service:   {}", super::service::state_word());
     Ok(ExitCode::SUCCESS)
+}
+
+/// `3 reranked, 1 over budget, 0 shed (25.0% kept the fused order)`: how prompts fared against
+/// the reranking budget since the daemon started (the share only once there was a prompt).
+fn prompt_rerank(pr: &proto::PromptRerankStats) -> String {
+    let fell_back = pr.over_budget + pr.shed;
+    let share = match pr.reranked + fell_back {
+        0 => String::new(),
+        n => format!(
+            " ({:.1}% kept the fused order)",
+            fell_back as f64 * 100.0 / n as f64
+        ),
+    };
+    format!(
+        "{} reranked, {} over budget, {} shed{share}",
+        pr.reranked, pr.over_budget, pr.shed
+    )
 }
 
 fn print_shared_store(s: &StatsResponse) {
@@ -81,7 +100,8 @@ fn report_down(cfg: &Config, client: &Client, e: &ClientError, json: bool) -> Ex
         println!("{e}");
         if let Some(info) = super::client::daemon_info(&cfg.data_dir) {
             println!(
-                "(a daemon with pid {} announced port {} but does not answer; it may have crashed)",
+                "(a daemon with pid {} announced port {} but does not answer; it may have \
+                 crashed or hang: `memd restart` stops what is left of it and starts a new one)",
                 info.pid, info.port
             );
         }
@@ -195,26 +215,14 @@ pub fn run_stats(json: bool) -> Result<ExitCode> {
         "index:     {} vectors, {} waiting for embedding, {} lexical docs ({})",
         ix.vectors, ix.pending_embeddings, ix.lexical_docs, ix.state
     );
-    let pr = &ix.prompt_rerank;
-    let asked = pr.reranked + pr.over_budget + pr.shed;
     println!(
-        "rerank:    token states of {} / {} memories ({}, {}; {} waiting); prompts since start: \
-         {} reranked, {} over budget, {} shed{}",
+        "rerank:    token states of {} / {} memories ({}, {}; {} waiting); prompts since start: {}",
         ix.token_states,
         ix.token_states_total,
         human_bytes(ix.token_state_bytes as u64),
         if ix.token_states_coded { "coded" } else { "i8" },
         ix.pending_token_states,
-        pr.reranked,
-        pr.over_budget,
-        pr.shed,
-        match asked {
-            0 => String::new(),
-            n => format!(
-                " ({:.1}% kept the fused order)",
-                (pr.over_budget + pr.shed) as f64 * 100.0 / n as f64
-            ),
-        }
+        prompt_rerank(&ix.prompt_rerank)
     );
     let lifecycle: Vec<String> = stats
         .lifecycle

@@ -4,6 +4,7 @@
 //! be called from inside the store's `apply` (replay must not depend on the clock): callers
 //! stamp ops with `now_ms()` before committing them.
 
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -18,23 +19,51 @@ pub fn now_ms() -> i64 {
     now.as_millis() as i64
 }
 
-/// How far the wall clock may run ahead of the elapsed time before it is not believed (NTP
-/// steps a drifted clock by seconds, not hours).
-pub const JUMP_TOLERANCE_MS: i64 = MINUTE_MS;
-
-/// The time age-based cleanup goes by: the wall clock, but never further ahead of the wall
-/// time at the first call than the time that has really elapsed since (the boot clock, which
-/// counts suspend). A clock jumped forward (issue 17: +25 h for 35 s emptied working memory)
-/// expires nothing early; a clock set back makes cleanup wait, never hurry.
-pub fn cleanup_now_ms() -> i64 {
-    static ANCHOR: std::sync::OnceLock<(i64, i64)> = std::sync::OnceLock::new();
-    let anchor = *ANCHOR.get_or_init(|| (now_ms(), elapsed_ms()));
-    believable(now_ms(), anchor, elapsed_ms())
+/// A time age-based cleanup went by and the boot clock's reading then: kept in the store
+/// (`Op::CleanupClock`), so the guard holds across restarts (issue 37: two restarts with the
+/// clock ahead, +25 h then +9 days, deleted every working memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trusted {
+    pub wall: i64,
+    pub boot: i64,
 }
 
-/// `wall`, capped at the anchor's wall time plus the elapsed time since the anchor.
-fn believable(wall: i64, (anchor_wall, anchor_elapsed): (i64, i64), elapsed: i64) -> i64 {
-    wall.min(anchor_wall + (elapsed - anchor_elapsed) + JUMP_TOLERANCE_MS)
+/// How much faster than real time the cleanup clock may run while it is behind the wall clock.
+/// Time the machine was off is unknown to the boot clock: without catching up, each shutdown
+/// would hold memories that much longer for good; at twice real time a wrong clock ahead can at
+/// most make memories age twice as fast, never expire them at once.
+pub const CATCH_UP: i64 = 2;
+
+/// The time age-based cleanup goes by now, given the last one it went by (`None` on a new
+/// store: the wall clock). Never further past `last` than `CATCH_UP` × the time the boot clock
+/// (which counts suspend) says has passed since; a clock set back makes cleanup wait, never
+/// hurry.
+pub fn cleanup_now(last: Option<Trusted>) -> Trusted {
+    cleanup_now_with(now_ms(), last)
+}
+
+/// `cleanup_now` with the wall clock reading `wall` (the boot clock is the real one).
+pub fn cleanup_now_with(wall: i64, last: Option<Trusted>) -> Trusted {
+    let boot = elapsed_ms();
+    Trusted {
+        wall: believable(wall, last, boot),
+        boot,
+    }
+}
+
+/// `wall`, capped at `last` plus `CATCH_UP` × the boot time passed since.
+fn believable(wall: i64, last: Option<Trusted>, boot: i64) -> i64 {
+    let Some(last) = last else {
+        return wall;
+    };
+    // A boot clock behind the stored reading: the machine restarted since, and only this
+    // boot's time is known to have passed.
+    let passed = if boot >= last.boot {
+        boot - last.boot
+    } else {
+        boot
+    };
+    wall.min(last.wall.saturating_add(CATCH_UP.saturating_mul(passed)))
 }
 
 /// Milliseconds of a clock nobody sets: since boot, suspend included (Linux `CLOCK_BOOTTIME`);
@@ -100,18 +129,26 @@ mod tests {
 
     #[test]
     fn a_wall_clock_jumping_ahead_is_not_believed() {
-        let anchor = (1_000_000, 50);
+        let last = Some(Trusted {
+            wall: 1_000_000,
+            boot: 50,
+        });
         // 10 s really passed; the wall clock says 10 s: believed.
-        assert_eq!(believable(1_010_000, anchor, 10_050), 1_010_000);
-        // 10 s passed, the wall clock jumped 25 h: capped at 10 s plus the tolerance.
+        assert_eq!(believable(1_010_000, last, 10_050), 1_010_000);
+        // 10 s passed, the wall clock jumped 25 h: it is caught up with at twice real time.
         let jumped = 1_010_000 + 25 * HOUR_MS;
-        assert_eq!(
-            believable(jumped, anchor, 10_050),
-            1_010_000 + JUMP_TOLERANCE_MS
-        );
+        assert_eq!(believable(jumped, last, 10_050), 1_020_000);
         // Set back: the wall clock is used (cleanup waits).
-        assert_eq!(believable(900_000, anchor, 10_050), 900_000);
-        assert!(cleanup_now_ms() <= now_ms());
+        assert_eq!(believable(900_000, last, 10_050), 900_000);
+        // A reboot (the boot clock restarted at 0, 5 s ago): only those 5 s count.
+        let before_reboot = Some(Trusted {
+            wall: 1_000_000,
+            boot: 900_000_000,
+        });
+        assert_eq!(believable(jumped, before_reboot, 5_000), 1_010_000);
+        // A new store trusts the wall clock.
+        assert_eq!(believable(jumped, None, 5_000), jumped);
+        assert!(cleanup_now(None).wall <= now_ms());
     }
 
     #[test]

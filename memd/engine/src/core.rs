@@ -145,6 +145,14 @@ impl Core {
     pub async fn run_lifecycle(&self) -> anyhow::Result<usize> {
         self.workers().run_lifecycle().await
     }
+
+    /// A lifecycle pass as if the wall clock read `wall_ms` (the boot clock is the real one):
+    /// how the clock guard is tested across restarts.
+    pub async fn run_lifecycle_with_wall_clock(&self, wall_ms: i64) -> anyhow::Result<usize> {
+        let last = self.db.read(|s| s.cleanup_clock);
+        let clock = crate::clock::cleanup_now_with(wall_ms, last);
+        self.workers().run_lifecycle_at(clock).await
+    }
 }
 
 // ---- handles, for the server and the shared store's worker ----
@@ -330,7 +338,17 @@ impl Core {
         &self,
         req: &RecordOutcomeRequest,
     ) -> Result<RecordOutcomeResponse, ApiError> {
-        self.hooks().record_outcome(req).await
+        self.hooks().record_outcome(req, &[]).await
+    }
+
+    /// `record_outcome` for an MCP session, which may also score what its own tool calls
+    /// showed it (`session_shown`).
+    pub async fn record_outcome_for_session(
+        &self,
+        req: &RecordOutcomeRequest,
+        session_shown: &[String],
+    ) -> Result<RecordOutcomeResponse, ApiError> {
+        self.hooks().record_outcome(req, session_shown).await
     }
 
     pub async fn score_memories(

@@ -26,6 +26,8 @@ const EMBED_BATCH: usize = 16;
 /// After an embedding failure, wait this long before retrying.
 const EMBED_RETRY: Duration = Duration::from_secs(5);
 const LIFECYCLE_EVERY: Duration = Duration::from_secs(30);
+/// A lifecycle pass that changes nothing stores its clock (`Op::CleanupClock`) this often.
+const CLOCK_MARK_EVERY_MS: i64 = 5 * clock::MINUTE_MS;
 const SNAPSHOT_CHECK_EVERY: Duration = Duration::from_secs(30);
 /// Snapshot once this many ops piled up in the write-ahead log.
 const SNAPSHOT_AFTER_OPS: u64 = 20_000;
@@ -173,8 +175,14 @@ impl Workers<'_> {
 
     /// One lifecycle pass: promotions, demotions, deletions, age cleanup, idle sessions.
     pub async fn run_lifecycle(&self) -> anyhow::Result<usize> {
-        // Age decisions go by a clock that cannot jump ahead (`clock::cleanup_now_ms`).
-        let now = clock::cleanup_now_ms();
+        self.run_lifecycle_at(clock::cleanup_now(self.db.read(|s| s.cleanup_clock)))
+            .await
+    }
+
+    /// A lifecycle pass that goes by `clock` (`clock::cleanup_now`: a clock that cannot jump
+    /// ahead, across restarts too), which it stores for the next pass.
+    pub async fn run_lifecycle_at(&self, clock: clock::Trusted) -> anyhow::Result<usize> {
+        let now = clock.wall;
         let mut ops: Vec<Op> = self.db.read(|s| {
             s.records()
                 // A memory from the shared store follows the lifecycle its own daemon runs.
@@ -218,7 +226,13 @@ impl Workers<'_> {
             ops.push(Op::Session(SessionOp::Expire { before: now - ttl }));
         }
         let n = ops.len();
-        if n > 0 {
+        // Stored with the decisions it made, and every few minutes without any: a restart
+        // goes on from it.
+        let last = self.db.read(|s| s.cleanup_clock);
+        if n > 0 || last.is_none_or(|l| clock.wall - l.wall >= CLOCK_MARK_EVERY_MS) {
+            ops.insert(0, Op::CleanupClock(clock));
+        }
+        if !ops.is_empty() {
             self.db
                 .commit(ops)
                 .await

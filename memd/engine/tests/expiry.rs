@@ -78,3 +78,55 @@ async fn a_memory_expired_by_a_clock_jump_is_restored() {
     core.run_lifecycle().await.unwrap();
     assert_eq!(state(&core, &id), (true, false, None), "restored");
 }
+
+fn open(dir: &std::path::Path) -> Core {
+    Core::open(Config::for_dir(dir, 0)).unwrap().0
+}
+
+/// Issue 37: two restarts with the clock ahead (+25 h, then +9 days) deleted all 20 working
+/// memories: the guard trusted the wall clock at each start. The time cleanup last went by is
+/// kept in the store, so each reopened store goes on from it.
+#[tokio::test]
+async fn a_clock_ahead_across_two_restarts_expires_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let core = open(dir.path());
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(working(&core, &format!("exchange number {i} of today"), now_ms()).await);
+    }
+    core.run_lifecycle().await.unwrap();
+    let mark = core
+        .db()
+        .read(|s| s.cleanup_clock)
+        .expect("the pass stored its clock");
+    assert!(mark.wall <= now_ms());
+    core.close().unwrap();
+    for ahead in [25 * 3_600_000, 9 * DAY_MS] {
+        let core = open(dir.path());
+        core.run_lifecycle_with_wall_clock(now_ms() + ahead)
+            .await
+            .unwrap();
+        let kept = core.db().read(|s| {
+            ids.iter()
+                .filter(|id| s.by_id(id).is_some_and(|r| !r.archived))
+                .count()
+        });
+        assert_eq!(kept, 20, "{ahead} ms ahead");
+        let mark = core.db().read(|s| s.cleanup_clock).unwrap();
+        assert!(
+            mark.wall < now_ms() + 60_000,
+            "the stored clock did not jump"
+        );
+        core.close().unwrap();
+    }
+    // Real time catches up: the same memories two days on expire as usual.
+    let core = open(dir.path());
+    let old = working(
+        &core,
+        "an exchange from two days ago",
+        now_ms() - 2 * DAY_MS,
+    )
+    .await;
+    core.run_lifecycle().await.unwrap();
+    assert!(state(&core, &old).1, "a truly old memory still expires");
+}

@@ -86,9 +86,14 @@ fn stat(pid: libc::pid_t) -> Option<(char, libc::pid_t)> {
     Some((state, ppid))
 }
 
-/// Alive: it exists and is neither a zombie (`Z`) nor dead (`X`).
+/// Alive: it exists and is neither a zombie (`Z`) nor dead (`X`), or its main thread is a
+/// zombie while another thread is still exiting (the process keeps its files and shared memory
+/// until the last one has).
 fn is_alive(pid: libc::pid_t) -> bool {
-    stat(pid).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X'))
+    stat(pid).is_some_and(|(state, _)| {
+        !matches!(state, 'Z' | 'X')
+            || std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) > 1
+    })
 }
 
 #[cfg(test)]

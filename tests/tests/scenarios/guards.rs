@@ -124,7 +124,7 @@ fn guards_learned_a_command_that_broke_this_project_is_asked_with_the_memory() {
     let d = cautious();
     let id = super::bank(
         &d,
-        "npm run db:reset broke the shared staging database last week; never run it outside docker",
+        "Never run npm run db:reset outside docker: it broke the shared staging database last week",
     );
     let (decision, reason) = shell(&d, "npm run db:reset");
     assert_eq!(decision, "ask");

@@ -1,6 +1,7 @@
 //! `[guards]` in config.toml: the level of each guard rule, and the MCP servers the user trusts.
 //!
-//! Owns reading the section (rule name = "off" | "ask" | "deny", `mcp_approved` = [names]) with
+//! Owns reading the section (rule name = "off" | "ask" | "deny", `mcp_approved` = [names],
+//! `learned_from_teammates` = true | false) with
 //! errors that name the key, and turning it into the `memd-guard` policy plus the level of the
 //! learned guardrails. Must never accept a rule name it does not know (a typo would silently
 //! leave a rule at its default).
@@ -19,7 +20,13 @@ pub struct GuardsConfig {
     pub levels: BTreeMap<String, Level>,
     /// MCP servers whose tools pass the `mcp_unapproved` rule (memd's own always does).
     pub mcp_approved: Vec<String>,
+    /// Whether a teammate's memory (from the shared store, written by another role) may guard
+    /// this machine. Off: another user's fact must never make your tools ask.
+    pub learned_from_teammates: bool,
 }
+
+/// The key of [`GuardsConfig::learned_from_teammates`].
+pub const LEARNED_FROM_TEAMMATES: &str = "learned_from_teammates";
 
 impl<'de> Deserialize<'de> for GuardsConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -40,9 +47,16 @@ impl GuardsConfig {
                 out.mcp_approved = names;
                 continue;
             }
+            if key == LEARNED_FROM_TEAMMATES {
+                out.learned_from_teammates = value
+                    .as_bool()
+                    .ok_or("guards.learned_from_teammates must be true or false")?;
+                continue;
+            }
             if key != LEARNED && !memd_guard::RULES.iter().any(|r| r.name == key) {
                 return Err(format!(
-                    "guards.{key} is not a guard rule (known: {}, {LEARNED}, mcp_approved)",
+                    "guards.{key} is not a guard rule (known: {}, {LEARNED}, \
+                     {LEARNED_FROM_TEAMMATES}, mcp_approved)",
                     rule_names()
                 ));
             }
@@ -113,6 +127,16 @@ mod tests {
         assert!(e.contains("guards.rm_rot is not a guard rule"), "{e}");
         let e = parse("[guards]\nlearned = \"deny\"\n").unwrap_err();
         assert!(e.contains("not \"deny\""), "{e}");
+        let e = parse("[guards]\nlearned_from_teammates = \"yes\"\n").unwrap_err();
+        assert!(
+            e.contains("guards.learned_from_teammates must be true or false"),
+            "{e}"
+        );
+        assert!(
+            parse("[guards]\nlearned_from_teammates = true\n")
+                .unwrap()
+                .learned_from_teammates
+        );
         let e = parse("[guards]\nrm_root = \"block\"\n").unwrap_err();
         assert!(e.contains("guards.rm_root must be"), "{e}");
     }
@@ -121,7 +145,12 @@ mod tests {
     fn defaults_deny_the_catastrophic_and_ask_for_learned() {
         let g = GuardsConfig::default();
         assert_eq!(g.learned(), Level::Ask);
+        assert!(
+            !g.learned_from_teammates,
+            "a teammate's memory guards nothing here by default"
+        );
         assert_eq!(g.policy().level("rm_root"), Level::Deny);
+        assert_eq!(g.policy().level("infra_destroy"), Level::Ask);
         assert_eq!(g.policy().level("pipe_to_shell"), Level::Allow);
     }
 }

@@ -226,7 +226,7 @@ impl States {
     }
 
     /// Stores what the model gave for `content`: coded when the codebook exists, else i8.
-    pub(crate) fn insert(&self, key: u64, content: &str, states: TokenStates) {
+    pub fn insert(&self, key: u64, content: &str, states: TokenStates) {
         let hash = text_hash(content);
         let states = match self.codebook() {
             Some(codebook) => Stored::Coded(codebook.encode(&states.rows())),

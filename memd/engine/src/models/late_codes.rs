@@ -1,7 +1,7 @@
 //! The compact form of a memory's late-interaction token states: product quantization. Each
 //! kept token vector (384 values) is cut into `SUBVECTORS` pieces and each piece stored as the
 //! id (one byte) of its nearest of 256 centroids, so a token costs `SUBVECTORS` bytes instead of
-//! 388 (`memd-eval states`, bench/EVAL.md section 9). A query stays full precision: MaxSim
+//! 388 (`memd-eval states`, bench/EVAL.md section 10). A query stays full precision: MaxSim
 //! reads, per query token, a table of its dot products with every centroid (asymmetric
 //! scoring), so a memory's score is table look-ups.
 //!

@@ -13,6 +13,7 @@ pub mod contradict;
 pub mod evidence;
 pub mod export;
 pub mod find;
+pub mod guardrail;
 pub mod ingest;
 pub mod inspect;
 pub mod registry;

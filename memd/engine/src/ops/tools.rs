@@ -1,17 +1,18 @@
 //! Tool events: the guard before a tool runs, the evidence after it ran.
 //!
 //! Owns the pre-tool decision (the static rules of `memd-guard` at the levels of `[guards]`,
-//! then the learned guardrails: a memory of this project saying this command failed or broke
-//! something makes the guard ask, citing it) and recording what tools did. Every decision and
+//! then the learned guardrails: a memory of this project (or a global one) that explicitly
+//! forbids this command line makes the guard ask, citing it; see `guardrail`) and recording what tools did. Every decision and
 //! every tool result goes in the trace ledger as a digest (and, with `[evidence]` on, to the
 //! in-memory `evidence`). Must never store a command, a path or a tool's output in clear,
 //! never block a tool on a slow lookup (the learned check is a lexical search, no embedding),
 //! and never let a memory that was scored wrong guard anything.
 
-use crate::command::{is_ubiquitous, signatures, tokens};
+use crate::command::{signatures, tokens};
 use crate::config::Config;
 use crate::error::{ApiError, check_len};
 use crate::ops::evidence::Evidence;
+use crate::ops::guardrail;
 use crate::ops::registry::Registry;
 use crate::record::Record;
 use crate::scope::ProjectCache;
@@ -28,34 +29,6 @@ use proto::{
 
 /// Memories a learned-guardrail lookup looks at (the lexical index's best).
 const LEARNED_CANDIDATES: usize = 20;
-/// What makes a sentence a warning about a command: it forbids running it, or says running it
-/// destroyed something. Plain "failed" or "error" is not enough ("cargo test failed on CI" is
-/// a fact about a test, not a reason to ask before every test run).
-const PROHIBITIONS: [&str; 7] = [
-    "never run",
-    "don't run",
-    "do not run",
-    "must not run",
-    "avoid running",
-    "never use",
-    "do not use",
-];
-const DESTROYED: [&str; 12] = [
-    "wiped",
-    "deleted",
-    "destroyed",
-    "corrupted",
-    "lost",
-    "dropped",
-    "erased",
-    "overwrote",
-    "overwritten",
-    "broke",
-    "bricked",
-    "took down",
-];
-/// Words that turn a sentence around ("never breaks anything", "is safe").
-const REASSURANCES: [&str; 5] = ["is safe", "are safe", "never breaks", "harmless", "no harm"];
 /// Commands longer than the guard reads (`memd_guard::MAX_INPUT`) are asked about whole.
 const TOO_LONG: &str = "too_long";
 
@@ -161,8 +134,9 @@ impl Tools<'_> {
         Ok(PostToolResponse { recorded: true })
     }
 
-    /// The memory (id, the guard's sentence) that says `command` went wrong before, among the
-    /// ones visible from `project`; `None` when no memory does.
+    /// The memory (id, the guard's sentence) that forbids `command`, among the ones visible
+    /// from `project`; `None` when no memory does. A teammate's memory (from the shared store,
+    /// another role's) counts only with `[guards] learned_from_teammates = true`.
     fn learned_guardrail(&self, command: &str, project: Option<&str>) -> Option<(String, String)> {
         let signatures = signatures(command);
         if signatures.is_empty() {
@@ -177,24 +151,54 @@ impl Tools<'_> {
         };
         let ranking = Ranking::of(&self.cfg.learning);
         let text = signatures.join(" ");
+        let teammates = self.cfg.guards.learned_from_teammates;
         self.db.read(|s| {
+            let own_role = s.sync().role.clone();
             search::rank(s, &q, &text, None, &ranking, LEARNED_CANDIDATES)
                 .into_iter()
                 .filter_map(|hit| s.by_key(hit.key))
                 .filter(|r| still_trusted(r))
+                .filter(|r| teammates || !is_teammates(r, own_role.as_deref()))
                 .find_map(|r| {
-                    let sig = signatures.iter().find(|sig| warns_about(&r.content, sig))?;
-                    Some((
-                        r.id.clone(),
-                        format!(
-                            "a memory warns about `{sig}`: \u{201c}{}\u{201d} ({})",
-                            one_line(&r.content),
-                            r.id
-                        ),
-                    ))
+                    let rules = guardrail::forbidden(&r.content);
+                    let rule = signatures.iter().find_map(|sig| {
+                        let sig = tokens(sig);
+                        rules.iter().find(|f| f.matches(&sig, command))
+                    })?;
+                    Some((r.id.clone(), reason(r, &rule.shown())))
                 })
         })
     }
+}
+
+/// What the user reads: which memory asked, what it says, and how to stop it asking.
+fn reason(r: &Record, shown: &str) -> String {
+    let whose = match &r.origin {
+        // A database role, shown with anything but letters, digits, `_`, `-` and `.` left out.
+        Some(o) => format!(
+            ", shared by {}",
+            o.owner
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || "_-.".contains(*c))
+                .take(63)
+                .collect::<String>()
+        ),
+        None => String::new(),
+    };
+    format!(
+        "memory {id}{whose} forbids `{shown}`: \u{201c}{}\u{201d}. To stop it asking, archive \
+         {id} (dashboard, or the archive_memory tool) or set learned = \"off\" under [guards]",
+        one_line(&r.content),
+        id = r.id,
+    )
+}
+
+/// A memory from the shared store that another role (a teammate) wrote; the user's own from
+/// another machine is not.
+fn is_teammates(r: &Record, own_role: Option<&str>) -> bool {
+    r.origin
+        .as_ref()
+        .is_some_and(|o| own_role != Some(o.owner.as_str()))
 }
 
 /// A memory that still holds: not archived and not disputed (scored wrong three times since it
@@ -202,32 +206,6 @@ impl Tools<'_> {
 /// the turn's outcome, so a single `failed` says little about the warning itself.
 fn still_trusted(r: &Record) -> bool {
     !r.archived && !learn::scoring::disputed(r)
-}
-
-/// Whether one sentence of `content` names `signature` (as whole words) and forbids it or says
-/// it destroyed something, without reassuring in the same breath. A one-word signature counts
-/// only for a program that is not everywhere (`cd` or `git` alone guard nothing).
-pub fn warns_about(content: &str, signature: &str) -> bool {
-    let sig: Vec<String> = tokens(signature);
-    if sig.is_empty() || (sig.len() == 1 && is_ubiquitous(&sig[0])) {
-        return false;
-    }
-    content
-        .split(['.', '!', '?', '\n', ';'])
-        .map(str::to_lowercase)
-        .any(|sentence| {
-            let words = tokens(&sentence);
-            let named = words.windows(sig.len()).any(|w| w == sig.as_slice());
-            let warns = PROHIBITIONS.iter().any(|p| sentence.contains(p))
-                || DESTROYED.iter().any(|d| {
-                    if d.contains(' ') {
-                        sentence.contains(d)
-                    } else {
-                        words.iter().any(|w| w == d)
-                    }
-                });
-            named && warns && !REASSURANCES.iter().any(|r| sentence.contains(r))
-        })
 }
 
 /// A command longer than the guard reads cannot be vouched for: ask.
@@ -323,39 +301,5 @@ mod tests {
         );
         assert_eq!(signatures("yarn db:reset"), ["yarn db:reset"]);
         assert!(signatures("").is_empty());
-    }
-
-    #[test]
-    fn a_warning_names_the_command_and_forbids_it_or_reports_damage() {
-        let memory = "Running cargo clean wiped the prebuilt ONNX runtime; rebuild took 40 min.";
-        assert!(warns_about(memory, "cargo clean"));
-        assert!(warns_about(
-            "Never run npm run db:reset outside docker",
-            "npm run db:reset"
-        ));
-        assert!(!warns_about(
-            "We use cargo clean sometimes. It wiped nothing.",
-            "cargo cleanup"
-        ));
-        assert!(!warns_about(
-            "We use cargo clean sometimes. The cache was wiped.",
-            "cargo clean"
-        ));
-        // What the first version got wrong: plain failures, substrings, common programs.
-        assert!(!warns_about(
-            "cargo test failed on CI because of flaky network",
-            "cargo test"
-        ));
-        assert!(!warns_about(
-            "The CI/CD pipeline failed and broke the deploy",
-            "cd"
-        ));
-        assert!(!warns_about("git push changes the remote", "git push"));
-        assert!(!warns_about(
-            "git status is safe, it never breaks anything",
-            "git status"
-        ));
-        assert!(!warns_about("the good path deleted nothing", "go"));
-        assert!(!warns_about("the goal: it deleted the branch", "go"));
     }
 }

@@ -61,6 +61,7 @@ secret_kinds! {
     AwsAccessKey => "aws_access_key",
     AwsSecretKey => "aws_secret_key",
     AzureSas => "azure_sas",
+    AwsPresigned => "aws_presigned",
     HuggingfaceToken => "huggingface_token",
     NpmToken => "npm_token",
     SendgridKey => "sendgrid_key",
@@ -334,25 +335,38 @@ fn aws_pair_secret(text: &str, locs: &CaptureLocations, kind: SecretKind) -> Hit
 /// the decoded header names a private key, so certificates stay readable.
 fn base64_private_key(text: &str, locs: &CaptureLocations, kind: SecretKind) -> Hit {
     let range = group(locs, 0)?;
-    let decoded = decode_base64_prefix(&text[range.start..range.end.min(range.start + 64)]);
+    let head = &text.as_bytes()[range.start..range.end.min(range.start + 64)];
+    let decoded = decode_base64_prefix(head, Alphabet::Standard);
     decoded
         .windows(11)
         .any(|w| w == b"PRIVATE KEY")
         .then_some((range, kind))
 }
 
-fn decode_base64_prefix(encoded: &str) -> Vec<u8> {
+/// Base64's two alphabets: `+` `/` (RFC 4648 §4) or `-` `_` (§5, URLs and JWTs).
+#[derive(Clone, Copy)]
+enum Alphabet {
+    Standard,
+    UrlSafe,
+}
+
+/// The bytes `encoded` decodes to, up to its first character outside `alphabet`.
+fn decode_base64_prefix(encoded: &[u8], alphabet: Alphabet) -> Vec<u8> {
+    let (c62, c63) = match alphabet {
+        Alphabet::Standard => (b'+', b'/'),
+        Alphabet::UrlSafe => (b'-', b'_'),
+    };
     let sextet = |b: u8| match b {
         b'A'..=b'Z' => Some(b - b'A'),
         b'a'..=b'z' => Some(b - b'a' + 26),
         b'0'..=b'9' => Some(b - b'0' + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
+        _ if b == c62 => Some(62),
+        _ if b == c63 => Some(63),
         _ => None,
     };
     let mut out = Vec::with_capacity(encoded.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);
-    for value in encoded.bytes().map_while(sextet) {
+    for value in encoded.iter().copied().map_while(sextet) {
         acc = (acc << 6) | u32::from(value);
         bits += 6;
         if bits >= 8 {
@@ -386,6 +400,9 @@ const RULE_TABLE: &[(SecretKind, &str, Judge)] = &[
     (SecretKind::AwsSecretKey, r#"(?-u:\b)(?:AKIA|ASIA)[A-Z0-9]{16}["']?(?:[ \t]*[,;|:][ \t]*|[ \t]+)["']?([A-Za-z0-9/+]{40})"#, aws_pair_secret),
     // Azure SAS: only `sig` is secret; `sv`, `se`, `sp` are its readable terms.
     (SecretKind::AzureSas, r"[?&]sig=([A-Za-z0-9%+/=]{16,})", group1),
+    // An S3 presigned URL: the signature, the credential (access key id and scope) and a
+    // session's token; `X-Amz-Date`, `-Expires` and `-SignedHeaders` stay readable.
+    (SecretKind::AwsPresigned, r"(?i)[?&](?:amp;)?X-Amz-(?:Signature|Credential|Security-Token)=([^&\s\x22'#<>]{8,})", group1),
     (SecretKind::HuggingfaceToken, r"(?-u:\b)hf_[A-Za-z0-9]{30,}", mixed_case),
     (SecretKind::NpmToken, r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)", whole),
     (SecretKind::SendgridKey, r"(?-u:\b)SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}(?-u:\b)", whole),
@@ -402,6 +419,8 @@ const RULE_TABLE: &[(SecretKind, &str, Judge)] = &[
     // `sshpass [-f f|-d n|-P p|-e|-v] -p PASS`: only sshpass's own options before it, so the
     // `-p 2222` of the ssh it runs is a port.
     (SecretKind::Password, r#"(?-u:\b)sshpass(?:[ \t]+(?:-[fdP](?:[ \t]*[^\s\-][^\s]*)?|-e[^\s]*|-v))*[ \t]+-p[ \t]*("[^"\n]*"|'[^'\n]*'|[^\s"'|;&<>`]+)"#, command_password),
+    // `redis-cli -a PASS` / `--pass PASS` (`--askpass` prompts); `-u redis://…` is a URL.
+    (SecretKind::Password, r#"(?-u:\b)redis-cli(?:[ \t]+[^\s|;&<>`]+){0,8}?[ \t]+(?:-a|--pass)[ \t]+("[^"\n]*"|'[^'\n]*'|[^\s"'|;&<>`]+)"#, command_password),
     (SecretKind::Password, r#"(?-u:\b)(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm[ \t]+registry)[ \t]+login(?:[ \t]+[^\s|;&<>`]+){0,6}?[ \t]+-p[ \t]*("[^"\n]*"|'[^'\n]*'|[^\s"'|;&<>`]+)"#, command_password),
     // `the password is X`, `password for prod was set to X`, `my password: X` (see `phrase`).
     (SecretKind::Password, r#"(?i)(?-u:\b)(?:password|passphrase|passwd|passcode)(?:[ \t]+(?:for|of|on|to)[ \t]+(?:(?:the|my|your|our)[ \t]+)?[^\s:,;."'`]+)?[ \t]+(?:is|was)(?:[ \t]+(?:now|still|just|set[ \t]+to|changed[ \t]+to))?[ \t]*:?[ \t]+("[^"\n]+"|'[^'\n]+'|`[^`\n]+`|“[^”\n]+”|[^\s"'`“]+)"#, sentence_password),
@@ -439,3 +458,6 @@ fn scrub_value(v: proto::Value) -> proto::Value {
         other => other,
     }
 }
+
+#[cfg(test)]
+mod families_tests;

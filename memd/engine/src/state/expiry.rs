@@ -3,8 +3,9 @@
 //! (the clock had jumped ahead and came back), and deleted only after `EXPIRED_KEEP_MS`; the
 //! decisions are `learn::lifecycle::expiry_step`.
 //!
-//! Owns applying `Op::SetExpired`. Must never read the clock (the op carries the time) and
-//! never touch a memory that was archived for another reason.
+//! Owns applying `Op::SetExpired` and `Op::CleanupClock` (the time the last cleanup went by,
+//! kept so the clock guard holds across restarts). Must never read the clock (the ops carry
+//! the time) and never touch a memory that was archived for another reason.
 
 use super::MemState;
 use super::ops::Output;
@@ -37,5 +38,10 @@ impl MemState {
         let id = r.id.clone();
         self.touch(key);
         Output::Updated { id }
+    }
+
+    pub(super) fn apply_cleanup_clock(&mut self, t: crate::clock::Trusted) -> Output {
+        self.cleanup_clock = Some(t);
+        Output::Done
     }
 }

@@ -12,6 +12,7 @@ mod db;
 pub mod expiry;
 pub mod ops;
 mod projects;
+mod scores;
 pub mod session;
 mod signals;
 pub mod sync;
@@ -24,7 +25,7 @@ use crate::learn;
 use crate::record::Record;
 use crate::store::Machine;
 use anyhow::Result;
-use ops::{Op, Output, ScoreBatch, ScoreResult};
+use ops::{Op, Output};
 pub use ops::{SharedRow, SyncOp};
 pub use projects::ProjectSeen;
 use proto::Collection;
@@ -68,6 +69,8 @@ pub struct MemState {
     sync: SyncState,
     /// Mirrored memories: uid in the shared store → key here.
     mirrored: HashMap<String, u64>,
+    /// The last time the age cleanup went by (`expiry`).
+    pub cleanup_clock: Option<crate::clock::Trusted>,
 }
 
 /// The serialised part of the state (a snapshot).
@@ -83,6 +86,8 @@ struct Persisted {
     projects: BTreeMap<String, ProjectSeen>,
     #[serde(default)]
     sync: SyncState,
+    #[serde(default)]
+    cleanup_clock: Option<crate::clock::Trusted>,
 }
 
 impl MemState {
@@ -104,6 +109,7 @@ impl MemState {
             index_origin: "empty".into(),
             sync: SyncState::default(),
             mirrored: HashMap::new(),
+            cleanup_clock: None,
         })
     }
 
@@ -361,51 +367,6 @@ impl MemState {
         }
     }
 
-    fn apply_scores(&mut self, b: &ScoreBatch) -> Output {
-        if let Some((conv, doc)) = &b.exchange
-            && !self.sessions.mark_scored(conv, doc)
-        {
-            return Output::AlreadyScored;
-        }
-        let mut result = ScoreResult::default();
-        // Collection-level learning counts once per (exchange, collection), so one exchange
-        // that surfaced three memories of a collection is one piece of evidence, not three.
-        let mut seen_collections = Vec::new();
-        for (id, outcome) in &b.scores {
-            let Some(&key) = self.ids.get(id) else {
-                result.skipped.push(id.clone());
-                continue;
-            };
-            let Some(rec) = self.records.get_mut(&key) else {
-                result.skipped.push(id.clone());
-                continue;
-            };
-            // What the outcome changes is sent to the shared store only when one is configured.
-            let before = self.sync.store_id.is_some().then(|| rec.clone());
-            let collection = rec.collection;
-            let applied = if collection == Collection::MemoryBank {
-                learn::scoring::track_use(rec, *outcome, b.at).is_ok()
-            } else {
-                learn::scoring::apply_outcome(rec, *outcome, b.at, b.time_weighting).is_ok()
-            };
-            // Collection-level learning happens for every collection, books included.
-            if !seen_collections.contains(&collection) {
-                seen_collections.push(collection);
-                self.graph.routing.record(&b.concepts, collection, *outcome);
-            }
-            if applied {
-                if let Some(before) = &before {
-                    self.note_outcome(key, before, *outcome, b.at);
-                }
-                result.scored.push(id.clone());
-            } else {
-                result.skipped.push(id.clone());
-            }
-        }
-        self.bump("outcomes_recorded");
-        Output::Scored(result)
-    }
-
     fn apply_vector(&mut self, key: u64, vector: &[i8]) -> Output {
         if !self.records.contains_key(&key) {
             return Output::Done; // deleted before its embedding landed
@@ -509,6 +470,7 @@ impl Machine for MemState {
             } => self.apply_update(id, content, tags, *importance, *confidence, *at),
             Op::Archive { id, at } => self.apply_archive(id, *at),
             Op::SetExpired { id, at } => self.apply_set_expired(id, *at),
+            Op::CleanupClock(t) => self.apply_cleanup_clock(*t),
             Op::Delete { id, reason } => self.apply_delete(id, reason),
             Op::ScoreExchange(b) => self.apply_scores(b),
             Op::Move { id, to, new_id, at } => self.apply_move(id, *to, new_id, *at),
@@ -576,6 +538,7 @@ impl Machine for MemState {
             sidecar_attempts: self.sidecar_attempts.iter().cloned().collect(),
             projects: self.projects.clone(),
             sync: self.sync.clone(),
+            cleanup_clock: self.cleanup_clock,
         };
         Ok(rmp_serde::to_vec_named(&p)?)
     }
@@ -590,6 +553,7 @@ impl Machine for MemState {
         self.sidecar_attempts = p.sidecar_attempts.into_iter().collect();
         self.projects = p.projects;
         self.sync = p.sync;
+        self.cleanup_clock = p.cleanup_clock;
         self.rebuild_derived();
         Ok(())
     }

@@ -97,6 +97,9 @@ pub enum Op {
         id: String,
         at: Option<i64>,
     },
+    /// The time the age cleanup went by (`clock::cleanup_now`): the next pass, after a
+    /// restart too, never goes further past it than the boot clock allows.
+    CleanupClock(crate::clock::Trusted),
 }
 
 impl Op {

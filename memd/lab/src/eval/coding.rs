@@ -14,13 +14,14 @@
 use super::dataset::Question;
 use super::locomo::{self, Indexed, LEXICAL_ONLY, VECTOR_ONLY};
 use super::metrics::{ConfigResult, Scorer};
+use super::pipeline::{Pipeline, SHIPPED};
 use anyhow::{Context, Result, bail};
 use memd_engine::core::Core;
 use memd_engine::models::embed::{Embed, OnnxEmbedder, RuntimePaths};
 use memd_engine::search::{self, Ranking};
 use proto::{Collection, Value};
 use serde::Deserialize;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -29,8 +30,9 @@ use std::time::Instant;
 pub const DEFAULT_DATA_DIR: &str = "tests/data/coding-set";
 /// The file holding the notes and the questions, inside the set's directory.
 pub const DATA_FILE: &str = "set.json";
-/// Name of the shipped configuration (fused, with the daemon's default prior).
-pub const FUSED: &str = "fused (shipped)";
+/// Name of the shipped first stage (fused, with the daemon's default prior); the whole
+/// pipeline's row is `pipeline::SHIPPED`.
+pub const FUSED: &str = super::pipeline::FIRST_STAGE;
 /// Candidates kept per question and configuration: metrics read the top 10, the rest is room
 /// for a later reranking stage and for finding where a missed answer went.
 pub const CANDIDATE_DEPTH: usize = 30;
@@ -128,77 +130,35 @@ impl CodingSet {
     }
 }
 
-/// The repository's set: the first `tests/data/coding-set` holding `set.json` above the current
+/// The holdout set's directory (same format; written before any tuning on it).
+pub const HOLDOUT_DATA_DIR: &str = "tests/data/holdout-set";
+
+/// The repository's coding set (`data_dir(DEFAULT_DATA_DIR)`).
+pub fn default_data_dir() -> PathBuf {
+    data_dir(DEFAULT_DATA_DIR)
+}
+
+/// A set of the repository: the first `relative` holding `set.json` above the current
 /// directory (a binary run inside another checkout evaluates that checkout's set), else the one
 /// of the workspace this crate was built from.
-pub fn default_data_dir() -> PathBuf {
+pub fn data_dir(relative: &str) -> PathBuf {
     let above = |start: &Path| {
         start
             .ancestors()
-            .map(|a| a.join(DEFAULT_DATA_DIR))
+            .map(|a| a.join(relative))
             .find(|d| d.join(DATA_FILE).is_file())
     };
     std::env::current_dir()
         .ok()
         .and_then(|cwd| above(&cwd))
         .or_else(|| above(Path::new(env!("CARGO_MANIFEST_DIR"))))
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR))
+        .unwrap_or_else(|| PathBuf::from(relative))
 }
 
-// ---- word overlap ----
-
-/// Function words left out of the overlap figure: the lexical index's stopwords plus the
-/// question words and auxiliaries every question has ("how", "should", "can"), which would
-/// otherwise make a question look like any note that happens to contain them.
-const FUNCTION_WORDS: &[&str] = &[
-    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
-    "be", "been", "before", "but", "by", "can", "could", "did", "do", "does", "each", "every",
-    "for", "from", "had", "has", "have", "he", "her", "here", "him", "his", "how", "i", "if", "in",
-    "into", "is", "it", "its", "just", "let", "me", "might", "more", "most", "much", "must", "my",
-    "no", "not", "of", "on", "only", "or", "other", "our", "out", "over", "own", "same", "she",
-    "should", "so", "some", "still", "than", "that", "the", "their", "them", "then", "there",
-    "these", "they", "this", "to", "up", "us", "very", "was", "we", "were", "what", "when",
-    "where", "which", "who", "why", "will", "with", "would", "you", "your",
-];
-
-/// A text's content words: lowercase alphanumeric runs of two characters or more (so the
-/// `s` of "shipper's" is no word), function words dropped, plural and verb endings folded the
-/// way the lexical index folds them ("redelivered" → "redeliver", "queries" → "query").
-pub fn content_words(text: &str) -> BTreeSet<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .filter(|w| w.chars().count() > 1 && !FUNCTION_WORDS.contains(&w.as_str()))
-        .map(fold)
-        .collect()
-}
-
-/// The lexical index's own folding (`search::stem_term`), so overlap counts words as BM25 does.
-fn fold(mut w: String) -> String {
-    search::stem_term(&mut w);
-    w
-}
-
-/// |a ∩ b| / |a ∪ b| of two texts' content words (0 when both have none).
-pub fn jaccard(a: &str, b: &str) -> f64 {
-    let (a, b) = (content_words(a), content_words(b));
-    let union = a.union(&b).count();
-    if union == 0 {
-        0.0
-    } else {
-        a.intersection(&b).count() as f64 / union as f64
-    }
-}
-
-/// How many words each question shares with its answers and with its distractors.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Overlap {
-    /// Per question, in order: the largest Jaccard overlap with one of its answers.
-    pub answer: Vec<f64>,
-    /// Per question with distractors: the largest overlap with one of them.
-    pub distractor: Vec<f64>,
-}
+pub use super::overlap::{Overlap, content_words, jaccard};
 
 impl Overlap {
+    /// The figures of `set`'s questions.
     pub fn of(set: &CodingSet) -> Overlap {
         let best = |q: &CodingQuestion, ids: &[String]| {
             ids.iter()
@@ -215,26 +175,6 @@ impl Overlap {
                 .map(|q| best(q, &q.distractors))
                 .collect(),
         }
-    }
-
-    pub fn mean_answer(&self) -> f64 {
-        mean(&self.answer)
-    }
-
-    pub fn max_answer(&self) -> f64 {
-        self.answer.iter().copied().fold(0.0, f64::max)
-    }
-
-    pub fn mean_distractor(&self) -> f64 {
-        mean(&self.distractor)
-    }
-}
-
-fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        0.0
-    } else {
-        xs.iter().sum::<f64>() / xs.len() as f64
     }
 }
 
@@ -334,30 +274,40 @@ impl CodingIndex {
         &self.set
     }
 
-    /// Every question ranked with `ranking`, the first `depth` candidates kept.
+    /// Every question ranked with `ranking` (the first stage alone), the first `depth`
+    /// candidates kept.
     pub fn rank(&self, ranking: &Ranking, depth: usize) -> RankedLists {
         let ix = &self.indexed;
         ix.store.read(|s| {
             ix.questions
                 .iter()
                 .zip(&ix.question_vecs)
-                .map(|(q, v)| {
-                    ix.rank(s, &q.text, v, ranking, depth)
-                        .into_iter()
-                        .filter_map(|h| {
-                            let note = ix.labels.get(&h.key)?.first()?.clone();
-                            Some(Candidate {
-                                note,
-                                score: h.rank_score,
-                                similarity: h.similarity,
-                                lexical: h.lexical,
-                            })
-                        })
-                        .take(depth)
-                        .collect()
-                })
+                .map(|(q, v)| self.candidates(ix.rank(s, &q.text, v, ranking, depth), depth))
                 .collect()
         })
+    }
+
+    /// Every question ranked by what memd ships (`pipeline`), the first `depth` kept.
+    pub fn shipped(&self, pipeline: &Pipeline, depth: usize) -> Result<RankedLists> {
+        let hits = self.indexed.shipped(pipeline, depth)?;
+        Ok(hits
+            .into_iter()
+            .map(|h| self.candidates(h, depth))
+            .collect())
+    }
+
+    fn candidates(&self, hits: Vec<memd_engine::search::Hit>, depth: usize) -> Vec<Candidate> {
+        hits.into_iter()
+            .filter_map(|h| {
+                Some(Candidate {
+                    note: self.indexed.labels.get(&h.key)?.first()?.clone(),
+                    score: h.rank_score,
+                    similarity: h.similarity,
+                    lexical: h.lexical,
+                })
+            })
+            .take(depth)
+            .collect()
     }
 }
 
@@ -490,7 +440,7 @@ fn reranked_runs(
                     order.into_iter().map(|i| list[i].clone()).collect()
                 })
                 .collect();
-            score(set, &format!("{FUSED} + rerank@{depth}"), lists)
+            score(set, &format!("{FUSED} + ce@{depth}"), lists)
         })
         .collect())
 }
@@ -498,6 +448,8 @@ fn reranked_runs(
 /// Everything `memd-eval coding` measured.
 #[derive(Debug, Clone)]
 pub struct CodingReport {
+    /// The set's directory name (`coding-set`, `holdout-set`).
+    pub name: String,
     pub set: CodingSet,
     pub overlap: Overlap,
     pub runs: Vec<ConfigRun>,
@@ -532,6 +484,9 @@ pub fn run_coding(
         .iter()
         .map(|c| score(index.set(), &c.name, index.rank(&c.ranking, options.depth)))
         .collect();
+    let pipeline = Pipeline::shipped(runtime, options.embed_threads)?;
+    let lists = index.shipped(&pipeline, options.depth)?;
+    runs.push(score(index.set(), SHIPPED, lists));
     if !options.rerank_depths.is_empty() {
         let ce = memd_engine::models::embed::CrossEncoder::load(
             &runtime.ort_lib,
@@ -543,6 +498,9 @@ pub fn run_coding(
     }
     let set = index.set().clone();
     Ok(CodingReport {
+        name: dir
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
         overlap: Overlap::of(&set),
         set,
         runs,
@@ -555,8 +513,9 @@ impl fmt::Display for CodingReport {
         let questions = self.set.questions.len();
         writeln!(
             f,
-            "coding-memory set: {} notes stored as memory_bank records | {questions} questions, \
-             {} with labelled distractors",
+            "{} (coding-memory format): {} notes stored as memory_bank records | {questions} \
+             questions, {} with labelled distractors",
+            self.name,
             self.set.notes.len(),
             self.overlap.distractor.len()
         )?;
@@ -594,7 +553,7 @@ impl fmt::Display for CodingReport {
             match fused.filter(|s| s.result.name != r.result.name) {
                 Some(s) => {
                     let (w, l) = r.result.wins_losses_at5(&s.result);
-                    writeln!(f, " | vs fused at R@5: +{w} -{l}")?;
+                    writeln!(f, " | vs first stage at R@5: +{w} -{l}")?;
                 }
                 None => writeln!(f)?,
             }
@@ -664,21 +623,6 @@ mod tests {
 
     fn set(json: &str) -> CodingSet {
         serde_json::from_str(json).unwrap()
-    }
-
-    #[test]
-    fn content_words_fold_like_the_index_and_drop_function_words() {
-        let w = content_words("How do we ship the payments backend to the cluster's nodes?");
-        let want: BTreeSet<String> = ["ship", "payment", "backend", "cluster", "node"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(w, want);
-        assert!(content_words("redelivered queries running").contains("redeliver"));
-        assert!(content_words("redelivered queries running").contains("query"));
-        assert!(content_words("redelivered queries running").contains("run"));
-        assert_eq!(jaccard("deploy billing", "billing deploys"), 1.0);
-        assert_eq!(jaccard("the", "a"), 0.0);
     }
 
     #[test]

@@ -87,7 +87,7 @@ pub enum TurnText {
 }
 
 impl TurnText {
-    fn text(self, turns: &[super::dataset::Turn], i: usize) -> String {
+    pub(super) fn text(self, turns: &[super::dataset::Turn], i: usize) -> String {
         let t = &turns[i];
         match self {
             TurnText::Speaker => t.content(),
@@ -272,7 +272,7 @@ fn case_of(pairs: Vec<((Vec<String>, String), f32)>) -> Case {
 
 /// The conversations in `files`, each stored and embedded in its own temporary store, every
 /// turn's memory text written by `text` (the turns of its conversation and its index).
-fn index_files(
+pub(super) fn index_files(
     files: &[PathBuf],
     embedder: &dyn Embed,
     text: &dyn Fn(&[super::dataset::Turn], usize) -> String,
@@ -342,7 +342,7 @@ pub fn study(
     for case in cases {
         let n = case.candidates.len();
         let fused: Vec<usize> = (0..n).collect();
-        add("fused (shipped)".into(), case, &fused);
+        add(super::pipeline::FIRST_STAGE.into(), case, &fused);
         let t = Instant::now();
         let q = late.encode_query(&case.query)?;
         query_ms.push(ms(t));
@@ -361,7 +361,8 @@ pub fn study(
                 &reorder_head(&fused, d, &late_scores),
             );
         }
-        // What the daemon ships: `memd_engine::models::late::score` over the head of 40.
+        // The daemon's score (`memd_engine::models::late::score`) over the head of 40; the
+        // shipped pipeline's own figures are `memd-eval retrieval`'s.
         let shipped: Vec<f32> = (0..late_scores.len().min(n))
             .map(|i| {
                 let text = case.candidates[i].1.as_str();
@@ -371,7 +372,7 @@ pub fn study(
             })
             .collect();
         add(
-            "+ late@40 (shipped)".to_string(),
+            "+ late@40 (late::score)".to_string(),
             case,
             &reorder_head(&fused, 40, &shipped),
         );

@@ -14,9 +14,9 @@ use super::floor::{
     self, FloorSamples, FloorStudy, LOCOMO_PROBES, NOTES_PROBES, OFF_TOPIC_QUERIES,
 };
 use super::metrics::{ConfigResult, Scorer};
+use super::pipeline::Pipeline;
 use super::scenario;
 use anyhow::{Context, Result, anyhow, bail};
-use memd_engine::config::LearningConfig;
 use memd_engine::core::Core;
 use memd_engine::models::embed::{
     CrossEncoder, DIMS, Embed, OnnxEmbedder, RuntimePaths, reranker_dir,
@@ -27,7 +27,6 @@ use memd_engine::state::ops::{Op, Output, ScoreBatch};
 use memd_engine::store::Store;
 use proto::{Collection, Outcome, Value};
 use std::collections::HashMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tempfile::TempDir;
@@ -36,17 +35,17 @@ use tempfile::TempDir;
 pub const VECTOR_ONLY: &str = "vector";
 /// Name of the lexical-only configuration.
 pub const LEXICAL_ONLY: &str = "lexical";
-/// Name of the configuration the daemon ships (`Ranking::default()` with the configured
-/// prior weight, as `Core::ranking` builds it).
-pub const SHIPPED: &str = "shipped (fused+prior)";
+/// The first stage the daemon ships (`Ranking::default()` with the configured prior weight, as
+/// `Core::ranking` builds it) is "first stage only"; the whole pipeline is "shipped".
+pub use super::pipeline::{FIRST_STAGE, SHIPPED};
 
-/// Name of the shipped configuration with the routing boosts set to `on` (the report holds
-/// the variant that differs from `SHIPPED`). At most 24 characters, the report's name column.
+/// Name of the shipped first stage with the routing boosts set to `on` (the report holds
+/// the variant that differs from `FIRST_STAGE`). At most 24 characters, the report's name column.
 pub fn shipped_with_graph_boosts(on: bool) -> &'static str {
     if on {
-        "shipped, graph boosts on"
+        "first stage, boosts on"
     } else {
-        "shipped, no graph boosts"
+        "first stage, no boosts"
     }
 }
 
@@ -55,7 +54,7 @@ const TOP_K: usize = 10;
 /// Texts per embedding call (progress granularity; the embedder batches internally).
 const EMBED_CHUNK: usize = 64;
 /// Outcomes given to each noise-scored memory (3 → prior ±0.8, the largest it gets early).
-const NOISE_ROUNDS: usize = 3;
+pub(super) const NOISE_ROUNDS: usize = 3;
 
 /// What to compare besides the fixed vector-only, lexical-only and shipped configurations.
 #[derive(Debug, Clone)]
@@ -151,6 +150,8 @@ pub fn run_locomo_on(
         .into_iter()
         .map(|(name, ranking)| score_config(&indexed, &name, &ranking))
         .collect();
+    let pipeline = Pipeline::shipped(runtime, options.embed_threads)?;
+    configs.push(score_shipped(&indexed, &pipeline)?);
     if !options.rerank_depths.is_empty() {
         let ce = CrossEncoder::load(&runtime.ort_lib, &reranker_dir(), options.embed_threads)
             .context("memd-eval locomo --rerank needs the reranker (install/fetch-runtime.sh)")?;
@@ -194,15 +195,7 @@ pub fn run_locomo_on(
     })
 }
 
-/// The ranking the daemon uses by default (`Core::ranking` with the default config).
-pub fn shipped_ranking() -> Ranking {
-    Ranking {
-        prior_weight: LearningConfig::default().prior_weight,
-        exchange_weight: LearningConfig::default().exchange_weight,
-        graph_boosts: LearningConfig::default().graph_boosts,
-        ..Ranking::default()
-    }
-}
+pub use super::pipeline::shipped_ranking;
 
 /// The shipped ranking with the lexical weight under study.
 fn study_ranking(options: &LocomoOptions) -> Ranking {
@@ -245,7 +238,7 @@ fn configurations(options: &LocomoOptions) -> Vec<(String, Ranking)> {
             },
         ));
     }
-    list.push((SHIPPED.to_string(), shipped_ranking()));
+    list.push((FIRST_STAGE.to_string(), shipped_ranking()));
     let shipped = shipped_ranking();
     list.push((
         shipped_with_graph_boosts(!shipped.graph_boosts).to_string(),
@@ -257,12 +250,33 @@ fn configurations(options: &LocomoOptions) -> Vec<(String, Ranking)> {
     list
 }
 
-fn score_config(indexed: &[Indexed], name: &str, ranking: &Ranking) -> ConfigResult {
+pub(super) fn score_config(indexed: &[Indexed], name: &str, ranking: &Ranking) -> ConfigResult {
     let mut scorer = Scorer::default();
     for ix in indexed {
         ix.evaluate(ranking, &mut scorer);
     }
     scorer.finish(name)
+}
+
+/// What memd ships (`pipeline`) over every conversation, each with its own token states.
+pub(super) fn score_shipped(indexed: &[Indexed], pipeline: &Pipeline) -> Result<ConfigResult> {
+    let started = Instant::now();
+    let mut scorer = Scorer::default();
+    for ix in indexed {
+        for (q, hits) in ix.questions.iter().zip(ix.shipped(pipeline, TOP_K)?) {
+            let ranked: Vec<&[String]> = hits
+                .iter()
+                .filter_map(|h| ix.labels.get(&h.key).map(Vec::as_slice))
+                .collect();
+            scorer.add(q.category, &q.evidence, &ranked);
+        }
+    }
+    eprintln!(
+        "memd-eval: shipped pipeline over {} stores in {:.1} s",
+        indexed.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(scorer.finish(SHIPPED))
 }
 
 /// The shipped ranking with its head reranked by the cross-encoder, one result per depth:
@@ -310,7 +324,7 @@ fn score_reranked(
     Ok(depths
         .iter()
         .zip(scorers)
-        .map(|(d, scorer)| scorer.finish(&format!("{SHIPPED} + rerank@{d}")))
+        .map(|(d, scorer)| scorer.finish(&format!("{FIRST_STAGE} + ce@{d}")))
         .collect())
 }
 
@@ -429,6 +443,17 @@ impl Indexed {
             ..Query::default()
         };
         search::rank(s, &q, text, Some(qvec), ranking, k)
+    }
+
+    /// Every question ranked by the shipped pipeline, the first `k` hits of each.
+    pub(super) fn shipped(&self, pipeline: &Pipeline, k: usize) -> Result<Vec<Vec<Hit>>> {
+        let states = pipeline.states(&self.store, self.labels.keys().copied())?;
+        let stages = pipeline.stages();
+        self.questions
+            .iter()
+            .zip(&self.question_vecs)
+            .map(|(q, v)| pipeline.rank(&self.store, &states, (&q.text, v), &stages, k))
+            .collect()
     }
 
     fn evaluate(&self, ranking: &Ranking, scorer: &mut Scorer) {
@@ -612,60 +637,4 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "LoCoMo retrieval-only: conversations {} | {} memories ({} verbatim repeats merged) | \
-             {} questions of categories 1-4 ({} without evidence skipped)",
-            self.conversations.join(", "),
-            self.memories,
-            self.merged_duplicates,
-            self.questions,
-            self.skipped_without_evidence
-        )?;
-        writeln!(
-            f,
-            "all-MiniLM-L6-v2 vectors + BM25, reciprocal rank fusion (k {}), nothing outcome-scored",
-            search::RRF_K
-        )?;
-        writeln!(f)?;
-        let shipped = self.config(SHIPPED);
-        for c in &self.configs {
-            match shipped.filter(|s| s.name != c.name) {
-                Some(s) => {
-                    let (w, l) = c.wins_losses_at5(s);
-                    writeln!(f, "{c} | vs shipped at R@5: +{w} -{l}")?;
-                }
-                None => writeln!(f, "{c}")?,
-            }
-        }
-        writeln!(f)?;
-        writeln!(
-            f,
-            "outcome prior under noise: vector 1.00 + lexical {:.2} after {NOISE_ROUNDS} outcomes \
-             on 2/3 of the memories (1/3 worked, 1/3 failed, unrelated to relevance; no lifecycle)",
-            self.study_lexical_weight
-        )?;
-        for c in &self.noise {
-            match shipped {
-                Some(s) => {
-                    let (w, l) = c.wins_losses_at5(s);
-                    writeln!(f, "{c} | vs shipped at R@5: +{w} -{l}")?;
-                }
-                None => writeln!(f, "{c}")?,
-            }
-        }
-        writeln!(f)?;
-        writeln!(
-            f,
-            "studies below rank with vector 1.00 + lexical {:.2}",
-            self.study_lexical_weight
-        )?;
-        writeln!(f, "{}", self.floor)?;
-        writeln!(f, "{}", self.notes_floor)?;
-        write!(f, "{}", self.eviction)
-    }
 }

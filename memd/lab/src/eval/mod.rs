@@ -6,8 +6,11 @@
 //! misleading memories `failed` and correct ones `worked`), and `memd-eval coding` (the same
 //! in-process retrieval on the repository's own set of coding-agent notes with paraphrased
 //! questions and distractors), and `memd-eval evidence` (the learning session with the agent's
-//! commands reported, nobody or the agent scoring, tool evidence on and off). All print deterministic tables whose figures decide ranking
-//! defaults.
+//! commands reported, nobody or the agent scoring, tool evidence on and off), `memd-eval
+//! holdout` (the coding evaluation on a second set nobody tuned on) and `memd-eval retrieval`
+//! (every set's first stage beside what memd ships, in one table). All print deterministic
+//! tables whose figures decide ranking defaults, under a header naming the commit and the
+//! configuration measured; "shipped" rows always come from the daemon's own pipeline.
 //!
 //! Must never touch the user's data directory or daemon (every run uses a fresh temporary
 //! store or a daemon of its own), download anything, or ship evaluation data: the data set
@@ -20,15 +23,20 @@ pub mod dataset;
 pub mod eviction;
 pub mod evidence;
 pub mod floor;
+pub mod header;
 pub mod late;
 pub mod learning;
 pub mod learning_report;
 pub mod locomo;
+mod locomo_report;
 pub mod metrics;
+pub mod overlap;
+pub mod pipeline;
 mod probe;
 pub mod scenario;
 mod state_codecs;
 pub mod states;
+pub mod summary;
 
 pub use coding::{CodingOptions, CodingReport, run_coding};
 pub use eviction::{EvictionStudy, Start};
@@ -71,6 +79,29 @@ pub enum EvalCommand {
         /// Also rerank the shipped ranking's head with the cross-encoder at these depths.
         #[arg(long, value_delimiter = ',')]
         rerank: Vec<usize>,
+    },
+    /// The coding evaluation on the holdout set (tests/data/holdout-set): coding-agent notes
+    /// and questions written before any ranking was tuned on them.
+    Holdout {
+        /// Directory holding the set's `set.json` (default: the repository's
+        /// tests/data/holdout-set).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Also print each question's answer rank under every configuration.
+        #[arg(long)]
+        per_question: bool,
+    },
+    /// One table: R@k and MRR of the first stage alone and of what memd ships, on LoCoMo (when
+    /// `--locomo` names the conversations), the coding set and the holdout set; then the
+    /// paraphrase probe (which of three notes each stage ranks first).
+    Retrieval {
+        /// Directory holding the LoCoMo conversation files (`*.json`).
+        #[arg(long)]
+        locomo: Option<PathBuf>,
+        /// How a LoCoMo turn becomes a memory's text (`dated`: the open item of dates in the
+        /// indexed text of exchanges).
+        #[arg(long, value_enum, default_value = "speaker")]
+        turn_text: late::TurnText,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
     /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
@@ -141,6 +172,7 @@ pub enum EvalCommand {
 /// Runs one evaluation and prints its report on stdout (progress goes to stderr).
 pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
     let runtime = RuntimePaths::resolve();
+    println!("{}", header::header(&pipeline::Settings::default()));
     match cmd {
         EvalCommand::Locomo {
             data,
@@ -170,6 +202,22 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
                 ..CodingOptions::default()
             };
             print!("{}", run_coding(&dir, &runtime, &options)?);
+        }
+        EvalCommand::Holdout { data, per_question } => {
+            let dir = data.unwrap_or_else(|| coding::data_dir(coding::HOLDOUT_DATA_DIR));
+            let options = CodingOptions {
+                per_question,
+                ..CodingOptions::default()
+            };
+            print!("{}", run_coding(&dir, &runtime, &options)?);
+        }
+        EvalCommand::Retrieval { locomo, turn_text } => {
+            let sets = summary::Sets {
+                locomo: summary::locomo_files(locomo.as_deref())?,
+                turn_text,
+                coding: summary::repository_sets(),
+            };
+            print!("{}", summary::run(&sets, &runtime, 0)?);
         }
         EvalCommand::Rerankers {
             data,

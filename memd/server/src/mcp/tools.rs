@@ -376,7 +376,18 @@ async fn score_response(c: &Caller<'_>, args: Args) -> Result<String, ApiError> 
         exchange_summary: a.exchange_summary,
         source: Some("agent".into()),
     };
-    let resp = c.core.record_outcome(&req).await?;
+    // What this session's own tool calls showed it may be scored beside the request's ids.
+    let key = c.recall_key();
+    let session_shown: Vec<String> = c
+        .recall
+        .shown_unscored(key)
+        .into_iter()
+        .chain(c.recall.searched_unscored(key))
+        .collect();
+    let resp = c
+        .core
+        .record_outcome_for_session(&req, &session_shown)
+        .await?;
     if resp.already_scored {
         return score_without_exchange(c, a.outcome, &explicit, a.related.as_deref()).await;
     }
@@ -400,6 +411,9 @@ async fn score_response(c: &Caller<'_>, args: Args) -> Result<String, ApiError> 
             " Unknown ids, ignored: {}.",
             resp.unknown_ids.join(", ")
         ));
+    }
+    for i in &resp.ignored {
+        out.push_str(&format!(" Ignored {}: {}.", i.id, i.reason));
     }
     if resp.summary_stored {
         out.push_str(" The exchange summary was stored.");

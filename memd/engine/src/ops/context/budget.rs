@@ -22,20 +22,20 @@ pub fn for_lines(total_chars: usize, scoring_prompt: &str, first_context: bool) 
     total_chars.saturating_sub(scoring + format::frame_chars(first_context))
 }
 
-/// Lines for `views` in order within `budget_chars`. `seen[i]`: views[i] was shown in full
-/// earlier in this conversation (it gets a reference line). Returns `(index into views,
-/// Some(text) | None for a reference)` and the ids newly shown in full.
+/// Lines for `views` in order within `budget_chars`. `seen[i]`: the id views[i] was shown
+/// under in full earlier in this conversation (it gets a reference line). Returns `(index into
+/// views, Some(text) | None for a reference)` and the ids newly shown in full.
 pub fn lay_out(
     views: &[MemoryView],
-    seen: &[bool],
+    seen: &[Option<String>],
     budget_chars: usize,
 ) -> (Vec<(usize, Option<String>)>, Vec<String>) {
     let mut left = budget_chars;
     let mut lines = Vec::new();
     let mut shown = Vec::new();
     for (i, m) in views.iter().enumerate() {
-        if seen.get(i).copied().unwrap_or(false) {
-            let cost = Line::Repeat { m }.render().chars().count();
+        if let Some(seen_as) = seen.get(i).and_then(Option::as_deref) {
+            let cost = Line::Repeat { m, seen_as }.render().chars().count();
             if cost <= left {
                 left -= cost;
                 lines.push((i, None));
@@ -55,14 +55,21 @@ pub fn lay_out(
 }
 
 /// The laid-out lines as the formatter takes them.
-pub fn lines<'a>(views: &'a [MemoryView], laid: &[(usize, Option<String>)]) -> Vec<Line<'a>> {
+pub fn lines<'a>(
+    views: &'a [MemoryView],
+    seen: &'a [Option<String>],
+    laid: &[(usize, Option<String>)],
+) -> Vec<Line<'a>> {
     laid.iter()
         .map(|(i, text)| match text {
             Some(t) => Line::Full {
                 m: &views[*i],
                 text: t.clone(),
             },
-            None => Line::Repeat { m: &views[*i] },
+            None => Line::Repeat {
+                m: &views[*i],
+                seen_as: seen[*i].as_deref().unwrap_or(&views[*i].id),
+            },
         })
         .collect()
 }
@@ -90,8 +97,9 @@ mod tests {
         let scoring = format::scoring_prompt(&["working_000000000001".to_string()]);
         for first in [true, false] {
             let total = 400 * super::super::CHARS_PER_TOKEN;
-            let (lines, _) = lay_out(&views, &[false; 5], for_lines(total, &scoring, first));
-            let context = format::known_context(&super::lines(&views, &lines), first);
+            let seen = vec![None; 5];
+            let (lines, _) = lay_out(&views, &seen, for_lines(total, &scoring, first));
+            let context = format::known_context(&super::lines(&views, &seen, &lines), first);
             let injection = format!("{scoring}\n\n{context}");
             assert!(!lines.is_empty());
             assert!(
@@ -108,10 +116,10 @@ mod tests {
             view("working_a", &"x".repeat(500)),
             view("working_b", "short"),
         ];
-        let (lines, shown) = lay_out(&views, &[true, false], 10_000);
+        let (lines, shown) = lay_out(&views, &[Some("working_a".into()), None], 10_000);
         assert_eq!(lines[0], (0, None));
         assert_eq!(shown, vec!["working_b"]);
-        let (lines, _) = lay_out(&views, &[false, false], 60);
+        let (lines, _) = lay_out(&views, &[None, None], 60);
         assert!(
             lines.is_empty(),
             "60 chars cannot hold a useful line: {lines:?}"

@@ -24,10 +24,11 @@ refers to earlier work, this is what you remember of it.";
 const SHORT_PREAMBLE: &str =
     "memd memories (may be outdated: verify; search_memory(id=...) shows one in full):";
 
-/// One line per memory; `repeat` lines reference a memory already shown in this conversation.
+/// One line per memory; `repeat` lines reference a memory already shown in this conversation
+/// (`seen_as`: the id it had then).
 pub enum Line<'a> {
     Full { m: &'a MemoryView, text: String },
-    Repeat { m: &'a MemoryView },
+    Repeat { m: &'a MemoryView, seen_as: &'a str },
 }
 
 impl Line<'_> {
@@ -35,7 +36,7 @@ impl Line<'_> {
     pub fn render(&self) -> String {
         match self {
             Line::Full { m, text } => full_line(m, text),
-            Line::Repeat { m } => repeat_line(m),
+            Line::Repeat { m, seen_as } => repeat_line(m, seen_as),
         }
     }
 }
@@ -45,10 +46,18 @@ pub fn full_line(m: &MemoryView, text: &str) -> String {
     format!("• {} [id:{}] ({})\n", text, m.id, tags(m))
 }
 
-/// A reference to a memory shown in full earlier in this conversation.
-pub fn repeat_line(m: &MemoryView) -> String {
+/// A reference to a memory shown in full earlier in this conversation, by the id it was shown
+/// under: one promoted since has a new id the agent never saw (issue 37), so both are named.
+pub fn repeat_line(m: &MemoryView, seen_as: &str) -> String {
+    if seen_as == m.id {
+        return format!(
+            "• [id:{}] shown earlier in this conversation, unchanged ({}, {})\n",
+            m.id, m.age, m.collection
+        );
+    }
     format!(
-        "• [id:{}] shown earlier in this conversation, unchanged ({}, {})\n",
+        "• [id:{seen_as}] shown earlier in this conversation, unchanged; promoted since, now \
+         [id:{}] (either id scores it) ({}, {})\n",
         m.id, m.age, m.collection
     )
 }
@@ -342,9 +351,23 @@ mod tests {
     #[test]
     fn repeats_reference_the_id_without_the_text() {
         let m = mem("working_aa", "working", 0);
-        let text = known_context(&[Line::Repeat { m: &m }], true);
+        let text = known_context(
+            &[Line::Repeat {
+                m: &m,
+                seen_as: "working_aa",
+            }],
+            true,
+        );
         assert!(text.contains("[id:working_aa] shown earlier"));
         assert!(!text.contains("5433"));
+        // Promoted since it was shown: the id the agent saw first, the new one beside it.
+        let moved = mem("history_bb", "history", 0);
+        let line = repeat_line(&moved, "working_aa");
+        assert!(
+            line.starts_with("• [id:working_aa] shown earlier"),
+            "{line}"
+        );
+        assert!(line.contains("now [id:history_bb]"), "{line}");
     }
 
     #[test]

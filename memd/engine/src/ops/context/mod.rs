@@ -10,10 +10,11 @@
 //! This file is get-context's entry; `stages` its named stages, `select` picks the memories
 //! (floor, disputed, follow-ups, profile) around the retrieval pipeline (`crate::retrieve`),
 //! `budget` lays them out within the token budget, `format` writes the text, `turn` is stop
-//! and record-outcome, `compact` the digest before a client compacts the conversation,
+//! and record-outcome (`accept`: which named ids a score may reach), `compact` the digest before a client compacts the conversation,
 //! `sidecar` the sidecar decision, `unscored` the tool evidence's outcome
 //! for an exchange nobody scored.
 
+mod accept;
 mod budget;
 mod compact;
 pub mod format;
@@ -92,12 +93,14 @@ impl Hooks<'_> {
         turn::stop(self, req).await
     }
 
-    /// `POST /api/record-outcome`.
+    /// `POST /api/record-outcome`. `session_shown`: what the asking MCP session was shown by
+    /// its own tool calls, which it may score beside the ids the scoring request listed.
     pub async fn record_outcome(
         &self,
         req: &RecordOutcomeRequest,
+        session_shown: &[String],
     ) -> Result<RecordOutcomeResponse, ApiError> {
-        turn::record_outcome(self, req).await
+        turn::record_outcome(self, req, session_shown).await
     }
 
     /// `POST /api/hooks/pre-compact`.

@@ -20,7 +20,7 @@ use crate::search::Ranking;
 use crate::state::ops::Op;
 use crate::state::session::{ProjectRef, ScoringPlan, SessionOp};
 use proto::{GetContextRequest, GetContextResponse, MemoryView, ScoringMemory, limits};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -75,9 +75,10 @@ pub struct Turn {
     pub plan: ScoringPlan,
     /// A short prompt's query with the conversation's words (`select::followup_query`).
     pub followup: Option<String>,
-    /// The memories this conversation has seen in full, by key: a memory promoted since has a
-    /// new id, and its old one (kept in `former_ids`) still leads to it.
-    pub already: HashSet<u64>,
+    /// The memories this conversation has seen in full: key → the id it was shown under. A
+    /// memory promoted since has a new id, and its old one (kept in `former_ids`) still leads
+    /// to it; the reference line names the old one, which the agent knows.
+    pub already: HashMap<u64, String>,
     pub scoring_hints: Vec<ScoringMemory>,
     /// The score batch for the exchange this prompt leaves unscored (`[evidence] outcomes`).
     pub unscored: Option<Op>,
@@ -110,10 +111,10 @@ impl Turn {
                 true => None,
                 false => s.sessions.get(conv),
             };
-            let already = already.map_or_else(HashSet::new, |c| {
+            let already = already.map_or_else(HashMap::new, |c| {
                 c.shown
                     .iter()
-                    .filter_map(|id| s.by_id(id).map(|r| r.key))
+                    .filter_map(|id| s.by_id(id).map(|r| (r.key, id.clone())))
                     .collect()
             });
             Turn {
@@ -266,7 +267,10 @@ pub fn lay_out(h: &Hooks, p: &Prompt, t: &Turn, picked: Vec<(u64, MemoryView)>) 
     };
     let budget = h.cfg.context.token_budget * CHARS_PER_TOKEN;
     let first_context = t.already.is_empty();
-    let seen: Vec<bool> = picked.iter().map(|(k, _)| t.already.contains(k)).collect();
+    let seen: Vec<Option<String>> = picked
+        .iter()
+        .map(|(k, _)| t.already.get(k).cloned())
+        .collect();
     let own = t.own_role.as_deref();
     let memories: Vec<MemoryView> = picked
         .into_iter()
@@ -274,7 +278,7 @@ pub fn lay_out(h: &Hooks, p: &Prompt, t: &Turn, picked: Vec<(u64, MemoryView)>) 
         .collect();
     let for_lines = budget::for_lines(budget, &scoring_prompt, first_context);
     let (laid, shown) = budget::lay_out(&memories, &seen, for_lines);
-    let context = format::known_context(&budget::lines(&memories, &laid), first_context);
+    let context = format::known_context(&budget::lines(&memories, &seen, &laid), first_context);
     let formatted = [scoring_prompt.as_str(), context.as_str()]
         .iter()
         .filter(|t| !t.is_empty())

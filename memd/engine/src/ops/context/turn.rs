@@ -169,6 +169,7 @@ async fn wait_for_score(h: &Hooks<'_>, conv: &str) -> bool {
 pub async fn record_outcome(
     h: &Hooks<'_>,
     req: &RecordOutcomeRequest,
+    session_shown: &[String],
 ) -> Result<RecordOutcomeResponse, ApiError> {
     let outcome = Outcome::parse(&req.outcome).ok_or_else(|| {
         ApiError::bad(
@@ -200,6 +201,8 @@ pub async fn record_outcome(
         let o = per_memory.get(&id).copied().unwrap_or(outcome);
         (id, o)
     }));
+    let (scores, ignored) =
+        h.db.read(|s| super::accept::split(s, &conv, &target, session_shown, scores));
     let unknown_ids: Vec<String> = h.db.read(|s| {
         scores
             .iter()
@@ -242,6 +245,7 @@ pub async fn record_outcome(
         success: true,
         outcome: outcome.as_str().into(),
         unknown_ids,
+        ignored,
         ..RecordOutcomeResponse::default()
     };
     match out.first() {

@@ -33,29 +33,29 @@ const CALLS_PER_SESSION: usize = 10;
 /// The longest embedding (and token states) may take after a start or the facts.
 const SETTLE_LIMIT: Duration = Duration::from_secs(1800);
 
-/// Memory-bank facts of the bench's project, each naming a command (`program subcommand`) in a
-/// sentence that forbids it or says what it destroyed: what the learned guardrail looks for.
+/// Memory-bank facts of the bench's project, each explicitly forbidding one command line
+/// ("Never run X …: what it did"): what the learned guardrail looks for.
 const FACTS: [&str; 20] = [
-    "Running cargo clean here wiped the prebuilt ONNX runtime in target/, and the rebuild took 40 minutes.",
-    "git clean -fdx deleted the untracked .env and the local TLS certificates; they are not in the repository.",
-    "docker system prune -af wiped the cached base images and the offline build failed for a day.",
-    "terraform destroy in this directory took down the shared staging workspace.",
-    "kubectl delete namespace on the dev cluster deleted everyone's preview environments.",
-    "redis-cli flushall wiped the shared session cache and logged everybody out.",
-    "npm audit fix --force broke the React build by jumping two major versions.",
-    "cargo update broke the build here: a minor tokio bump changed the runtime builder, so pin versions instead.",
-    "git stash drop lost a day of uncommitted work here; apply stashes instead.",
-    "make distclean removes the vendored protobuf sources, so do not run it in this repository.",
-    "helm uninstall on the shared cluster destroyed the ingress controller and its certificates.",
-    "rustup update broke the pinned nightly toolchain that the SIMD crate needs.",
-    "brew upgrade broke the OpenSSL linkage of the local Postgres.",
-    "poetry lock without the mirror hangs on the private index, never run it outside the VPN.",
-    "systemctl restart postgresql on the dev box took down the database for the whole team.",
-    "docker volume prune deleted the local Postgres volume with a week of fixtures.",
-    "git rebase --root corrupted the signed history once; rebase only feature branches.",
-    "npx prisma migrate reset wiped the staging database because DATABASE_URL pointed there.",
-    "go clean -modcache broke offline builds: the module proxy is not reachable from CI.",
-    "yarn upgrade broke the lockfile and the CI install failed afterwards.",
+    "Never run cargo clean here: it wiped the prebuilt ONNX runtime in target/, and the rebuild took 40 minutes.",
+    "Never run git clean -fdx: it deleted the untracked .env and the local TLS certificates, which are not in the repository.",
+    "Do not run docker system prune -af on this machine: it wiped the cached base images and the offline build failed for a day.",
+    "Never run terraform destroy in this directory: it took down the shared staging workspace.",
+    "Never run kubectl delete namespace on the dev cluster: it deleted everyone's preview environments.",
+    "Never run redis-cli flushall against the shared cache: it logged everybody out.",
+    "Never run npm audit fix --force here: it broke the React build by jumping two major versions.",
+    "Do not run cargo update here: a minor tokio bump changed the runtime builder, so pin versions instead.",
+    "Never run git stash drop in this repository: it lost a day of uncommitted work; apply stashes instead.",
+    "Do not run make distclean in this repository: it removes the vendored protobuf sources.",
+    "Never run helm uninstall on the shared cluster: it destroyed the ingress controller and its certificates.",
+    "Never run rustup update on this machine: it broke the pinned nightly toolchain that the SIMD crate needs.",
+    "Never run brew upgrade here: it broke the OpenSSL linkage of the local Postgres.",
+    "Never run poetry lock outside the VPN: without the mirror it hangs on the private index.",
+    "Never run systemctl restart postgresql on the dev box: it took down the database for the whole team.",
+    "Never run docker volume prune here: it deleted the local Postgres volume with a week of fixtures.",
+    "Never run git rebase --root: it corrupted the signed history once; rebase only feature branches.",
+    "Never run npx prisma migrate reset here: it wiped the staging database because DATABASE_URL pointed there.",
+    "Never run go clean -modcache: it broke offline builds because the module proxy is not reachable from CI.",
+    "Never run yarn upgrade here: it broke the lockfile and the CI install failed afterwards.",
 ];
 
 /// What the guard must answer a call.
@@ -97,14 +97,14 @@ const SHELL_MIX: [(&str, Expect); 30] = [
     ("docker system prune -af", Expect::Learned(2)),
     ("npm install", Expect::Nothing),
     ("grep -rn TODO src", Expect::Nothing),
-    ("terraform destroy -auto-approve", Expect::Learned(3)),
+    ("git stash drop", Expect::Learned(8)),
     (
         "git push --force-with-lease origin feature",
         Expect::Nothing,
     ),
     (r#"psql -c "DROP DATABASE prod""#, Expect::Deny),
     ("cargo clippy --all-targets -- -D warnings", Expect::Nothing),
-    ("redis-cli flushall", Expect::Learned(5)),
+    ("helm uninstall ingress-nginx", Expect::Learned(10)),
     ("docker ps -a", Expect::Nothing),
     ("kubectl get pods -A", Expect::Nothing),
     (":(){ :|:& };:", Expect::Deny),

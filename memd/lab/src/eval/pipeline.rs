@@ -1,0 +1,232 @@
+//! What memd ships, measured offline: every question ranked through the daemon's own retrieval
+//! pipeline (`memd_engine::retrieve`: the first stage → late interaction → the cross-encoder when
+//! `search.cross_encoder_depth` asks for it), with the daemon's default `[search]` and
+//! `[learning]` settings, over token states computed for every memory as the ingest worker
+//! stores them. The evaluations' "shipped" rows come from here and nowhere else; their "first
+//! stage only" rows are the fused ranking alone.
+//!
+//! Owns the stage labels, the shipped settings and their description (printed at the top of
+//! reports), the loaded models and one question's ranking through the stages. Must never
+//! reimplement a stage (it calls `retrieve::first_stage` and `retrieve::second_stage`), set a
+//! deadline (offline figures must not depend on the machine's speed), or write to a store.
+
+use anyhow::{Context, Result};
+use memd_engine::config::{LearningConfig, SearchConfig};
+use memd_engine::models::embed::{
+    CrossEncoder, LateInteraction, RuntimePaths, late_interaction_dir, reranker_dir,
+};
+use memd_engine::models::late;
+use memd_engine::retrieve::{self, FirstStage, Second};
+use memd_engine::search::{Hit, Query, RRF_K, Ranking};
+use memd_engine::state::MemState;
+use memd_engine::store::Store;
+use std::fmt;
+use std::sync::Arc;
+
+/// Label of what memd ships: the whole pipeline with the default settings.
+pub const SHIPPED: &str = "shipped";
+/// Label of the fused first stage (vectors + BM25 + prior) without any reranking.
+pub const FIRST_STAGE: &str = "first stage only";
+
+/// The embedder, late-interaction model and cross-encoder the runtime provides (what
+/// install/fetch-runtime.sh downloads; named here because the files do not say).
+const EMBEDDER: &str = "all-MiniLM-L6-v2 (int8)";
+const LATE_MODEL: &str = "answerai-colbert-small-v1 (int8)";
+const CROSS_MODEL: &str = "ms-marco-MiniLM-L-12-v2 (int8)";
+/// `view` needs a clock; nothing ranked here depends on it.
+const NOW_MS: i64 = 1_800_000_000_000;
+
+/// The ranking the daemon uses by default (`Core::ranking` with the default config).
+pub fn shipped_ranking() -> Ranking {
+    Ranking {
+        prior_weight: LearningConfig::default().prior_weight,
+        exchange_weight: LearningConfig::default().exchange_weight,
+        graph_boosts: LearningConfig::default().graph_boosts,
+        ..Ranking::default()
+    }
+}
+
+/// The settings that choose what the pipeline does: `[search]` and the ranking `[learning]`
+/// makes (`Default`: what the daemon ships).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub search: SearchConfig,
+    pub ranking: Ranking,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            search: SearchConfig::default(),
+            ranking: shipped_ranking(),
+        }
+    }
+}
+
+/// The daemon's retrieval pipeline with its models loaded.
+pub struct Pipeline {
+    pub settings: Settings,
+    late: LateInteraction,
+    cross: Option<Arc<CrossEncoder>>,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// Which second stages one ranking runs (the probe runs each on its own).
+#[derive(Clone)]
+pub struct Stages {
+    pub late: bool,
+    pub cross: Option<(Arc<CrossEncoder>, usize)>,
+}
+
+impl Pipeline {
+    /// The shipped configuration: `SearchConfig::default()` and the default learning settings.
+    pub fn shipped(runtime: &RuntimePaths, threads: usize) -> Result<Pipeline> {
+        Self::with(runtime, threads, Settings::default())
+    }
+
+    /// The pipeline with `search` settings; the cross-encoder is loaded only when they use it.
+    pub fn with(runtime: &RuntimePaths, threads: usize, settings: Settings) -> Result<Pipeline> {
+        let search = &settings.search;
+        let late = LateInteraction::load(&runtime.ort_lib, &late_interaction_dir(), threads)
+            .context(
+                "the shipped pipeline needs the late-interaction model (install/fetch-runtime.sh)",
+            )?;
+        let cross = match search.rerank && search.cross_encoder_depth > 0 {
+            true => Some(Arc::new(load_cross_encoder(runtime, threads)?)),
+            false => None,
+        };
+        Ok(Pipeline {
+            settings,
+            late,
+            cross,
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .build()
+                .context("starting the evaluation's async runtime")?,
+        })
+    }
+
+    /// The cross-encoder, when the settings use it.
+    pub fn cross_encoder(&self) -> Option<Arc<CrossEncoder>> {
+        self.cross.clone()
+    }
+
+    /// The stages the configuration runs.
+    pub fn stages(&self) -> Stages {
+        Stages {
+            late: self.settings.search.rerank,
+            cross: self
+                .cross
+                .clone()
+                .map(|c| (c, self.settings.search.cross_encoder_depth)),
+        }
+    }
+
+    /// Token states of the memories `keys` of `store`, as the daemon's background pass
+    /// stores them.
+    pub fn states(
+        &self,
+        store: &Store<MemState>,
+        keys: impl Iterator<Item = u64>,
+    ) -> Result<late::States> {
+        let mut keys: Vec<u64> = keys.collect();
+        keys.sort_unstable();
+        let texts: Vec<(u64, String)> = store.read(|s| {
+            keys.into_iter()
+                .filter_map(|k| Some((k, s.by_key(k)?.content.clone())))
+                .collect()
+        });
+        let states = late::States::default();
+        for (key, text) in texts {
+            states.insert(key, &text, self.late.encode_doc(&text)?);
+        }
+        Ok(states)
+    }
+
+    /// Question `text` (embedded as `vector`) ranked through `stages`; the first `k` hits.
+    pub fn rank(
+        &self,
+        store: &Store<MemState>,
+        states: &late::States,
+        (text, vector): (&str, &[f32]),
+        stages: &Stages,
+        k: usize,
+    ) -> Result<Vec<Hit>> {
+        let reranking = stages.late || stages.cross.is_some();
+        let query = Query {
+            limit: k,
+            ..Query::default()
+        };
+        // As `/api/search` does: a reranked head is `rerank_depth` deep, whatever the limit.
+        let depth = match reranking {
+            true => k.max(self.settings.search.rerank_depth),
+            false => k,
+        };
+        let stage = FirstStage {
+            query: &query,
+            text,
+            vector: Some(vector),
+            ranking: &self.settings.ranking,
+        };
+        let head = store.read(|s| retrieve::first_stage(s, &stage, depth, |_| true, NOW_MS));
+        let query_states = match stages.late {
+            true => Some(self.late.encode_query(text)?),
+            false => None,
+        };
+        let how = Second {
+            late: query_states
+                .as_ref()
+                .map(|q| (q, self.settings.search.rerank_depth)),
+            deadline: None,
+            cross: stages.cross.clone(),
+        };
+        let (head, _) = self
+            .runtime
+            .block_on(retrieve::second_stage(states, text, head, how));
+        Ok(head.into_iter().take(k).map(|c| c.hit).collect())
+    }
+}
+
+/// The cross-encoder of the runtime (`reranker_dir`).
+pub fn load_cross_encoder(runtime: &RuntimePaths, threads: usize) -> Result<CrossEncoder> {
+    CrossEncoder::load(&runtime.ort_lib, &reranker_dir(), threads)
+        .context("the cross-encoder is not installed (install/fetch-runtime.sh)")
+}
+
+impl fmt::Display for Settings {
+    /// The configuration measured, in the words of the settings that choose it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = &self.ranking;
+        let s = &self.search;
+        writeln!(
+            f,
+            "{FIRST_STAGE}: {EMBEDDER} vectors (weight {:.2}) + BM25 (weight {:.2}), reciprocal \
+             rank fusion k {RRF_K}, outcome prior weight {:.2}, exchange weight {:.2}, graph \
+             boosts {}",
+            r.vector_weight,
+            r.lexical_weight,
+            r.prior_weight,
+            r.exchange_weight,
+            if r.graph_boosts { "on" } else { "off" },
+        )?;
+        let late = match s.rerank {
+            true => format!(
+                "late interaction {LATE_MODEL} (MaxSim per query token + {} x cosine) over the \
+                 first {} (search.rerank_depth)",
+                late::COSINE_WEIGHT,
+                s.rerank_depth
+            ),
+            false => "no reranking (search.rerank = false)".to_string(),
+        };
+        let cross = match (s.rerank, s.cross_encoder_depth) {
+            (true, d) if d > 0 => format!("cross-encoder {CROSS_MODEL} over the first {d}"),
+            _ => "cross-encoder off (search.cross_encoder_depth 0)".to_string(),
+        };
+        writeln!(f, "{SHIPPED}: the first stage -> {late} -> {cross}")?;
+        write!(
+            f,
+            "prompt budget {} ms applies to the prompt path only: offline, every stage runs to \
+             the end",
+            s.prompt_budget_ms
+        )
+    }
+}

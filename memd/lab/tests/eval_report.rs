@@ -1,0 +1,91 @@
+//! `memd-eval retrieval` as a user runs it: the report starts with the commit it was built
+//! from and the configuration measured, labels the fused ranking "first stage only" and the
+//! daemon's pipeline "shipped" on both repository sets (and they differ: the late stage ran),
+//! and reports which note each stage ranks first in the paraphrase probe.
+//!
+//! Needs the embedding and late-interaction runtime (install/fetch-runtime.sh); without it the
+//! test fails and says so. Set MEMD_SKIP_MODEL_TESTS=1 to skip.
+
+use std::process::Command;
+
+fn git_head() -> Option<String> {
+    let out = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The `(R@1, R@5, R@10, MRR)` cells of the table row of `set` at `stage`.
+fn row(report: &str, set: &str, stage: &str) -> Vec<String> {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with(&format!("| {set}")) && l.contains(&format!("| {stage} |")))
+        .unwrap_or_else(|| panic!("no {set} / {stage} row in\n{report}"));
+    line.split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .skip(3)
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_retrieval_report_names_its_commit_configuration_and_stages() {
+    if std::env::var("MEMD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {
+        eprintln!("MEMD_SKIP_MODEL_TESTS=1: skipping memd-eval retrieval (needs the models)");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_memd-eval"))
+        .arg("retrieval")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("memd-eval runs");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = report.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("memd-eval ") && first.contains(" at commit "),
+        "{first}"
+    );
+    if let Some(head) = git_head() {
+        assert!(first.contains(&head), "{first} does not name HEAD {head}");
+    }
+    assert!(report.contains("\nfirst stage only: "), "{report}");
+    assert!(
+        report.contains("\nshipped: the first stage -> late interaction"),
+        "{report}"
+    );
+    for set in ["coding set", "holdout set"] {
+        let first_stage = row(&report, set, "first stage only");
+        let shipped = row(&report, set, "shipped");
+        assert_eq!(first_stage.len(), 4, "{first_stage:?}");
+        // The shipped row went through late interaction: on these sets it reorders the head.
+        assert_ne!(first_stage, shipped, "{set}: shipped == first stage only");
+    }
+    assert!(
+        !report.contains("| LoCoMo"),
+        "no LoCoMo row without --locomo"
+    );
+    let probe: Vec<&str> = report
+        .lines()
+        .skip_while(|l| !l.starts_with("paraphrase probe:"))
+        .filter(|l| l.contains(" order "))
+        .collect();
+    let stages: Vec<&str> = probe
+        .iter()
+        .map(|l| l.split(" order ").next().unwrap_or_default().trim())
+        .collect();
+    assert!(
+        stages.starts_with(&["first stage only", "+ late interaction"])
+            && stages.last() == Some(&"shipped"),
+        "{report}"
+    );
+}
