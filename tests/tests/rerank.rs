@@ -5,6 +5,7 @@
 
 use proto::*;
 use serde_json::json;
+use std::time::Duration;
 use tests::{Daemon, Spec, eventually};
 
 /// Fused ranking puts the Bazel note (two shared words) first; the Postgres note answers.
