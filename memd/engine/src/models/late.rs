@@ -14,7 +14,8 @@
 //! fused order is always an answer.
 
 use super::embed::{QueryStates, TokenStates};
-use super::late_codes::{Codebook, Codes, QueryTable};
+pub use super::late_codes::Stored;
+use super::late_codes::{Codebook, QueryTable};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -25,32 +26,6 @@ pub const ENCODE_BATCH: usize = 32;
 /// Token vectors the codebook is trained on (an even sample of the i8 states held; about 230
 /// memories' worth).
 pub const TRAIN_TOKENS: usize = 8_192;
-
-/// One memory's stored token states.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Stored {
-    /// i8 with a scale per token (~388 bytes a token): before the codebook exists.
-    Full(TokenStates),
-    /// Codes against the store's codebook (`late_codes::SUBVECTORS` bytes a token).
-    Coded(Codes),
-}
-
-impl Stored {
-    /// Bytes held, for the budget and `memd stats`.
-    pub fn bytes(&self) -> usize {
-        match self {
-            Stored::Full(s) => s.bytes(),
-            Stored::Coded(c) => c.bytes(),
-        }
-    }
-
-    pub fn tokens(&self) -> usize {
-        match self {
-            Stored::Full(s) => s.tokens(),
-            Stored::Coded(c) => c.tokens(),
-        }
-    }
-}
 
 /// Token states by memory key, with a hash of the text they were computed from (an edited
 /// memory is re-encoded; until then it has none).

@@ -5,11 +5,12 @@
 //! reads, per query token, a table of its dot products with every centroid (asymmetric
 //! scoring), so a memory's score is table look-ups.
 //!
-//! Owns the codebook (training by k-means, deterministic; its bytes and its id), coding and
+//! Owns a memory's two stored forms (`Stored`: i8 or codes), the codebook (training by
+//! k-means, deterministic; its bytes and its id), coding and
 //! MaxSim over codes. Must never score codes against another codebook than the one that made
 //! them (`States` keeps one codebook and drops codes of any other).
 
-use super::embed::DIMS;
+use super::embed::{DIMS, TokenStates};
 
 /// Bytes of one stored token vector.
 pub const SUBVECTORS: usize = 64;
@@ -52,6 +53,32 @@ impl Codes {
         bytes.len().is_multiple_of(SUBVECTORS).then(|| Codes {
             codes: bytes.into(),
         })
+    }
+}
+
+/// One memory's stored token states.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stored {
+    /// i8 with a scale per token (~388 bytes a token): before the codebook exists.
+    Full(TokenStates),
+    /// Codes against the store's codebook (`late_codes::SUBVECTORS` bytes a token).
+    Coded(Codes),
+}
+
+impl Stored {
+    /// Bytes held, for the budget and `memd stats`.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Stored::Full(s) => s.bytes(),
+            Stored::Coded(c) => c.bytes(),
+        }
+    }
+
+    pub fn tokens(&self) -> usize {
+        match self {
+            Stored::Full(s) => s.tokens(),
+            Stored::Coded(c) => c.tokens(),
+        }
     }
 }
 

@@ -14,8 +14,7 @@
 //! (logged) and the states are encoded again.
 
 use super::embed::{DIMS, TokenStates};
-use super::late::Stored;
-use super::late_codes::{Codebook, Codes, SUBVECTORS};
+use super::late_codes::{Codebook, Codes, SUBVECTORS, Stored};
 use anyhow::{Context, Result, bail, ensure};
 use std::fs::{self, OpenOptions};
 use std::io::{BufWriter, Write};
