@@ -412,11 +412,19 @@ pub struct IndexStats {
     /// Memories stored but not yet embedded (queue + retries).
     pub pending_embeddings: usize,
     pub lexical_docs: usize,
-    /// Memories with late-interaction token states, and the bytes those hold in memory.
+    /// Memories with late-interaction token states, and the bytes those hold in memory (the
+    /// codebook of their codes included).
     #[serde(default)]
     pub token_states: usize,
     #[serde(default)]
     pub token_state_bytes: usize,
+    /// Live (not archived) memories: `token_states` of them are reranked (the coverage).
+    #[serde(default)]
+    pub token_states_total: usize,
+    /// The states are coded against a codebook trained on the store (false: still i8, until
+    /// enough memories are encoded to train it).
+    #[serde(default)]
+    pub token_states_coded: bool,
     /// Live memories still waiting for token states (reranking skips them until then); 0 while
     /// the model is not loaded.
     #[serde(default)]

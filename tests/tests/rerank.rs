@@ -5,6 +5,7 @@
 
 use proto::*;
 use serde_json::json;
+use std::time::Duration;
 use tests::{Daemon, Spec, eventually};
 
 /// Fused ranking puts the Bazel note (two shared words) first; the Postgres note answers.
@@ -262,4 +263,102 @@ fn stats_account_for_the_daemons_memory() {
         );
     }
     assert!(after.components["vector_index"] >= m.components["vector_index"]);
+}
+
+/// Distinct notes on other subjects than `NOTES`, about 30 tokens each.
+fn filler(i: usize) -> String {
+    const SERVICES: [&str; 6] = [
+        "billing",
+        "mailer",
+        "thumbnails",
+        "ledger",
+        "search",
+        "audit",
+    ];
+    const ACTIONS: [&str; 4] = ["rotates", "compresses", "uploads", "prunes"];
+    let service = SERVICES[i % SERVICES.len()];
+    let action = ACTIONS[(i / SERVICES.len()) % ACTIONS.len()];
+    format!(
+        "Note {i}: the {service} worker {action} its logs under /var/log/{service}-{i} \
+         every {} hours and pages the on-call after {} failed health checks.",
+        i % 23 + 1,
+        i % 7 + 2
+    )
+}
+
+#[test]
+fn a_store_over_the_cap_codes_every_memory_and_stats_show_the_coverage() {
+    // About 5,000 token vectors: 1.9 MB in i8, over a 1 MiB cap; coded they fit.
+    const FILLERS: usize = 120;
+    let mut d = daemon(&format!("{AMPLE_BUDGET}token_states_mb = 1\n"));
+    // Imported, since the memory bank would merge notes this alike.
+    let lines: String = (0..FILLERS)
+        .map(|i| {
+            let at = 1_700_000_000_000i64 + i as i64 * 1_000;
+            let line = json!({"key": 10_000 + i, "id": format!("patterns_{:012x}", 0xabc000 + i),
+                "collection": "patterns", "content": filler(i), "created_at": at,
+                "updated_at": at, "score": 0.5, "uses": 0, "success_count": 0.0,
+                "outcome_history": [], "last_outcome": null, "last_used": null, "tags": [],
+                "importance": null, "confidence": null, "archived": false, "former_ids": [],
+                "metadata": {}});
+            format!("{line}\n")
+        })
+        .collect();
+    let (status, body) = d.post_raw("/api/import", lines.as_bytes(), true);
+    assert!(
+        status == 200 && body.contains(&format!("\"imported\":{FILLERS}")),
+        "{status} {body}"
+    );
+    d.wait_embedded(Duration::from_secs(120));
+    let total = NOTES.len() + FILLERS;
+    let coded = |d: &Daemon| {
+        let ix = d.get::<StatsResponse>("/api/stats").index;
+        ix.token_states_coded && ix.token_states == total && ix.pending_token_states == 0
+    };
+    let mut last = None;
+    let all_coded = |d: &Daemon, last: &mut Option<IndexStats>| {
+        let ix = d.get::<StatsResponse>("/api/stats").index;
+        let done = coded(d);
+        *last = Some(ix);
+        done
+    };
+    let start = std::time::Instant::now();
+    while !all_coded(&d, &mut last) {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "never coded: {last:?}\n{}",
+            d.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let ix = d.get::<StatsResponse>("/api/stats").index;
+    assert_eq!((ix.token_states, ix.token_states_total), (total, total));
+    // Every memory within the cap (i8 would need 1.9 MB): 64 bytes a token and the codebook.
+    assert!(
+        ix.token_state_bytes <= 1024 * 1024,
+        "{} bytes",
+        ix.token_state_bytes
+    );
+    assert!(
+        d.log_text().contains("token states coded"),
+        "{}",
+        d.log_tail()
+    );
+    // Reranked from codes (which of these three notes leads is a quality question for
+    // `memd-eval states`: a codebook trained on a few dozen log lines is a poor one).
+    first_reranked(&d, "coded");
+
+    // Saved coded with its codebook: a restart loads them, nothing is encoded or trained again.
+    assert!(d.terminate(), "clean exit");
+    d.spawn(&[]);
+    wait_late(&d);
+    assert!(coded(&d), "loaded coded");
+    let log = d.log_text();
+    assert!(
+        log.contains(&format!("token states of {total} memories loaded")),
+        "{}",
+        d.log_tail()
+    );
+    assert_eq!(log.matches("token states coded").count(), 1, "trained once");
+    first_reranked(&d, "coded-after-restart");
 }

@@ -330,9 +330,24 @@ impl Workers<'_> {
     ) -> anyhow::Result<usize> {
         let cap = self.cfg.search.token_states_mb * 1024 * 1024;
         let late::Plan {
-            todo, keep, live, ..
+            todo,
+            keep,
+            live,
+            over_cap,
+            ..
         } = self.db.read(|s| late::plan(self.late, s, cap));
         self.late.retain(&keep, &live);
+        if over_cap && todo.is_empty() && self.late.codebook().is_none() {
+            // The cap is full of i8 states and more memories want some: code them (trained
+            // on the states held; the next plan admits ~6x as many).
+            let states = self.late.clone();
+            let trained = tokio::task::spawn_blocking(move || states.train_codebook()).await?;
+            if trained {
+                let (n, bytes) = self.late.size();
+                tracing::info!("token states coded: {n} memories in {bytes} bytes");
+                return Ok(1);
+            }
+        }
         if todo.is_empty() {
             return Ok(0);
         }

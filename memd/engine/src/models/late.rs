@@ -2,7 +2,10 @@
 //! states of every memory and the reorder of a ranked head under a deadline.
 //!
 //! Owns `States` (memory key → its token states and the hash of the text they came from;
-//! derived data, rebuilt from the store, never in the write-ahead log), which memories should
+//! derived data, rebuilt from the store, never in the write-ahead log), their two forms (i8
+//! while every memory's states fit `search.token_states_mb`; once they do not, codes against a
+//! codebook trained once on the states held, as PLAID trains on its corpus: `late_codes`,
+//! ~6x smaller for 0.006-0.010 of MRR), which memories should
 //! have states within `search.token_states_mb` (`plan`: newest first), and `reorder`: inside
 //! the head, memories with states sorted by MaxSim into the places such memories held; a memory
 //! without states (not encoded yet) keeps its place. The background pass that fills the states
@@ -11,6 +14,8 @@
 //! fused order is always an answer.
 
 use super::embed::{QueryStates, TokenStates};
+pub use super::late_codes::Stored;
+use super::late_codes::{Codebook, QueryTable};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -18,11 +23,17 @@ use std::time::Instant;
 /// Memories encoded per pass between checks for shutdown and new work (~7 ms each).
 pub const ENCODE_BATCH: usize = 32;
 
+/// Token vectors the codebook is trained on (an even sample of the i8 states held; about 230
+/// memories' worth).
+pub const TRAIN_TOKENS: usize = 8_192;
+
 /// Token states by memory key, with a hash of the text they were computed from (an edited
 /// memory is re-encoded; until then it has none).
 #[derive(Default)]
 pub struct States {
-    map: RwLock<HashMap<u64, (u32, Arc<TokenStates>)>>,
+    map: RwLock<HashMap<u64, (u32, Arc<Stored>)>>,
+    /// The codebook every `Stored::Coded` was made with; set once (trained or loaded).
+    codebook: RwLock<Option<Arc<Codebook>>>,
     /// Bumped on every insert and eviction: the saved file is behind when it differs.
     changes: std::sync::atomic::AtomicU64,
     /// What encoding each (key, text hash) gave, kept after eviction: its real size, so the
@@ -42,11 +53,18 @@ impl States {
     /// states are derived, they will be encoded again).
     pub fn load(&self, path: &std::path::Path) {
         match super::late_file::load(path) {
-            Ok(entries) => {
+            Ok((codebook, entries)) => {
                 let n = entries.len();
-                let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-                for (key, hash, states) in entries {
-                    map.insert(key, (hash, Arc::new(states)));
+                {
+                    let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+                    for (key, hash, states) in entries {
+                        map.insert(key, (hash, Arc::new(states)));
+                    }
+                }
+                // A file of the first format holds i8 states only: they are coded once the
+                // codebook is trained, like states encoded before it.
+                if let Some(codebook) = codebook {
+                    self.adopt(codebook);
                 }
                 tracing::info!(
                     "token states of {n} memories loaded from {}",
@@ -63,15 +81,15 @@ impl States {
     /// Writes every memory's states to `path` (atomically); returns the change count saved.
     pub fn save(&self, path: &std::path::Path) -> anyhow::Result<u64> {
         let changes = self.changes();
-        let entries: Vec<(u64, u32, Arc<TokenStates>)> = {
+        let entries: Vec<(u64, u32, Arc<Stored>)> = {
             let map = self.map.read().unwrap_or_else(|p| p.into_inner());
             map.iter().map(|(k, (h, s))| (*k, *h, s.clone())).collect()
         };
-        let refs: Vec<(u64, u32, &TokenStates)> = entries
+        let refs: Vec<(u64, u32, &Stored)> = entries
             .iter()
             .map(|(k, h, s)| (*k, *h, s.as_ref()))
             .collect();
-        super::late_file::save(path, &refs)?;
+        super::late_file::save(path, self.codebook().as_deref(), &refs)?;
         Ok(changes)
     }
 
@@ -84,15 +102,111 @@ impl States {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
-    pub fn get(&self, key: u64, content: &str) -> Option<Arc<TokenStates>> {
+    pub fn codebook(&self) -> Option<Arc<Codebook>> {
+        self.codebook
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Trains the codebook on (a sample of) the i8 states held and codes them all; true when
+    /// it did (false: trained already, or fewer token vectors than centroids). Called once
+    /// the i8 states no longer fit the cap. CPU-heavy (k-means): a worker's job.
+    pub fn train_codebook(&self) -> bool {
+        if self.codebook().is_some() {
+            return false;
+        }
+        let sample: Vec<Vec<f32>> = {
+            let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+            let mut full: Vec<(&u64, &TokenStates)> = map
+                .iter()
+                .filter_map(|(k, (_, s))| match s.as_ref() {
+                    Stored::Full(f) => Some((k, f)),
+                    Stored::Coded(_) => None,
+                })
+                .collect();
+            let total: usize = full.iter().map(|(_, f)| f.tokens()).sum();
+            if total < super::late_codes::CENTROIDS {
+                return false;
+            }
+            // The same states give the same codebook, whatever the map's order; an even
+            // sample of `TRAIN_TOKENS`, decoded one memory at a time.
+            full.sort_by_key(|(k, _)| **k);
+            let step = total.div_ceil(TRAIN_TOKENS).max(1);
+            let mut at = 0usize;
+            let mut sample = Vec::with_capacity(TRAIN_TOKENS);
+            for (_, f) in full {
+                for row in f.rows() {
+                    if at.is_multiple_of(step) {
+                        sample.push(row);
+                    }
+                    at += 1;
+                }
+            }
+            sample
+        };
+        match Codebook::train(&sample) {
+            Some(codebook) => {
+                self.adopt(codebook);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes `codebook` the store's and codes every i8 state held with it.
+    fn adopt(&self, codebook: Codebook) {
+        let codebook = Arc::new(codebook);
+        *self.codebook.write().unwrap_or_else(|p| p.into_inner()) = Some(codebook.clone());
+        let full: Vec<(u64, u32, Arc<Stored>)> = {
+            let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+            map.iter()
+                .filter(|(_, (_, s))| matches!(s.as_ref(), Stored::Full(_)))
+                .map(|(k, (h, s))| (*k, *h, s.clone()))
+                .collect()
+        };
+        // Coded outside the lock; a state replaced meanwhile (re-encoded) is left as it is.
+        let coded: Vec<(u64, u32, Arc<Stored>, Stored)> = full
+            .into_iter()
+            .filter_map(|(k, h, s)| match s.as_ref() {
+                Stored::Full(f) => {
+                    let c = Stored::Coded(codebook.encode(&f.rows()));
+                    Some((k, h, s.clone(), c))
+                }
+                Stored::Coded(_) => None,
+            })
+            .collect();
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        for (k, h, before, c) in coded {
+            if let Some(entry) = map.get_mut(&k)
+                && entry.0 == h
+                && Arc::ptr_eq(&entry.1, &before)
+            {
+                entry.1 = Arc::new(c);
+            }
+        }
+        drop(map);
+        // Sizes remembered for i8 states no longer hold: plan with estimates until re-encoded.
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        known.retain(|_, k| *k == Known::Failed);
+        drop(known);
+        self.changed();
+    }
+
+    pub fn get(&self, key: u64, content: &str) -> Option<Arc<Stored>> {
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
         map.get(&key)
             .filter(|(h, _)| *h == text_hash(content))
             .map(|(_, s)| s.clone())
     }
 
+    /// Stores what the model gave for `content`: coded when the codebook exists, else i8.
     pub fn insert(&self, key: u64, content: &str, states: TokenStates) {
         let hash = text_hash(content);
+        let states = match self.codebook() {
+            Some(codebook) => Stored::Coded(codebook.encode(&states.rows())),
+            None => Stored::Full(states),
+        };
         self.remember(key, hash, Known::Bytes(states.bytes()));
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         map.insert(key, (hash, Arc::new(states)));
@@ -127,10 +241,16 @@ impl States {
         k.retain(|(key, _), _| live.contains(key));
     }
 
-    /// (memories with states, bytes they hold).
+    /// (memories with states, bytes their states hold). The codebook is counted apart
+    /// (`codebook_bytes`).
     pub fn size(&self) -> (usize, usize) {
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
         (map.len(), map.values().map(|(_, s)| s.bytes()).sum())
+    }
+
+    /// Bytes of the codebook (0 before it is trained).
+    pub fn codebook_bytes(&self) -> usize {
+        self.codebook().map_or(0, |c| c.as_floats().len() * 4)
     }
 }
 
@@ -149,6 +269,23 @@ pub const COSINE_WEIGHT: f32 = 0.05;
 /// cosine similarity to the query (0 when the vector signal is missing).
 pub fn score(query: &QueryStates, states: &TokenStates, cosine: f32) -> f32 {
     query.maxsim(states) / query.tokens().max(1) as f32 + COSINE_WEIGHT * cosine
+}
+
+/// `score` of a stored form: coded states through `table` (the query against the codebook
+/// that made them); `None` for codes without a table.
+pub fn score_stored(
+    query: &QueryStates,
+    table: Option<&QueryTable>,
+    stored: &Stored,
+    cosine: f32,
+) -> Option<f32> {
+    match stored {
+        Stored::Full(s) => Some(score(query, s, cosine)),
+        Stored::Coded(c) => {
+            let t = table?;
+            Some(t.maxsim(c) / query.tokens().max(1) as f32 + COSINE_WEIGHT * cosine)
+        }
+    }
 }
 
 /// One candidate of a reorder: its key, its text, its cosine similarity to the query.
@@ -176,6 +313,11 @@ pub fn reorder_within(
     deadline: Option<Instant>,
 ) -> (Vec<usize>, bool) {
     let n = depth.min(keyed.len());
+    // Built once per query (~0.4 M multiply-adds for a 16-token query), read per memory.
+    let table = match n {
+        0 => None,
+        _ => states.codebook().map(|c| c.table(query.rows())),
+    };
     let mut scored: Vec<(usize, f32)> = Vec::with_capacity(n);
     let mut finished = true;
     for (i, (key, text, cosine)) in keyed[..n].iter().enumerate() {
@@ -183,8 +325,9 @@ pub fn reorder_within(
             finished = false;
             break;
         }
-        if let Some(s) = states.get(*key, text) {
-            scored.push((i, score(query, &s, *cosine)));
+        let stored = states.get(*key, text);
+        if let Some(v) = stored.and_then(|s| score_stored(query, table.as_ref(), &s, *cosine)) {
+            scored.push((i, v));
         }
     }
     let slots: Vec<usize> = scored.iter().map(|(i, _)| *i).collect();
@@ -207,6 +350,8 @@ pub struct Plan {
     pub keep: std::collections::HashSet<u64>,
     /// Every live memory's key.
     pub live: std::collections::HashSet<u64>,
+    /// Some live memory does not fit the cap (in i8: time to train the codebook).
+    pub over_cap: bool,
 }
 
 /// Live memories within the cap (`search.token_states_mb`) that still lack token states.
@@ -225,8 +370,10 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
         missing: 0,
         keep: std::collections::HashSet::new(),
         live: live.iter().map(|r| r.key).collect(),
+        over_cap: false,
     };
-    let mut used = 0usize;
+    let coded = states.codebook().is_some();
+    let mut used = states.codebook_bytes();
     for r in live {
         let hash = text_hash(&r.content);
         let current = states.get(r.key, &r.content);
@@ -234,9 +381,10 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
             (Some(t), _) => t.bytes(),
             (None, Some(Known::Failed)) => continue,
             (None, Some(Known::Bytes(b))) => b,
-            (None, None) => estimated_bytes(&r.content),
+            (None, None) => estimated_bytes(&r.content, coded),
         };
         if used + bytes > cap {
+            plan.over_cap = true;
             continue;
         }
         used += bytes;
@@ -253,160 +401,15 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
 }
 
 /// A memory's token states before encoding it: a token per ~4 characters (English text with
-/// code), two markers and [SEP], within the model's cut.
-fn estimated_bytes(content: &str) -> usize {
+/// code), two markers and [SEP], within the model's cut; coded or i8.
+fn estimated_bytes(content: &str, coded: bool) -> usize {
     let tokens = (content.len() / 4 + 3).min(crate::models::embed::colbert::MAX_DOC_TOKENS);
-    tokens * (crate::models::embed::DIMS + 4)
+    match coded {
+        true => tokens * super::late_codes::SUBVECTORS,
+        false => tokens * (crate::models::embed::DIMS + 4),
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reorder_leaves_memories_without_states_in_place() {
-        // No states at all: the order is the input order, whatever the depth.
-        let states = States::default();
-        let keyed = [(1, "a", 0.0), (2, "b", 0.0), (3, "c", 0.0)];
-        let q = QueryStates::for_tests(&[1.0]);
-        assert_eq!(reorder(&states, &q, &keyed, 3, None), vec![0, 1, 2]);
-    }
-
-    #[test]
-    fn reorder_sorts_scored_memories_into_their_slots() {
-        let states = States::default();
-        // Key 1 matches the query weakly, key 3 strongly; key 2 has no states.
-        states.insert(1, "a", TokenStates::for_tests(&[0.2]));
-        states.insert(3, "c", TokenStates::for_tests(&[0.9]));
-        let keyed = [(1, "a", 0.0), (2, "b", 0.0), (3, "c", 0.0), (4, "d", 0.0)];
-        let q = QueryStates::for_tests(&[1.0]);
-        assert_eq!(reorder(&states, &q, &keyed, 3, None), vec![2, 1, 0, 3]);
-        // Depth 2: key 3 is outside the head and stays last but one.
-        assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![0, 1, 2, 3]);
-        // Edited text: the states no longer count.
-        let edited = [
-            (1, "a", 0.0),
-            (2, "b", 0.0),
-            (3, "c, edited", 0.0),
-            (4, "d", 0.0),
-        ];
-        assert_eq!(reorder(&states, &q, &edited, 3, None), vec![0, 1, 2, 3]);
-    }
-
-    #[test]
-    fn the_cosine_breaks_near_ties_but_maxsim_leads() {
-        let states = States::default();
-        states.insert(1, "a", TokenStates::for_tests(&[0.5]));
-        states.insert(2, "b", TokenStates::for_tests(&[0.5]));
-        let q = QueryStates::for_tests(&[1.0]);
-        let keyed = [(1, "a", 0.1), (2, "b", 0.9)];
-        assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![1, 0]);
-        // A clearly better MaxSim still wins over a higher cosine.
-        states.insert(1, "a", TokenStates::for_tests(&[0.9]));
-        assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![0, 1]);
-    }
-
-    #[test]
-    fn a_passed_deadline_keeps_the_fused_order() {
-        let states = States::default();
-        states.insert(1, "a", TokenStates::for_tests(&[0.2]));
-        states.insert(2, "b", TokenStates::for_tests(&[0.9]));
-        let keyed = [(1, "a", 0.0), (2, "b", 0.0)];
-        let q = QueryStates::for_tests(&[1.0]);
-        let past = Instant::now();
-        assert_eq!(reorder(&states, &q, &keyed, 2, Some(past)), vec![0, 1]);
-        assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![1, 0]);
-    }
-
-    /// Three stored notes, oldest first: (state, their keys).
-    fn three_notes() -> (crate::state::MemState, Vec<u64>) {
-        use crate::state::ops::{Op, Output};
-        use crate::store::Machine;
-        let mut s = crate::state::MemState::new(crate::models::embed::DIMS).unwrap();
-        let mut keys = Vec::new();
-        for i in 0..3 {
-            let r =
-                crate::record::Record::new(proto::Collection::MemoryBank, format!("note {i}"), i);
-            match s.apply(&Op::Insert(Box::new(r))) {
-                Output::Inserted { key, .. } => keys.push(key),
-                other => panic!("{other:?}"),
-            }
-        }
-        (s, keys)
-    }
-
-    #[test]
-    fn the_cap_keeps_the_newest_memories() {
-        let (s, keys) = three_notes();
-        let states = States::default();
-        // Room for two memories' estimate: the two newest are wanted, the oldest is not.
-        let cap = 2 * estimated_bytes("note 0");
-        let p = plan(&states, &s, cap);
-        let wanted: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
-        assert_eq!(wanted, vec![keys[2], keys[1]]);
-        assert_eq!(p.missing, 2);
-        // The oldest has states (say, from before the cap shrank): they are not kept.
-        states.insert(keys[0], "note 0", TokenStates::for_tests(&[0.5]));
-        let p = plan(&states, &s, cap);
-        assert!(!p.keep.contains(&keys[0]) && p.live.len() == 3);
-        states.retain(&p.keep, &p.live);
-        assert_eq!(states.size().0, 0);
-    }
-
-    #[test]
-    fn a_memory_larger_than_its_estimate_is_planned_with_its_real_size() {
-        let (s, keys) = three_notes();
-        let states = States::default();
-        let cap = 2 * estimated_bytes("note 0");
-        // The newest note turned out to fill the cap alone.
-        let big = TokenStates::for_tests(&vec![0.1; cap / (crate::models::embed::DIMS + 4)]);
-        let real = big.bytes();
-        assert!(real > estimated_bytes("note 2"));
-        states.insert(keys[2], "note 2", big);
-        let p = plan(&states, &s, cap);
-        assert!(p.keep.contains(&keys[2]));
-        assert!(p.todo.is_empty(), "nothing else fits: {:?}", p.todo);
-        // The cap shrinks under its real size (still over its estimate): evicted, and its real
-        // size is what the plan keeps counting, so it is not admitted again on its estimate
-        // only to be evicted once more.
-        let smaller = real - 1;
-        assert!(smaller > estimated_bytes("note 2"));
-        let p = plan(&states, &s, smaller);
-        states.retain(&p.keep, &p.live);
-        assert_eq!(states.size().0, 0);
-        let p = plan(&states, &s, smaller);
-        let todo: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
-        assert_eq!(todo, vec![keys[1]], "the next newest fits on its estimate");
-    }
-
-    #[test]
-    fn a_text_that_failed_is_not_retried_but_an_edit_is() {
-        let (s, keys) = three_notes();
-        let states = States::default();
-        states.remember(keys[2], text_hash("note 2"), Known::Failed);
-        let p = plan(&states, &s, usize::MAX);
-        let todo: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
-        assert_eq!(todo, vec![keys[1], keys[0]]);
-        // The same key with another text is a new attempt.
-        assert_eq!(states.known(keys[2], text_hash("note 2, edited")), None);
-    }
-
-    #[test]
-    fn retain_drops_what_is_not_kept() {
-        let states = States::default();
-        states.insert(1, "a", TokenStates::for_tests(&[0.2]));
-        states.insert(2, "b", TokenStates::for_tests(&[0.2]));
-        let keep = [2].into_iter().collect();
-        let live = [2].into_iter().collect();
-        let before = states.changes();
-        states.retain(&keep, &live);
-        assert_eq!(states.size().0, 1);
-        assert!(states.get(2, "b").is_some() && states.get(1, "a").is_none());
-        assert!(states.changes() > before);
-        assert_eq!(
-            states.known(1, text_hash("a")),
-            None,
-            "forgotten with its memory"
-        );
-    }
-}
+#[path = "late_tests.rs"]
+mod tests;

@@ -10,6 +10,7 @@
 
 pub mod embed;
 pub mod late;
+pub mod late_codes;
 mod late_file;
 mod query;
 

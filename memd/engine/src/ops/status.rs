@@ -101,7 +101,9 @@ impl StatsDeps<'_> {
                 pending_embeddings: s.pending_len(),
                 lexical_docs: s.lexical().len(),
                 token_states: late_size.0,
-                token_state_bytes: late_size.1,
+                token_state_bytes: late_size.1 + self.late.codebook_bytes(),
+                token_states_total: s.records().filter(|r| !r.archived).count(),
+                token_states_coded: self.late.codebook().is_some(),
                 pending_token_states: match late_loaded {
                     true => late::pending(self.late, s, cap_mb),
                     false => 0,

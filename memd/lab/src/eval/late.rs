@@ -23,9 +23,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// Results scored per question.
-const TOP_K: usize = 10;
+pub(crate) const TOP_K: usize = 10;
 /// First-stage candidates kept per question (the deepest head studied).
-const CANDIDATES: usize = 60;
+pub(crate) const CANDIDATES: usize = 60;
 
 /// One question with the first stage's candidates.
 pub struct Case {
@@ -168,12 +168,9 @@ pub fn run(
         Some(w) => format!("{first_stage} (lexical weight {w})"),
         None => first_stage.to_string(),
     };
-    let files = super::dataset::conversation_files(locomo_dir)?;
-    let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
-    let cases: Vec<Case> = index_files(&files, &embedder, &text)?
-        .iter()
-        .flat_map(|ix| locomo_cases(ix, &ranking, depth))
-        .collect();
+    let (cases, coding_cases) = study_cases(
+        locomo_dir, coding_dir, &embedder, &ranking, depth, turn_text,
+    )?;
     let locomo = study(
         &format!("LoCoMo{first_stage}, turns as {turn_text:?}"),
         &cases,
@@ -181,16 +178,35 @@ pub fn run(
         ce.as_ref(),
         &options,
     )?;
-    let set = super::coding::CodingSet::load(coding_dir)?;
-    let index = super::coding::CodingIndex::build(set, &embedder)?;
     let coding = study(
         &format!("coding set{first_stage}"),
-        &coding_cases(&index, &ranking, depth),
+        &coding_cases,
         &late,
         ce.as_ref(),
         &options,
     )?;
     Ok(vec![locomo, coding])
+}
+
+/// The questions of LoCoMo (in `locomo_dir`) and of the coding set (in `coding_dir`), each with
+/// the first `depth` candidates of `ranking` over `embedder`'s vectors.
+pub fn study_cases(
+    locomo_dir: &std::path::Path,
+    coding_dir: &std::path::Path,
+    embedder: &dyn Embed,
+    ranking: &Ranking,
+    depth: usize,
+    turn_text: TurnText,
+) -> Result<(Vec<Case>, Vec<Case>)> {
+    let files = super::dataset::conversation_files(locomo_dir)?;
+    let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
+    let locomo: Vec<Case> = index_files(&files, embedder, &text)?
+        .iter()
+        .flat_map(|ix| locomo_cases(ix, ranking, depth))
+        .collect();
+    let set = super::coding::CodingSet::load(coding_dir)?;
+    let index = super::coding::CodingIndex::build(set, embedder)?;
+    Ok((locomo, coding_cases(&index, ranking, depth)))
 }
 
 /// Every scored question with the first `depth` candidates of `ranking` and their texts,
@@ -442,7 +458,7 @@ pub fn study(
 
 /// `order` with its first `depth` entries sorted by `scores` (indexed by position in `order`
 /// for the head), highest first; the rest as it was.
-fn reorder_head(order: &[usize], depth: usize, scores: &[f32]) -> Vec<usize> {
+pub(crate) fn reorder_head(order: &[usize], depth: usize, scores: &[f32]) -> Vec<usize> {
     let n = depth.min(order.len()).min(scores.len());
     let mut head: Vec<usize> = (0..n).collect();
     head.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));

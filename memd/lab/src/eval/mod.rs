@@ -34,6 +34,8 @@ pub mod overlap;
 pub mod pipeline;
 mod probe;
 pub mod scenario;
+mod state_codecs;
+pub mod states;
 pub mod summary;
 
 pub use coding::{CodingOptions, CodingReport, run_coding};
@@ -123,6 +125,16 @@ pub enum EvalCommand {
         /// The first stage's lexical weight (default: the shipped one).
         #[arg(long)]
         lexical_weight: Option<f32>,
+    },
+    /// Compact forms of the late-interaction token states (kept tokens × codec): bytes a
+    /// memory and the rerank's R@k/MRR on LoCoMo and the coding set.
+    States {
+        /// Directory holding the LoCoMo conversation files (`*.json`).
+        #[arg(long)]
+        data: PathBuf,
+        /// The coding set's directory (default: the repository's tests/data/coding-set).
+        #[arg(long)]
+        coding: Option<PathBuf>,
     },
     /// Outcome learning: a simulated session against a spawned daemon, once per prior weight
     /// and routing-boost setting.
@@ -227,6 +239,10 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             )? {
                 println!("{report}");
             }
+        }
+        EvalCommand::States { data, coding } => {
+            let coding = coding.unwrap_or_else(coding::default_data_dir);
+            states::run(&data, &coding, &runtime)?;
         }
         EvalCommand::Learning {
             turns,

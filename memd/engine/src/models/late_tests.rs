@@ -1,0 +1,196 @@
+//! Tests of `late`: the reorder, the cap's plan and the two stored forms.
+
+use super::*;
+
+#[test]
+fn reorder_leaves_memories_without_states_in_place() {
+    // No states at all: the order is the input order, whatever the depth.
+    let states = States::default();
+    let keyed = [(1, "a", 0.0), (2, "b", 0.0), (3, "c", 0.0)];
+    let q = QueryStates::for_tests(&[1.0]);
+    assert_eq!(reorder(&states, &q, &keyed, 3, None), vec![0, 1, 2]);
+}
+
+#[test]
+fn reorder_sorts_scored_memories_into_their_slots() {
+    let states = States::default();
+    // Key 1 matches the query weakly, key 3 strongly; key 2 has no states.
+    states.insert(1, "a", TokenStates::for_tests(&[0.2]));
+    states.insert(3, "c", TokenStates::for_tests(&[0.9]));
+    let keyed = [(1, "a", 0.0), (2, "b", 0.0), (3, "c", 0.0), (4, "d", 0.0)];
+    let q = QueryStates::for_tests(&[1.0]);
+    assert_eq!(reorder(&states, &q, &keyed, 3, None), vec![2, 1, 0, 3]);
+    // Depth 2: key 3 is outside the head and stays last but one.
+    assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![0, 1, 2, 3]);
+    // Edited text: the states no longer count.
+    let edited = [
+        (1, "a", 0.0),
+        (2, "b", 0.0),
+        (3, "c, edited", 0.0),
+        (4, "d", 0.0),
+    ];
+    assert_eq!(reorder(&states, &q, &edited, 3, None), vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn the_cosine_breaks_near_ties_but_maxsim_leads() {
+    let states = States::default();
+    states.insert(1, "a", TokenStates::for_tests(&[0.5]));
+    states.insert(2, "b", TokenStates::for_tests(&[0.5]));
+    let q = QueryStates::for_tests(&[1.0]);
+    let keyed = [(1, "a", 0.1), (2, "b", 0.9)];
+    assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![1, 0]);
+    // A clearly better MaxSim still wins over a higher cosine.
+    states.insert(1, "a", TokenStates::for_tests(&[0.9]));
+    assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![0, 1]);
+}
+
+#[test]
+fn a_passed_deadline_keeps_the_fused_order() {
+    let states = States::default();
+    states.insert(1, "a", TokenStates::for_tests(&[0.2]));
+    states.insert(2, "b", TokenStates::for_tests(&[0.9]));
+    let keyed = [(1, "a", 0.0), (2, "b", 0.0)];
+    let q = QueryStates::for_tests(&[1.0]);
+    let past = Instant::now();
+    assert_eq!(reorder(&states, &q, &keyed, 2, Some(past)), vec![0, 1]);
+    assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![1, 0]);
+}
+
+/// Three stored notes, oldest first: (state, their keys).
+fn three_notes() -> (crate::state::MemState, Vec<u64>) {
+    use crate::state::ops::{Op, Output};
+    use crate::store::Machine;
+    let mut s = crate::state::MemState::new(crate::models::embed::DIMS).unwrap();
+    let mut keys = Vec::new();
+    for i in 0..3 {
+        let r = crate::record::Record::new(proto::Collection::MemoryBank, format!("note {i}"), i);
+        match s.apply(&Op::Insert(Box::new(r))) {
+            Output::Inserted { key, .. } => keys.push(key),
+            other => panic!("{other:?}"),
+        }
+    }
+    (s, keys)
+}
+
+#[test]
+fn the_cap_keeps_the_newest_memories() {
+    let (s, keys) = three_notes();
+    let states = States::default();
+    // Room for two memories' estimate: the two newest are wanted, the oldest is not.
+    let cap = 2 * estimated_bytes("note 0", false);
+    let p = plan(&states, &s, cap);
+    let wanted: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
+    assert_eq!(wanted, vec![keys[2], keys[1]]);
+    assert_eq!(p.missing, 2);
+    // The oldest has states (say, from before the cap shrank): they are not kept.
+    states.insert(keys[0], "note 0", TokenStates::for_tests(&[0.5]));
+    let p = plan(&states, &s, cap);
+    assert!(!p.keep.contains(&keys[0]) && p.live.len() == 3);
+    states.retain(&p.keep, &p.live);
+    assert_eq!(states.size().0, 0);
+}
+
+#[test]
+fn a_memory_larger_than_its_estimate_is_planned_with_its_real_size() {
+    let (s, keys) = three_notes();
+    let states = States::default();
+    let cap = 2 * estimated_bytes("note 0", false);
+    // The newest note turned out to fill the cap alone.
+    let big = TokenStates::for_tests(&vec![0.1; cap / (crate::models::embed::DIMS + 4)]);
+    let real = big.bytes();
+    assert!(real > estimated_bytes("note 2", false));
+    states.insert(keys[2], "note 2", big);
+    let p = plan(&states, &s, cap);
+    assert!(p.keep.contains(&keys[2]));
+    assert!(p.todo.is_empty(), "nothing else fits: {:?}", p.todo);
+    // The cap shrinks under its real size (still over its estimate): evicted, and its real
+    // size is what the plan keeps counting, so it is not admitted again on its estimate
+    // only to be evicted once more.
+    let smaller = real - 1;
+    assert!(smaller > estimated_bytes("note 2", false));
+    let p = plan(&states, &s, smaller);
+    states.retain(&p.keep, &p.live);
+    assert_eq!(states.size().0, 0);
+    let p = plan(&states, &s, smaller);
+    let todo: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
+    assert_eq!(todo, vec![keys[1]], "the next newest fits on its estimate");
+}
+
+#[test]
+fn a_text_that_failed_is_not_retried_but_an_edit_is() {
+    let (s, keys) = three_notes();
+    let states = States::default();
+    states.remember(keys[2], text_hash("note 2"), Known::Failed);
+    let p = plan(&states, &s, usize::MAX);
+    let todo: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
+    assert_eq!(todo, vec![keys[1], keys[0]]);
+    // The same key with another text is a new attempt.
+    assert_eq!(states.known(keys[2], text_hash("note 2, edited")), None);
+}
+
+#[test]
+fn retain_drops_what_is_not_kept() {
+    let states = States::default();
+    states.insert(1, "a", TokenStates::for_tests(&[0.2]));
+    states.insert(2, "b", TokenStates::for_tests(&[0.2]));
+    let keep = [2].into_iter().collect();
+    let live = [2].into_iter().collect();
+    let before = states.changes();
+    states.retain(&keep, &live);
+    assert_eq!(states.size().0, 1);
+    assert!(states.get(2, "b").is_some() && states.get(1, "a").is_none());
+    assert!(states.changes() > before);
+    assert_eq!(
+        states.known(1, text_hash("a")),
+        None,
+        "forgotten with its memory"
+    );
+}
+
+#[test]
+fn over_the_cap_the_states_are_coded_and_later_ones_too() {
+    use crate::models::late_codes::{SUBVECTORS, tests::unit_vectors};
+    let (s, keys) = three_notes();
+    let states = States::default();
+    // Two notes' i8 states of 200 tokens each (388 bytes a token).
+    for (i, key) in keys[1..].iter().enumerate() {
+        let rows = unit_vectors(200, i as u64);
+        states.insert(
+            *key,
+            &format!("note {}", i + 1),
+            TokenStates::quantize(&rows),
+        );
+    }
+    let held = states.size().1;
+    assert_eq!(held, 400 * (crate::models::embed::DIMS + 4));
+    assert!(!plan(&states, &s, held + 2_000).over_cap, "all three fit");
+    assert!(plan(&states, &s, held).over_cap, "the oldest does not");
+    let before = states.changes();
+    assert!(states.train_codebook());
+    assert!(states.changes() > before, "to be saved");
+    assert!(!states.train_codebook(), "once");
+    // Coded: 64 bytes a token, scored through the query's table like i8 states were.
+    assert_eq!(states.size(), (2, 400 * SUBVECTORS));
+    let coded = states.get(keys[1], "note 1").unwrap();
+    assert!(matches!(coded.as_ref(), Stored::Coded(c) if c.tokens() == 200));
+    let q = QueryStates::for_tests(&[1.0]);
+    let keyed = [(keys[1], "note 1", 0.0), (keys[2], "note 2", 0.0)];
+    let (order, finished) = reorder_within(&states, &q, &keyed, 2, None);
+    assert!(finished && order.len() == 2);
+    // Coded, the oldest note fits beside the others and the codebook: admitted, coded.
+    let cap = states.codebook_bytes() + 400 * SUBVECTORS + 1_000;
+    let p = plan(&states, &s, cap);
+    assert!(!p.over_cap && p.todo.len() == 1);
+    states.insert(keys[0], "note 0", TokenStates::for_tests(&[0.5]));
+    let oldest = states.get(keys[0], "note 0").unwrap();
+    assert!(matches!(oldest.as_ref(), Stored::Coded(c) if c.tokens() == 1));
+}
+
+#[test]
+fn too_few_token_vectors_train_no_codebook() {
+    let states = States::default();
+    states.insert(1, "a", TokenStates::for_tests(&[0.2, 0.3]));
+    assert!(!states.train_codebook());
+    assert!(states.codebook().is_none() && states.codebook_bytes() == 0);
+}
