@@ -427,41 +427,9 @@ fn a_nagging_fact_or_an_honest_note_makes_no_everyday_command_ask() {
         let add: Value = d.post("/api/memory-bank/add", &json!({ "content": content }));
         assert!(add["doc_id"].is_string(), "{add}");
     }
-    let everyday = [
-        "git status",
-        "git commit -m \"fix: retry the webhook\"",
-        "git diff HEAD~1",
-        "git log --oneline -20",
-        "git add -A",
-        "git pull --rebase",
-        "git checkout -b feature/login",
-        "cargo test",
-        "cargo build",
-        "cargo clippy --all-targets",
-        "cargo fmt",
-        "npm test",
-        "npm install",
-        "npm run build",
-        "pytest",
-        "pytest -x tests/",
-        "make test",
-        "make",
-        "curl -fsSL https://example.com/health",
-        "vim src/main.rs",
-        "ls -la",
-        "cat README.md",
-        "grep -rn TODO src",
-        "docker ps",
-        "docker compose up -d",
-        "python3 manage.py check",
-        "go test ./...",
-        "yarn install",
-        "pip install -r requirements.txt",
-        "node index.js",
-        "rg --files",
-        "cd src",
-        "mkdir -p build",
-    ];
+    let everyday: Vec<&str> = include_str!("../data/everyday-commands.txt")
+        .lines()
+        .collect();
     let asked: Vec<&str> = everyday
         .iter()
         .copied()

@@ -9,42 +9,13 @@ fn guards(content: &str, command: &str) -> bool {
         .any(|sig| rules.iter().any(|f| f.matches(&tokens(sig), command)))
 }
 
-/// What an agent runs every day, in every project.
-const EVERYDAY: [&str; 33] = [
-    "git status",
-    "git commit -m \"fix: retry the webhook\"",
-    "git diff HEAD~1",
-    "git log --oneline -20",
-    "git add -A",
-    "git pull --rebase",
-    "git checkout -b feature/login",
-    "cargo test",
-    "cargo build",
-    "cargo clippy --all-targets",
-    "cargo fmt",
-    "npm test",
-    "npm install",
-    "npm run build",
-    "pytest",
-    "pytest -x tests/",
-    "make test",
-    "make",
-    "curl -fsSL https://example.com/health",
-    "vim src/main.rs",
-    "ls -la",
-    "cat README.md",
-    "grep -rn TODO src",
-    "docker ps",
-    "docker compose up -d",
-    "python3 manage.py check",
-    "go test ./...",
-    "yarn install",
-    "pip install -r requirements.txt",
-    "node index.js",
-    "rg --files",
-    "cd src",
-    "mkdir -p build",
-];
+/// What an agent runs every day, in every project (one per line; shared with the end-to-end
+/// test in `tests/tests/tool_events.rs`).
+fn everyday() -> Vec<&'static str> {
+    include_str!("../../../../tests/data/everyday-commands.txt")
+        .lines()
+        .collect()
+}
 
 /// A memory-bank fact written to make the guard nag: it names every everyday command in one
 /// prohibition and claims damage (272 characters, like the one of the attack round).
@@ -61,7 +32,7 @@ const HONEST: &str = "We lost an hour because pytest picked up the vendored test
 fn the_nagging_fact_and_the_honest_note_guard_none_of_33_everyday_commands() {
     assert_eq!(NAG.chars().count(), 272);
     for memory in [NAG, HONEST] {
-        let asked: Vec<&str> = EVERYDAY
+        let asked: Vec<&str> = everyday()
             .iter()
             .copied()
             .filter(|c| guards(memory, c))
@@ -69,11 +40,11 @@ fn the_nagging_fact_and_the_honest_note_guard_none_of_33_everyday_commands() {
         assert!(asked.is_empty(), "{memory}\nasks for {asked:?}");
     }
     // The same nag written one prohibition per sentence: more than MAX_GUARDED, so none.
-    let one_by_one: String = EVERYDAY
+    let one_by_one: String = everyday()
         .iter()
         .map(|c| format!("Never run {c}. "))
         .collect();
-    let asked = EVERYDAY.iter().filter(|c| guards(&one_by_one, c)).count();
+    let asked = everyday().iter().filter(|c| guards(&one_by_one, c)).count();
     assert_eq!(asked, 0, "{one_by_one}");
 }
 
