@@ -421,10 +421,16 @@ pub struct IndexStats {
     /// Live (not archived) memories: `token_states` of them are reranked (the coverage).
     #[serde(default)]
     pub token_states_total: usize,
-    /// The states are coded against a codebook trained on the store (false: still i8, until
-    /// enough memories are encoded to train it).
+    /// The states in memory are codes against a codebook trained on the store (false: still
+    /// i8, until enough memories are encoded to train it).
     #[serde(default)]
     pub token_states_coded: bool,
+    /// Memories whose full (i8) states are in the log on disk (a reorder rescores the best
+    /// of the code order with them), and the log's bytes.
+    #[serde(default)]
+    pub token_states_on_disk: usize,
+    #[serde(default)]
+    pub token_state_disk_bytes: u64,
     /// Live memories still waiting for token states (reranking skips them until then); 0 while
     /// the model is not loaded.
     #[serde(default)]

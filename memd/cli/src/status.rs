@@ -216,11 +216,14 @@ pub fn run_stats(json: bool) -> Result<ExitCode> {
         ix.vectors, ix.pending_embeddings, ix.lexical_docs, ix.state
     );
     println!(
-        "rerank:    token states of {} / {} memories ({}, {}; {} waiting); prompts since start: {}",
+        "rerank:    token states of {} / {} memories ({} {} in memory, {} on disk in {}; {} \
+         waiting); prompts since start: {}",
         ix.token_states,
         ix.token_states_total,
         human_bytes(ix.token_state_bytes as u64),
         if ix.token_states_coded { "coded" } else { "i8" },
+        ix.token_states_on_disk,
+        human_bytes(ix.token_state_disk_bytes),
         ix.pending_token_states,
         prompt_rerank(&ix.prompt_rerank)
     );

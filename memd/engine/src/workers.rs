@@ -268,8 +268,8 @@ impl Workers<'_> {
         }
         let path = token_states_path(self.cfg);
         {
-            let (late, p) = (self.late.clone(), path.clone());
-            tokio::task::spawn_blocking(move || late.load(&p))
+            let (late, dir) = (self.late.clone(), self.cfg.data_dir.join("store"));
+            tokio::task::spawn_blocking(move || late.open(&dir))
                 .await
                 .ok();
         }
@@ -337,9 +337,9 @@ impl Workers<'_> {
             ..
         } = self.db.read(|s| late::plan(self.late, s, cap));
         self.late.retain(&keep, &live);
-        if over_cap && todo.is_empty() && self.late.codebook().is_none() {
-            // The cap is full of i8 states and more memories want some: code them (trained
-            // on the states held; the next plan admits ~6x as many).
+        if self.late.due_for_codebook(over_cap && todo.is_empty()) {
+            // Enough states on disk (or the cap full of i8 ones): train the codebook on the
+            // store's first states and code every memory (~450 bytes each instead of ~14 KB).
             let states = self.late.clone();
             let trained = tokio::task::spawn_blocking(move || states.train_codebook()).await?;
             if trained {
@@ -349,6 +349,12 @@ impl Workers<'_> {
             }
         }
         if todo.is_empty() {
+            let states = self.late.clone();
+            match tokio::task::spawn_blocking(move || states.compact()).await? {
+                Ok(true) => tracing::info!("token-state log compacted"),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("compacting the token-state log failed: {e:#}"),
+            }
             return Ok(0);
         }
         let (states, load) = (self.late.clone(), self.models.load.clone());
@@ -362,8 +368,9 @@ impl Workers<'_> {
                     break;
                 }
                 let started = Instant::now();
-                match model.encode_doc(&text) {
-                    Ok(encoded) => states.insert(key, &text, encoded),
+                match late::encode_memory(&model, &text) {
+                    // A disk that refuses the write fails the pass: retried after a pause.
+                    Ok(encoded) => states.insert_full(key, &text, encoded)?,
                     Err(e) => {
                         // This text is skipped for good (a new text of the memory is tried
                         // anew); the memory keeps its fused place.

@@ -1,21 +1,27 @@
 //! Late-interaction reranking (ColBERT MaxSim) of the prompt path and of searches: the token
 //! states of every memory and the reorder of a ranked head under a deadline.
 //!
-//! Owns `States` (memory key → its token states and the hash of the text they came from;
-//! derived data, rebuilt from the store, never in the write-ahead log), their two forms (i8
-//! while every memory's states fit `search.token_states_mb`; once they do not, codes against a
-//! codebook trained once on the states held, as PLAID trains on its corpus: `late_codes`,
-//! ~6x smaller for 0.006-0.010 of MRR), which memories should
-//! have states within `search.token_states_mb` (`plan`: newest first), and `reorder`: inside
-//! the head, memories with states sorted by MaxSim into the places such memories held; a memory
-//! without states (not encoded yet) keeps its place. The background pass that fills the states
-//! is a worker (`workers`); `late_file` saves them between runs. Must never block a
-//! request on encoding a memory and never let a missing model or a late clock fail a read: the
-//! fused order is always an answer.
+//! Owns `States` (memory key → its token states in memory and the hash of the text they came
+//! from; derived data, rebuilt from the store, never in the write-ahead log) and their two
+//! forms: i8 while the store is small (fewer than `TRAIN_TOKENS` kept token vectors, and within
+//! `search.token_states_mb`), then 16-byte codes of the words' tokens against a codebook
+//! trained once on the store's first states (`late_codes`, ~450 bytes a memory), the full i8
+//! states of every memory on disk (`late_disk`), of which a reorder reads back the best
+//! `RESCORE` of the code order (`memd-eval states`, bench/EVAL.md section 10: the same R@5 and
+//! MRR as i8 in memory). Also which memories should have states within the cap (`plan`: newest
+//! first) and `reorder`: inside the head, memories with states sorted by MaxSim into the
+//! places such memories held; a memory without states (not encoded yet) keeps its place. The
+//! background pass that fills the states is a worker (`workers`); `late_file` saves the codes
+//! between runs, `late_open` brings them and the log back. Must never block a request on
+//! encoding a memory and never let a missing model, a late clock or an unreadable disk fail a
+//! read: the fused order (or the code order) is always an answer.
 
-use super::embed::{QueryStates, TokenStates};
+use super::embed::{LateInteraction, QueryStates, TokenStates};
 pub use super::late_codes::Stored;
 use super::late_codes::{Codebook, QueryTable};
+pub use super::late_disk::Full;
+use super::late_disk::FullStore;
+use anyhow::Result;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -23,19 +29,24 @@ use std::time::Instant;
 /// Memories encoded per pass between checks for shutdown and new work (~7 ms each).
 pub const ENCODE_BATCH: usize = 32;
 
-/// Token vectors the codebook is trained on (an even sample of the i8 states held; about 230
-/// memories' worth).
+/// Kept token vectors the codebook is trained on (the store's first ~300 memories' worth);
+/// once the log holds this many, the store switches to codes.
 pub const TRAIN_TOKENS: usize = 8_192;
+
+/// The best this many of the code order are rescored with the full states read from disk.
+pub const RESCORE: usize = 20;
 
 /// Token states by memory key, with a hash of the text they were computed from (an edited
 /// memory is re-encoded; until then it has none).
 #[derive(Default)]
 pub struct States {
-    map: RwLock<HashMap<u64, (u32, Arc<Stored>)>>,
+    pub(super) map: RwLock<HashMap<u64, (u32, Arc<Stored>)>>,
     /// The codebook every `Stored::Coded` was made with; set once (trained or loaded).
-    codebook: RwLock<Option<Arc<Codebook>>>,
+    pub(super) codebook: RwLock<Option<Arc<Codebook>>>,
+    /// The full states on disk (`None`: not opened, or it could not be: i8 in memory only).
+    pub(super) disk: RwLock<Option<Arc<FullStore>>>,
     /// Bumped on every insert and eviction: the saved file is behind when it differs.
-    changes: std::sync::atomic::AtomicU64,
+    pub(super) changes: std::sync::atomic::AtomicU64,
     /// What encoding each (key, text hash) gave, kept after eviction: its real size, so the
     /// cap is planned with it instead of an estimate (which could admit, encode and evict the
     /// same memory on every pass), or that it failed (never retried for that text).
@@ -48,56 +59,31 @@ pub enum Known {
     Failed,
 }
 
+/// A memory's states as the background pass makes them: every token in i8, and which tokens
+/// the codes keep (not `[CLS]`, the marker or `[SEP]`, not punctuation: `memd-eval states`).
+pub fn encode_memory(model: &LateInteraction, text: &str) -> Result<Full> {
+    let (ids, rows) = model.doc_rows(text)?;
+    let n = ids.len();
+    let punct = |id: i64| {
+        model
+            .token_text(id)
+            .is_some_and(|t| t.chars().all(|c| c.is_ascii_punctuation()))
+    };
+    let kept = (0..n)
+        .map(|i| i >= 2 && i + 1 < n && !punct(ids[i]))
+        .collect();
+    Ok(Full {
+        states: TokenStates::quantize(&rows),
+        kept,
+    })
+}
+
 impl States {
-    /// Loads what a previous run saved (nothing when the file is missing or unusable: the
-    /// states are derived, they will be encoded again).
-    pub fn load(&self, path: &std::path::Path) {
-        match super::late_file::load(path) {
-            Ok((codebook, entries)) => {
-                let n = entries.len();
-                {
-                    let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-                    for (key, hash, states) in entries {
-                        map.insert(key, (hash, Arc::new(states)));
-                    }
-                }
-                // A file of the first format holds i8 states only: they are coded once the
-                // codebook is trained, like states encoded before it.
-                if let Some(codebook) = codebook {
-                    self.adopt(codebook);
-                }
-                tracing::info!(
-                    "token states of {n} memories loaded from {}",
-                    path.display()
-                );
-            }
-            Err(e) if path.exists() => {
-                tracing::warn!("token states not loaded, they will be encoded again: {e:#}")
-            }
-            Err(_) => {}
-        }
-    }
-
-    /// Writes every memory's states to `path` (atomically); returns the change count saved.
-    pub fn save(&self, path: &std::path::Path) -> anyhow::Result<u64> {
-        let changes = self.changes();
-        let entries: Vec<(u64, u32, Arc<Stored>)> = {
-            let map = self.map.read().unwrap_or_else(|p| p.into_inner());
-            map.iter().map(|(k, (h, s))| (*k, *h, s.clone())).collect()
-        };
-        let refs: Vec<(u64, u32, &Stored)> = entries
-            .iter()
-            .map(|(k, h, s)| (*k, *h, s.as_ref()))
-            .collect();
-        super::late_file::save(path, self.codebook().as_deref(), &refs)?;
-        Ok(changes)
-    }
-
     pub fn changes(&self) -> u64 {
         self.changes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    fn changed(&self) {
+    pub(super) fn changed(&self) {
         self.changes
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
@@ -109,88 +95,8 @@ impl States {
             .clone()
     }
 
-    /// Trains the codebook on (a sample of) the i8 states held and codes them all; true when
-    /// it did (false: trained already, or fewer token vectors than centroids). Called once
-    /// the i8 states no longer fit the cap. CPU-heavy (k-means): a worker's job.
-    pub fn train_codebook(&self) -> bool {
-        if self.codebook().is_some() {
-            return false;
-        }
-        let sample: Vec<Vec<f32>> = {
-            let map = self.map.read().unwrap_or_else(|p| p.into_inner());
-            let mut full: Vec<(&u64, &TokenStates)> = map
-                .iter()
-                .filter_map(|(k, (_, s))| match s.as_ref() {
-                    Stored::Full(f) => Some((k, f)),
-                    Stored::Coded(_) => None,
-                })
-                .collect();
-            let total: usize = full.iter().map(|(_, f)| f.tokens()).sum();
-            if total < super::late_codes::CENTROIDS {
-                return false;
-            }
-            // The same states give the same codebook, whatever the map's order; an even
-            // sample of `TRAIN_TOKENS`, decoded one memory at a time.
-            full.sort_by_key(|(k, _)| **k);
-            let step = total.div_ceil(TRAIN_TOKENS).max(1);
-            let mut at = 0usize;
-            let mut sample = Vec::with_capacity(TRAIN_TOKENS);
-            for (_, f) in full {
-                for row in f.rows() {
-                    if at.is_multiple_of(step) {
-                        sample.push(row);
-                    }
-                    at += 1;
-                }
-            }
-            sample
-        };
-        match Codebook::train(&sample) {
-            Some(codebook) => {
-                self.adopt(codebook);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Makes `codebook` the store's and codes every i8 state held with it.
-    fn adopt(&self, codebook: Codebook) {
-        let codebook = Arc::new(codebook);
-        *self.codebook.write().unwrap_or_else(|p| p.into_inner()) = Some(codebook.clone());
-        let full: Vec<(u64, u32, Arc<Stored>)> = {
-            let map = self.map.read().unwrap_or_else(|p| p.into_inner());
-            map.iter()
-                .filter(|(_, (_, s))| matches!(s.as_ref(), Stored::Full(_)))
-                .map(|(k, (h, s))| (*k, *h, s.clone()))
-                .collect()
-        };
-        // Coded outside the lock; a state replaced meanwhile (re-encoded) is left as it is.
-        let coded: Vec<(u64, u32, Arc<Stored>, Stored)> = full
-            .into_iter()
-            .filter_map(|(k, h, s)| match s.as_ref() {
-                Stored::Full(f) => {
-                    let c = Stored::Coded(codebook.encode(&f.rows()));
-                    Some((k, h, s.clone(), c))
-                }
-                Stored::Coded(_) => None,
-            })
-            .collect();
-        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-        for (k, h, before, c) in coded {
-            if let Some(entry) = map.get_mut(&k)
-                && entry.0 == h
-                && Arc::ptr_eq(&entry.1, &before)
-            {
-                entry.1 = Arc::new(c);
-            }
-        }
-        drop(map);
-        // Sizes remembered for i8 states no longer hold: plan with estimates until re-encoded.
-        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        known.retain(|_, k| *k == Known::Failed);
-        drop(known);
-        self.changed();
+    pub(super) fn disk(&self) -> Option<Arc<FullStore>> {
+        self.disk.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn get(&self, key: u64, content: &str) -> Option<Arc<Stored>> {
@@ -200,17 +106,39 @@ impl States {
             .map(|(_, s)| s.clone())
     }
 
-    /// Stores what the model gave for `content`: coded when the codebook exists, else i8.
-    pub fn insert(&self, key: u64, content: &str, states: TokenStates) {
+    /// Whether `key` has current states everywhere they belong: in memory, and on disk when
+    /// the log is open (codes without their full states are encoded again).
+    fn covered(&self, key: u64, content: &str) -> Option<Arc<Stored>> {
+        let stored = self.get(key, content)?;
+        match self.disk() {
+            Some(d) if !d.has(key, text_hash(content)) => None,
+            _ => Some(stored),
+        }
+    }
+
+    /// Stores what the model gave for `content`: on disk first (durably), then in memory,
+    /// coded when the codebook exists, else i8. An error (the disk) stores nothing.
+    pub fn insert_full(&self, key: u64, content: &str, full: Full) -> Result<()> {
         let hash = text_hash(content);
+        if let Some(disk) = self.disk() {
+            disk.append(key, hash, &full)?;
+        }
         let states = match self.codebook() {
-            Some(codebook) => Stored::Coded(codebook.encode(&states.rows())),
-            None => Stored::Full(states),
+            Some(codebook) => Stored::Coded(codebook.encode(&full.kept_rows())),
+            None => Stored::Full(full.states),
         };
         self.remember(key, hash, Known::Bytes(states.bytes()));
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         map.insert(key, (hash, Arc::new(states)));
+        drop(map);
         self.changed();
+        Ok(())
+    }
+
+    /// `insert_full` with every token kept.
+    pub fn insert(&self, key: u64, content: &str, states: TokenStates) -> Result<()> {
+        let kept = vec![true; states.tokens()];
+        self.insert_full(key, content, Full { states, kept })
     }
 
     pub fn remember(&self, key: u64, hash: u32, known: Known) {
@@ -223,7 +151,14 @@ impl States {
         k.get(&(key, hash)).copied()
     }
 
-    /// Keeps only the states of `keep` (and what is known of live memories).
+    /// Forgets the sizes remembered (they were of another form); failures stay.
+    pub(super) fn forget_sizes(&self) {
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        known.retain(|_, k| *k == Known::Failed);
+    }
+
+    /// Keeps only the states of `keep`, in memory and on disk (and what is known of live
+    /// memories).
     pub fn retain(
         &self,
         keep: &std::collections::HashSet<u64>,
@@ -237,15 +172,26 @@ impl States {
                 self.changed();
             }
         }
+        if let Some(disk) = self.disk() {
+            disk.retain(|k, _| keep.contains(&k));
+        }
         let mut k = self.known.lock().unwrap_or_else(|p| p.into_inner());
         k.retain(|(key, _), _| live.contains(key));
     }
 
-    /// (memories with states, bytes their states hold). The codebook is counted apart
-    /// (`codebook_bytes`).
+    /// (memories with states in memory, bytes their states hold). The codebook is counted
+    /// apart (`codebook_bytes`).
     pub fn size(&self) -> (usize, usize) {
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
         (map.len(), map.values().map(|(_, s)| s.bytes()).sum())
+    }
+
+    /// (memories with full states on disk, bytes of the log); (0, 0) without one.
+    pub fn disk_size(&self) -> (usize, u64) {
+        self.disk().map_or((0, 0), |d| {
+            let (n, _, bytes) = d.size();
+            (n, bytes)
+        })
     }
 
     /// Bytes of the codebook (0 before it is trained).
@@ -304,7 +250,8 @@ pub fn reorder(
     reorder_within(states, query, keyed, depth, deadline).0
 }
 
-/// `reorder`, and whether it scored the whole head before `deadline`.
+/// `reorder`, and whether it scored the whole head (and rescored the best of a code order)
+/// before `deadline`.
 pub fn reorder_within(
     states: &States,
     query: &QueryStates,
@@ -313,30 +260,77 @@ pub fn reorder_within(
     deadline: Option<Instant>,
 ) -> (Vec<usize>, bool) {
     let n = depth.min(keyed.len());
-    // Built once per query (~0.4 M multiply-adds for a 16-token query), read per memory.
+    // Built once per query (~0.1 M multiply-adds for a 16-token query), read per memory.
     let table = match n {
         0 => None,
         _ => states.codebook().map(|c| c.table(query.rows())),
     };
-    let mut scored: Vec<(usize, f32)> = Vec::with_capacity(n);
+    let mut scored: Vec<(usize, f32, bool)> = Vec::with_capacity(n);
     let mut finished = true;
     for (i, (key, text, cosine)) in keyed[..n].iter().enumerate() {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             finished = false;
             break;
         }
-        let stored = states.get(*key, text);
-        if let Some(v) = stored.and_then(|s| score_stored(query, table.as_ref(), &s, *cosine)) {
-            scored.push((i, v));
+        let Some(stored) = states.get(*key, text) else {
+            continue;
+        };
+        if let Some(v) = score_stored(query, table.as_ref(), &stored, *cosine) {
+            scored.push((i, v, matches!(stored.as_ref(), Stored::Coded(_))));
         }
     }
-    let slots: Vec<usize> = scored.iter().map(|(i, _)| *i).collect();
+    let slots: Vec<usize> = scored.iter().map(|(i, _, _)| *i).collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    if finished && !rescore(states, query, keyed, &mut scored, deadline) {
+        finished = false;
+    }
     let mut order: Vec<usize> = (0..keyed.len()).collect();
-    for (slot, (i, _)) in slots.into_iter().zip(scored) {
+    for (slot, (i, _, _)) in slots.into_iter().zip(scored) {
         order[slot] = i;
     }
     (order, finished)
+}
+
+/// The best `RESCORE` of `scored` (sorted, best first) rescored with their full states: the
+/// i8 ones held in memory as they are, the coded ones read back from disk. When one cannot be
+/// read (no log, a damaged record: logged, the memory is encoded again) the code order stands;
+/// false when `deadline` passed first (the code order stands too).
+fn rescore(
+    states: &States,
+    query: &QueryStates,
+    keyed: &[Candidate],
+    scored: &mut [(usize, f32, bool)],
+    deadline: Option<Instant>,
+) -> bool {
+    let top = RESCORE.min(scored.len());
+    if !scored[..top].iter().any(|(_, _, coded)| *coded) {
+        return true;
+    }
+    let Some(disk) = states.disk() else {
+        return true;
+    };
+    let mut full = Vec::with_capacity(top);
+    for &(i, v, coded) in &scored[..top] {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return false;
+        }
+        if !coded {
+            full.push((i, v, false));
+            continue;
+        }
+        let (key, text, cosine) = keyed[i];
+        match disk.read(key, text_hash(text)) {
+            Ok(Some(f)) => full.push((i, score(query, &f.states, cosine), false)),
+            Ok(None) => return true,
+            Err(e) => {
+                tracing::warn!("rescoring from the code order: {e:#}");
+                return true;
+            }
+        }
+    }
+    full.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored[..top].copy_from_slice(&full);
+    true
 }
 
 /// What the next pass does.
@@ -359,9 +353,9 @@ pub fn pending(states: &States, s: &crate::state::MemState, cap_mb: usize) -> us
     plan(states, s, cap_mb * 1024 * 1024).missing
 }
 
-/// Which memories get states within `cap` bytes: the newest first (what a prompt most likely
-/// finds), live ones only. A memory's size is its states' real size once it was encoded, an
-/// estimate before.
+/// Which memories get states within `cap` bytes of memory: the newest first (what a prompt
+/// most likely finds), live ones only. A memory's size is its states' real size once it was
+/// encoded, an estimate before.
 pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
     let mut live: Vec<&crate::record::Record> = s.records().filter(|r| !r.archived).collect();
     live.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.key.cmp(&a.key)));
@@ -376,7 +370,7 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
     let mut used = states.codebook_bytes();
     for r in live {
         let hash = text_hash(&r.content);
-        let current = states.get(r.key, &r.content);
+        let current = states.covered(r.key, &r.content);
         let bytes = match (&current, states.known(r.key, hash)) {
             (Some(t), _) => t.bytes(),
             (None, Some(Known::Failed)) => continue,
@@ -401,11 +395,12 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
 }
 
 /// A memory's token states before encoding it: a token per ~4 characters (English text with
-/// code), two markers and [SEP], within the model's cut; coded or i8.
+/// code), two markers and [SEP], within the model's cut; coded (the words' tokens: ~3/4) or
+/// i8.
 fn estimated_bytes(content: &str, coded: bool) -> usize {
     let tokens = (content.len() / 4 + 3).min(crate::models::embed::colbert::MAX_DOC_TOKENS);
     match coded {
-        true => tokens * super::late_codes::SUBVECTORS,
+        true => (tokens * 3 / 4).max(1) * super::late_codes::SUBVECTORS,
         false => tokens * (crate::models::embed::DIMS + 4),
     }
 }

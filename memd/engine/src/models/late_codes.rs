@@ -1,7 +1,8 @@
 //! The compact form of a memory's late-interaction token states: product quantization. Each
 //! kept token vector (384 values) is cut into `SUBVECTORS` pieces and each piece stored as the
 //! id (one byte) of its nearest of 256 centroids, so a token costs `SUBVECTORS` bytes instead of
-//! 388 (`memd-eval states`, bench/EVAL.md section 10). A query stays full precision: MaxSim
+//! 388 (`memd-eval states`, bench/EVAL.md section 10); only the words' tokens are coded
+//! (`late::encode_memory`). A query stays full precision: MaxSim
 //! reads, per query token, a table of its dot products with every centroid (asymmetric
 //! scoring), so a memory's score is table look-ups.
 //!
@@ -12,8 +13,10 @@
 
 use super::embed::{DIMS, TokenStates};
 
-/// Bytes of one stored token vector.
-pub const SUBVECTORS: usize = 64;
+/// Bytes of one stored token vector: 16 (24 values a sub-vector). Alone they cost LoCoMo
+/// 0.05 of MRR; the best `late::RESCORE` of their order rescored in full gain it back
+/// (bench/EVAL.md section 10).
+pub const SUBVECTORS: usize = 16;
 /// Centroids per sub-vector (one byte of code).
 pub const CENTROIDS: usize = 256;
 /// Values of one sub-vector.
@@ -59,7 +62,8 @@ impl Codes {
 /// One memory's stored token states.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stored {
-    /// i8 with a scale per token (~388 bytes a token): before the codebook exists.
+    /// i8 with a scale per token (~388 bytes a token), every token: before the codebook
+    /// exists.
     Full(TokenStates),
     /// Codes against the store's codebook (`late_codes::SUBVECTORS` bytes a token).
     Coded(Codes),

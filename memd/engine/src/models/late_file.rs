@@ -1,17 +1,19 @@
-//! The late-interaction token states on disk, so a restart does not re-encode every memory
-//! (~7 ms each): `<data dir>/store/token-states.bin`, written at shutdown and now and then while
-//! running, replaced atomically.
+//! The late-interaction token states held in memory, on disk, so a restart neither re-encodes
+//! every memory (~7 ms each) nor re-codes the log (`late_disk`):
+//! `<data dir>/store/token-states.bin`, written at shutdown and now and then while running,
+//! replaced atomically.
 //!
 //! Owns the format, version 2: `memdtok2`, the values per token (u32), the codebook's
 //! sub-vector count (u32; 0: no codebook yet) and its centroids (f32 each, `late_codes`); then
 //! per memory its key (u64), the CRC-32 of the text its states came from (u32), its form (u8:
 //! 0 i8, 1 codes), its token count (u32) and its states (i8: the scales, f32 each, then the
 //! values, i8 each; codes: `SUBVECTORS` bytes a token); then the memory count (u64), the
-//! CRC-32 of everything before it (u32) and `memdtok2` again. Version 1 (`memdtok1`: no
-//! codebook, no form byte, i8 only) is still read; its states are coded once the codebook is
-//! trained, and the next save writes version 2. All little-endian. Must never fail a start:
-//! the file is derived data, so a missing, truncated, corrupt or foreign file loads as nothing
-//! (logged) and the states are encoded again.
+//! CRC-32 of everything before it (u32) and `memdtok2` again. All little-endian. Version 1
+//! (`memdtok1`: no codebook, no form byte, i8 only) is still read. Entries whose full states
+//! the log does not hold are not used (`late_open`), and a codebook of another sub-vector
+//! count (64, before the log) is refused: those states are encoded again. Must never fail a
+//! start: the file is derived data, so a missing, truncated, corrupt or foreign file loads as
+//! nothing (logged) and the states come from the log or are encoded again.
 
 use super::embed::{DIMS, TokenStates};
 use super::late_codes::{Codebook, Codes, SUBVECTORS, Stored};

@@ -15,8 +15,12 @@ fn reorder_leaves_memories_without_states_in_place() {
 fn reorder_sorts_scored_memories_into_their_slots() {
     let states = States::default();
     // Key 1 matches the query weakly, key 3 strongly; key 2 has no states.
-    states.insert(1, "a", TokenStates::for_tests(&[0.2]));
-    states.insert(3, "c", TokenStates::for_tests(&[0.9]));
+    states
+        .insert(1, "a", TokenStates::for_tests(&[0.2]))
+        .unwrap();
+    states
+        .insert(3, "c", TokenStates::for_tests(&[0.9]))
+        .unwrap();
     let keyed = [(1, "a", 0.0), (2, "b", 0.0), (3, "c", 0.0), (4, "d", 0.0)];
     let q = QueryStates::for_tests(&[1.0]);
     assert_eq!(reorder(&states, &q, &keyed, 3, None), vec![2, 1, 0, 3]);
@@ -35,21 +39,31 @@ fn reorder_sorts_scored_memories_into_their_slots() {
 #[test]
 fn the_cosine_breaks_near_ties_but_maxsim_leads() {
     let states = States::default();
-    states.insert(1, "a", TokenStates::for_tests(&[0.5]));
-    states.insert(2, "b", TokenStates::for_tests(&[0.5]));
+    states
+        .insert(1, "a", TokenStates::for_tests(&[0.5]))
+        .unwrap();
+    states
+        .insert(2, "b", TokenStates::for_tests(&[0.5]))
+        .unwrap();
     let q = QueryStates::for_tests(&[1.0]);
     let keyed = [(1, "a", 0.1), (2, "b", 0.9)];
     assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![1, 0]);
     // A clearly better MaxSim still wins over a higher cosine.
-    states.insert(1, "a", TokenStates::for_tests(&[0.9]));
+    states
+        .insert(1, "a", TokenStates::for_tests(&[0.9]))
+        .unwrap();
     assert_eq!(reorder(&states, &q, &keyed, 2, None), vec![0, 1]);
 }
 
 #[test]
 fn a_passed_deadline_keeps_the_fused_order() {
     let states = States::default();
-    states.insert(1, "a", TokenStates::for_tests(&[0.2]));
-    states.insert(2, "b", TokenStates::for_tests(&[0.9]));
+    states
+        .insert(1, "a", TokenStates::for_tests(&[0.2]))
+        .unwrap();
+    states
+        .insert(2, "b", TokenStates::for_tests(&[0.9]))
+        .unwrap();
     let keyed = [(1, "a", 0.0), (2, "b", 0.0)];
     let q = QueryStates::for_tests(&[1.0]);
     let past = Instant::now();
@@ -84,7 +98,9 @@ fn the_cap_keeps_the_newest_memories() {
     assert_eq!(wanted, vec![keys[2], keys[1]]);
     assert_eq!(p.missing, 2);
     // The oldest has states (say, from before the cap shrank): they are not kept.
-    states.insert(keys[0], "note 0", TokenStates::for_tests(&[0.5]));
+    states
+        .insert(keys[0], "note 0", TokenStates::for_tests(&[0.5]))
+        .unwrap();
     let p = plan(&states, &s, cap);
     assert!(!p.keep.contains(&keys[0]) && p.live.len() == 3);
     states.retain(&p.keep, &p.live);
@@ -100,7 +116,7 @@ fn a_memory_larger_than_its_estimate_is_planned_with_its_real_size() {
     let big = TokenStates::for_tests(&vec![0.1; cap / (crate::models::embed::DIMS + 4)]);
     let real = big.bytes();
     assert!(real > estimated_bytes("note 2", false));
-    states.insert(keys[2], "note 2", big);
+    states.insert(keys[2], "note 2", big).unwrap();
     let p = plan(&states, &s, cap);
     assert!(p.keep.contains(&keys[2]));
     assert!(p.todo.is_empty(), "nothing else fits: {:?}", p.todo);
@@ -132,8 +148,12 @@ fn a_text_that_failed_is_not_retried_but_an_edit_is() {
 #[test]
 fn retain_drops_what_is_not_kept() {
     let states = States::default();
-    states.insert(1, "a", TokenStates::for_tests(&[0.2]));
-    states.insert(2, "b", TokenStates::for_tests(&[0.2]));
+    states
+        .insert(1, "a", TokenStates::for_tests(&[0.2]))
+        .unwrap();
+    states
+        .insert(2, "b", TokenStates::for_tests(&[0.2]))
+        .unwrap();
     let keep = [2].into_iter().collect();
     let live = [2].into_iter().collect();
     let before = states.changes();
@@ -148,29 +168,42 @@ fn retain_drops_what_is_not_kept() {
     );
 }
 
+/// States with their log in `dir`.
+fn opened(dir: &std::path::Path) -> States {
+    let states = States::default();
+    states.open(dir);
+    states
+}
+
 #[test]
 fn over_the_cap_the_states_are_coded_and_later_ones_too() {
     use crate::models::late_codes::{SUBVECTORS, tests::unit_vectors};
+    let dir = tempfile::tempdir().unwrap();
     let (s, keys) = three_notes();
-    let states = States::default();
-    // Two notes' i8 states of 200 tokens each (388 bytes a token).
+    let states = opened(dir.path());
+    // Two notes' i8 states of 200 tokens each (388 bytes a token), every token kept.
     for (i, key) in keys[1..].iter().enumerate() {
         let rows = unit_vectors(200, i as u64);
-        states.insert(
-            *key,
-            &format!("note {}", i + 1),
-            TokenStates::quantize(&rows),
-        );
+        let text = format!("note {}", i + 1);
+        states
+            .insert(*key, &text, TokenStates::quantize(&rows))
+            .unwrap();
     }
     let held = states.size().1;
     assert_eq!(held, 400 * (crate::models::embed::DIMS + 4));
+    assert_eq!(states.disk_size().0, 2, "on disk too");
     assert!(!plan(&states, &s, held + 2_000).over_cap, "all three fit");
     assert!(plan(&states, &s, held).over_cap, "the oldest does not");
+    assert!(
+        !states.due_for_codebook(false),
+        "400 token vectors: not yet"
+    );
+    assert!(states.due_for_codebook(true), "over the cap: now");
     let before = states.changes();
     assert!(states.train_codebook());
     assert!(states.changes() > before, "to be saved");
     assert!(!states.train_codebook(), "once");
-    // Coded: 64 bytes a token, scored through the query's table like i8 states were.
+    // Coded: 16 bytes a token, scored through the query's table like i8 states were.
     assert_eq!(states.size(), (2, 400 * SUBVECTORS));
     let coded = states.get(keys[1], "note 1").unwrap();
     assert!(matches!(coded.as_ref(), Stored::Coded(c) if c.tokens() == 200));
@@ -182,15 +215,43 @@ fn over_the_cap_the_states_are_coded_and_later_ones_too() {
     let cap = states.codebook_bytes() + 400 * SUBVECTORS + 1_000;
     let p = plan(&states, &s, cap);
     assert!(!p.over_cap && p.todo.len() == 1);
-    states.insert(keys[0], "note 0", TokenStates::for_tests(&[0.5]));
+    states
+        .insert(keys[0], "note 0", TokenStates::for_tests(&[0.5]))
+        .unwrap();
     let oldest = states.get(keys[0], "note 0").unwrap();
     assert!(matches!(oldest.as_ref(), Stored::Coded(c) if c.tokens() == 1));
+    // Saved and reopened: the same codes and codebook, nothing trained or encoded again.
+    let book = states.codebook().unwrap();
+    states
+        .save(&super::super::late_file::path_in(dir.path()))
+        .unwrap();
+    drop(states);
+    let again = opened(dir.path());
+    assert_eq!(again.codebook().unwrap().id(), book.id());
+    assert_eq!(again.size(), (3, 401 * SUBVECTORS));
+    assert!(plan(&again, &s, usize::MAX).todo.is_empty());
+}
+
+#[test]
+fn without_a_log_no_codebook_is_trained() {
+    let states = States::default();
+    states
+        .insert(1, "a", TokenStates::for_tests(&[0.2, 0.3]))
+        .unwrap();
+    assert!(!states.due_for_codebook(true) && !states.train_codebook());
+    assert!(states.codebook().is_none() && states.codebook_bytes() == 0);
 }
 
 #[test]
 fn too_few_token_vectors_train_no_codebook() {
-    let states = States::default();
-    states.insert(1, "a", TokenStates::for_tests(&[0.2, 0.3]));
+    let dir = tempfile::tempdir().unwrap();
+    let states = opened(dir.path());
+    states
+        .insert(1, "a", TokenStates::for_tests(&[0.2, 0.3]))
+        .unwrap();
     assert!(!states.train_codebook());
     assert!(states.codebook().is_none() && states.codebook_bytes() == 0);
 }
+
+#[path = "late_rescore_tests.rs"]
+mod rescore;

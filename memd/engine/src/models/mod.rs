@@ -11,9 +11,12 @@
 pub mod embed;
 pub mod late;
 pub mod late_codes;
+mod late_disk;
 mod late_file;
+mod late_open;
 mod query;
 
+pub use late_disk::FILE_NAME as TOKEN_STATE_LOG;
 pub use late_file::path_in as token_states_path_in;
 pub use query::{Load, PromptRerank, PromptTally};
 

@@ -83,6 +83,7 @@ impl StatsDeps<'_> {
     /// `GET /api/stats`.
     pub fn stats(&self) -> StatsResponse {
         let late_size = self.late.size();
+        let late_disk = self.late.disk_size();
         let late_loaded = self.models.late().is_some();
         let cap_mb = self.cfg.search.token_states_mb;
         let mut records_bytes = 0;
@@ -104,6 +105,8 @@ impl StatsDeps<'_> {
                 token_state_bytes: late_size.1 + self.late.codebook_bytes(),
                 token_states_total: s.records().filter(|r| !r.archived).count(),
                 token_states_coded: self.late.codebook().is_some(),
+                token_states_on_disk: late_disk.0,
+                token_state_disk_bytes: late_disk.1,
                 pending_token_states: match late_loaded {
                     true => late::pending(self.late, s, cap_mb),
                     false => 0,

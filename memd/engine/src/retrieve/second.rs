@@ -140,8 +140,12 @@ mod tests {
     async fn late_interaction_reorders_the_snapshot_and_says_when_it_ran_out_of_time() {
         let states = late::States::default();
         // The fused order puts the weak match first; MaxSim prefers the strong one.
-        states.insert(1, "weak", TokenStates::for_tests(&[0.2]));
-        states.insert(2, "strong", TokenStates::for_tests(&[0.9]));
+        states
+            .insert(1, "weak", TokenStates::for_tests(&[0.2]))
+            .unwrap();
+        states
+            .insert(2, "strong", TokenStates::for_tests(&[0.9]))
+            .unwrap();
         let q = QueryStates::for_tests(&[1.0]);
         let cands = || vec![candidate(1, "weak"), candidate(2, "strong")];
         let how = |deadline| Second {

@@ -447,7 +447,7 @@ impl Indexed {
 
     /// Every question ranked by the shipped pipeline, the first `k` hits of each.
     pub(super) fn shipped(&self, pipeline: &Pipeline, k: usize) -> Result<Vec<Vec<Hit>>> {
-        let states = pipeline.states(&self.store, self.labels.keys().copied())?;
+        let (states, _log) = pipeline.states(&self.store, self.labels.keys().copied())?;
         let stages = pipeline.stages();
         self.questions
             .iter()

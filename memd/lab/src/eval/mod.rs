@@ -102,6 +102,10 @@ pub enum EvalCommand {
         /// indexed text of exchanges).
         #[arg(long, value_enum, default_value = "speaker")]
         turn_text: late::TurnText,
+        /// How the memories' token states are held (`i8`: all in memory, as before the log of
+        /// full states; `coded`: codes and the log whatever the store's size).
+        #[arg(long, value_enum, default_value = "shipped")]
+        states: pipeline::StatesForm,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
     /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
@@ -211,10 +215,15 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             };
             print!("{}", run_coding(&dir, &runtime, &options)?);
         }
-        EvalCommand::Retrieval { locomo, turn_text } => {
+        EvalCommand::Retrieval {
+            locomo,
+            turn_text,
+            states,
+        } => {
             let sets = summary::Sets {
                 locomo: summary::locomo_files(locomo.as_deref())?,
                 turn_text,
+                states,
                 coding: summary::repository_sets(),
             };
             print!("{}", summary::run(&sets, &runtime, 0)?);

@@ -63,9 +63,23 @@ impl Default for Settings {
     }
 }
 
+/// How the memories' token states are held while ranking.
+#[derive(Debug, Clone, Copy, Default, PartialEq, clap::ValueEnum)]
+pub enum StatesForm {
+    /// As the daemon holds them: i8 in memory until the store has `late::TRAIN_TOKENS` kept
+    /// token vectors, then 16-byte codes in memory and the full states in a log on disk.
+    #[default]
+    Shipped,
+    /// i8 in memory, every memory (the form before the log of full states).
+    I8,
+    /// Codes and the log whatever the store's size (the codebook trained on all of it).
+    Coded,
+}
+
 /// The daemon's retrieval pipeline with its models loaded.
 pub struct Pipeline {
     pub settings: Settings,
+    pub states_form: StatesForm,
     late: LateInteraction,
     cross: Option<Arc<CrossEncoder>>,
     runtime: tokio::runtime::Runtime,
@@ -97,6 +111,7 @@ impl Pipeline {
         };
         Ok(Pipeline {
             settings,
+            states_form: StatesForm::default(),
             late,
             cross,
             runtime: tokio::runtime::Builder::new_current_thread()
@@ -122,12 +137,13 @@ impl Pipeline {
     }
 
     /// Token states of the memories `keys` of `store`, as the daemon's background pass
-    /// stores them.
+    /// stores them (in `states_form`), and the directory of their log on disk (the states
+    /// read it while it lives).
     pub fn states(
         &self,
         store: &Store<MemState>,
         keys: impl Iterator<Item = u64>,
-    ) -> Result<late::States> {
+    ) -> Result<(late::States, Option<tempfile::TempDir>)> {
         let mut keys: Vec<u64> = keys.collect();
         keys.sort_unstable();
         let texts: Vec<(u64, String)> = store.read(|s| {
@@ -136,10 +152,24 @@ impl Pipeline {
                 .collect()
         });
         let states = late::States::default();
-        for (key, text) in texts {
-            states.insert(key, &text, self.late.encode_doc(&text)?);
+        let dir = match self.states_form {
+            StatesForm::I8 => None,
+            _ => Some(tempfile::tempdir().context("a directory for the token-state log")?),
+        };
+        if let Some(d) = &dir {
+            states.open(d.path());
         }
-        Ok(states)
+        for (key, text) in texts {
+            states.insert_full(key, &text, late::encode_memory(&self.late, &text)?)?;
+            // The daemon's pass trains as soon as the log holds enough (`due_for_codebook`).
+            if states.due_for_codebook(false) {
+                states.train_codebook();
+            }
+        }
+        if self.states_form == StatesForm::Coded {
+            states.train_codebook();
+        }
+        Ok((states, dir))
     }
 
     /// Question `text` (embedded as `vector`) ranked through `stages`; the first `k` hits.

@@ -42,13 +42,16 @@ pub struct Sets {
     /// How a LoCoMo turn becomes a memory's text (`Speaker`: the protocol's).
     pub turn_text: TurnText,
     pub coding: Vec<(String, PathBuf)>,
+    /// How the token states are held (`Shipped`: as the daemon does).
+    pub states: super::pipeline::StatesForm,
 }
 
 /// Measures every set with the first stage alone and with the shipped pipeline.
 pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summary> {
     let embedder = OnnxEmbedder::load(runtime, threads)
         .context("memd-eval retrieval needs the embedding runtime")?;
-    let pipeline = Pipeline::shipped(runtime, threads)?;
+    let mut pipeline = Pipeline::shipped(runtime, threads)?;
+    pipeline.states_form = sets.states;
     let ranking = pipeline.settings.ranking;
     let mut rows = Vec::new();
     if !sets.locomo.is_empty() {
@@ -167,7 +170,7 @@ pub fn probe(p: &Pipeline, runtime: &RuntimePaths, embedder: &dyn Embed) -> Resu
         evidence: vec![PROBE_ANSWER.to_string()],
     };
     let ix = Indexed::store(memories, &[question], embedder)?;
-    let states = p.states(&ix.store, ix.labels.keys().copied())?;
+    let (states, _log) = p.states(&ix.store, ix.labels.keys().copied())?;
     let cross = match p.cross_encoder() {
         Some(c) => Some(c),
         None => load_cross_encoder(runtime, 0).ok().map(Arc::new),

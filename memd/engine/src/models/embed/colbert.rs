@@ -144,7 +144,7 @@ impl QueryStates {
         &self.rows
     }
 
-    fn from_rows(rows: Vec<Vec<f32>>) -> QueryStates {
+    pub(crate) fn from_rows(rows: Vec<Vec<f32>>) -> QueryStates {
         QueryStates {
             states: TokenStates::quantize(&rows),
             rows,

@@ -1,0 +1,468 @@
+//! The full-precision (i8) token states of every memory on disk, so memory holds only their
+//! 16-byte codes (`late_codes`) and a prompt reads back the best 20 of the code order to rescore
+//! them (`late::reorder_within`): `<data dir>/store/token-states.log`.
+//!
+//! Owns that file: append-only, one record per encoded memory, fsync'd before the memory counts
+//! as covered; an index in memory (key → the text hash, where its record lies, how many of its
+//! tokens are kept for the codes); the scan at open that keeps every whole record and cuts a
+//! torn or damaged tail (what it held is encoded again); the checksum of every read (a damaged
+//! record is dropped from the index, never scored); compaction once dropped records outweigh
+//! live ones. Format: `memdtsl1`, the values per token (u32); then per record its payload's
+//! length (u32), the CRC-32 of the payload (u32) and the payload: key (u64), text hash (u32),
+//! token count (u32), a bit per token (kept for the codes: not a marker, not punctuation),
+//! the scales (f32 each), the values (i8 each). All little-endian. Must never trust a record
+//! whose checksum fails and never block a reader on an fsync (appends write outside the index
+//! lock).
+
+use super::embed::{DIMS, TokenStates};
+use anyhow::{Context, Result, bail, ensure};
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+const MAGIC: &[u8; 8] = b"memdtsl1";
+const HEADER_LEN: u64 = 12;
+/// Payload length and checksum before each payload.
+const RECORD_HEAD: usize = 8;
+/// Key, text hash, token count.
+const PAYLOAD_HEAD: usize = 16;
+/// Compaction once dropped records hold more than the live ones and at least this much.
+const COMPACT_MIN_GARBAGE: u64 = 1024 * 1024;
+pub const FILE_NAME: &str = "token-states.log";
+
+/// A memory's full states as stored: every token in i8, and which tokens its codes keep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Full {
+    pub states: TokenStates,
+    pub kept: Vec<bool>,
+}
+
+impl Full {
+    /// The kept tokens' vectors (what the codes stand for); the first token when none is kept.
+    pub fn kept_rows(&self) -> Vec<Vec<f32>> {
+        let rows = self.states.rows();
+        let kept: Vec<Vec<f32>> = rows
+            .iter()
+            .zip(&self.kept)
+            .filter(|(_, k)| **k)
+            .map(|(r, _)| r.clone())
+            .collect();
+        match kept.is_empty() {
+            true => rows.into_iter().take(1).collect(),
+            false => kept,
+        }
+    }
+
+    pub fn kept_count(&self) -> usize {
+        self.kept.iter().filter(|k| **k).count().max(1)
+    }
+}
+
+/// Where one memory's record lies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Slot {
+    hash: u32,
+    offset: u64,
+    len: u32,
+    kept: u32,
+}
+
+struct Inner {
+    file: Arc<File>,
+    index: HashMap<u64, Slot>,
+    /// Where the next record goes (the end of the last whole record).
+    end: u64,
+}
+
+/// The log and its index.
+pub struct FullStore {
+    path: PathBuf,
+    inner: RwLock<Inner>,
+    /// Held by an append and by compaction (never by a reader).
+    writer: Mutex<()>,
+}
+
+/// What the scan at open found.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Opened {
+    /// Whole records read (live or superseded).
+    pub records: usize,
+    /// Bytes cut from the end: a torn write or a damaged record, and everything after it.
+    pub cut: u64,
+}
+
+impl FullStore {
+    /// Opens (or creates) the log at `path`, reading every record; a torn or damaged tail is
+    /// cut off, a file that is not a log of this format is started afresh.
+    pub fn open(path: &Path) -> Result<(FullStore, Opened)> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        let mut opened = Opened::default();
+        let (index, end) = match scan(&file)? {
+            Some((index, end, records)) => {
+                opened.records = records;
+                (index, end)
+            }
+            None => {
+                // Empty, foreign or of another width: the states are derived, start again.
+                opened.cut = file.metadata()?.len();
+                start_file(&file, path)?;
+                (HashMap::new(), HEADER_LEN)
+            }
+        };
+        let len = file.metadata()?.len();
+        if len > end {
+            opened.cut = len - end;
+            file.set_len(end)?;
+            file.sync_all()?;
+        }
+        let store = FullStore {
+            path: path.to_path_buf(),
+            inner: RwLock::new(Inner {
+                file: Arc::new(file),
+                index,
+                end,
+            }),
+            writer: Mutex::new(()),
+        };
+        Ok((store, opened))
+    }
+
+    fn inner(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn inner_mut(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends `full` as the states of `key` (text hash `hash`), durably: the memory is in the
+    /// index once the record is on disk. A failed write leaves the log as it was.
+    pub fn append(&self, key: u64, hash: u32, full: &Full) -> Result<()> {
+        ensure!(
+            full.kept.len() == full.states.tokens() && full.states.tokens() <= MAX_TOKENS,
+            "a kept flag per token, at most {MAX_TOKENS} tokens"
+        );
+        let record = encode_record(key, hash, full);
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let (file, end) = {
+            let i = self.inner();
+            (i.file.clone(), i.end)
+        };
+        let written = file
+            .write_all_at(&record, end)
+            .and_then(|()| file.sync_data());
+        if let Err(e) = written {
+            file.set_len(end).ok();
+            return Err(e).with_context(|| format!("appending to {}", self.path.display()));
+        }
+        let slot = Slot {
+            hash,
+            offset: end,
+            len: record.len() as u32,
+            kept: full.kept_count() as u32,
+        };
+        let mut i = self.inner_mut();
+        i.index.insert(key, slot);
+        i.end = end + record.len() as u64;
+        Ok(())
+    }
+
+    /// Whether the log holds states of `key` for the text hashed `hash`.
+    pub fn has(&self, key: u64, hash: u32) -> bool {
+        self.inner().index.get(&key).is_some_and(|s| s.hash == hash)
+    }
+
+    /// The states of `key` for text `hash`: `Ok(None)` when the log has none, an error when
+    /// the record cannot be read or its checksum fails (then it is dropped from the index, so
+    /// the memory is encoded again).
+    pub fn read(&self, key: u64, hash: u32) -> Result<Option<Full>> {
+        let (file, slot) = {
+            let i = self.inner();
+            match i.index.get(&key) {
+                Some(s) if s.hash == hash => (i.file.clone(), *s),
+                _ => return Ok(None),
+            }
+        };
+        let mut buf = vec![0u8; slot.len as usize];
+        let parsed = file
+            .read_exact_at(&mut buf, slot.offset)
+            .context("reading")
+            .and_then(|()| parse_record(&buf).context("damaged record"))
+            .and_then(|(k, h, full)| match (k, h) == (key, hash) {
+                true => Ok(full),
+                false => bail!("record of another memory"),
+            });
+        match parsed {
+            Ok(full) => Ok(Some(full)),
+            Err(e) => {
+                self.drop_if(key, slot);
+                Err(e).with_context(|| format!("token states of memory {key} in the log"))
+            }
+        }
+    }
+
+    fn drop_if(&self, key: u64, slot: Slot) {
+        let mut i = self.inner_mut();
+        if i.index.get(&key) == Some(&slot) {
+            i.index.remove(&key);
+        }
+    }
+
+    /// Keeps in the index only what `keep(key, hash)` wants; the rest becomes garbage.
+    pub fn retain(&self, keep: impl Fn(u64, u32) -> bool) -> usize {
+        let mut i = self.inner_mut();
+        let before = i.index.len();
+        i.index.retain(|k, s| keep(*k, s.hash));
+        before - i.index.len()
+    }
+
+    /// (key, text hash, kept tokens) of every indexed record, in the order they were written.
+    pub fn entries(&self) -> Vec<(u64, u32, usize)> {
+        let i = self.inner();
+        let mut v: Vec<(u64, &Slot)> = i.index.iter().map(|(k, s)| (*k, s)).collect();
+        v.sort_by_key(|(_, s)| s.offset);
+        v.into_iter()
+            .map(|(k, s)| (k, s.hash, s.kept as usize))
+            .collect()
+    }
+
+    /// (memories indexed, their kept tokens, bytes of the file).
+    pub fn size(&self) -> (usize, usize, u64) {
+        let i = self.inner();
+        let kept = i.index.values().map(|s| s.kept as usize).sum();
+        (i.index.len(), kept, i.end)
+    }
+
+    fn garbage(&self) -> u64 {
+        let i = self.inner();
+        let live: u64 = i.index.values().map(|s| u64::from(s.len)).sum();
+        i.end - HEADER_LEN - live
+    }
+
+    /// Rewrites the log with the indexed records only, once dropped ones hold more than live
+    /// ones (and at least `COMPACT_MIN_GARBAGE`); true when it did. Readers keep reading
+    /// the old file until the index is swapped.
+    pub fn compact_if_due(&self) -> Result<bool> {
+        let garbage = self.garbage();
+        let live = self.size().2 - HEADER_LEN - garbage;
+        if garbage < COMPACT_MIN_GARBAGE || garbage <= live {
+            return Ok(false);
+        }
+        self.compact()?;
+        Ok(true)
+    }
+
+    /// Rewrites the log with the indexed records only (a damaged one is left out).
+    pub fn compact(&self) -> Result<()> {
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let (file, mut slots) = {
+            let i = self.inner();
+            let slots: Vec<(u64, Slot)> = i.index.iter().map(|(k, s)| (*k, *s)).collect();
+            (i.file.clone(), slots)
+        };
+        slots.sort_by_key(|(_, s)| s.offset);
+        let tmp = self.path.with_extension("log.tmp");
+        let result = self.write_compacted(&file, &slots, &tmp);
+        let (index, end) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                fs::remove_file(&tmp).ok();
+                return Err(e);
+            }
+        };
+        fs::rename(&tmp, &self.path)
+            .with_context(|| format!("renaming onto {}", self.path.display()))?;
+        if let Some(dir) = self.path.parent() {
+            crate::store::sync_dir(dir).ok();
+        }
+        let new_file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        let mut i = self.inner_mut();
+        // Only what the index held when copying, and is still the same now (a record dropped
+        // meanwhile stays dropped).
+        let still: HashMap<u64, Slot> = index
+            .into_iter()
+            .filter(|(k, (old, _))| i.index.get(k) == Some(old))
+            .map(|(k, (_, new))| (k, new))
+            .collect();
+        *i = Inner {
+            file: Arc::new(new_file),
+            index: still,
+            end,
+        };
+        Ok(())
+    }
+
+    /// Copies `slots` from `file` into a new log at `tmp`: (old slot → new slot by key, end).
+    fn write_compacted(
+        &self,
+        file: &File,
+        slots: &[(u64, Slot)],
+        tmp: &Path,
+    ) -> Result<(HashMap<u64, (Slot, Slot)>, u64)> {
+        let out = File::create(tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut w = BufWriter::new(out);
+        w.write_all(MAGIC)?;
+        w.write_all(&(DIMS as u32).to_le_bytes())?;
+        let mut at = HEADER_LEN;
+        let mut index = HashMap::with_capacity(slots.len());
+        let mut buf = Vec::new();
+        for (key, slot) in slots {
+            buf.resize(slot.len as usize, 0);
+            let whole = file.read_exact_at(&mut buf, slot.offset).is_ok()
+                && parse_record(&buf).is_some_and(|(k, h, _)| (k, h) == (*key, slot.hash));
+            if !whole {
+                continue; // damaged: encoded again, like any memory without states
+            }
+            w.write_all(&buf)?;
+            index.insert(
+                *key,
+                (
+                    *slot,
+                    Slot {
+                        offset: at,
+                        ..*slot
+                    },
+                ),
+            );
+            at += u64::from(slot.len);
+        }
+        let out = w.into_inner().map_err(|e| e.into_error())?;
+        out.sync_all()?;
+        Ok((index, at))
+    }
+}
+
+/// Writes the header of an empty log (and nothing else) into `file`.
+fn start_file(file: &File, path: &Path) -> Result<()> {
+    file.set_len(0)?;
+    let mut header = MAGIC.to_vec();
+    header.extend((DIMS as u32).to_le_bytes());
+    file.write_all_at(&header, 0)?;
+    file.sync_all()?;
+    if let Some(dir) = path.parent() {
+        crate::store::sync_dir(dir).ok();
+    }
+    Ok(())
+}
+
+/// Every whole record of `file`: (index, end of the last whole record, records read);
+/// `None` when the file is not a log of this format.
+fn scan(file: &File) -> Result<Option<(HashMap<u64, Slot>, u64, usize)>> {
+    let mut r = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut header = [0u8; HEADER_LEN as usize];
+    if r.read_exact(&mut header).is_err()
+        || &header[..8] != MAGIC
+        || header[8..] != (DIMS as u32).to_le_bytes()
+    {
+        return Ok(None);
+    }
+    let (mut index, mut at, mut records) = (HashMap::new(), HEADER_LEN, 0);
+    let mut buf = Vec::new();
+    loop {
+        let mut head = [0u8; RECORD_HEAD];
+        if r.read_exact(&mut head).is_err() {
+            break;
+        }
+        let len = u32::from_le_bytes(head[..4].try_into()?) as usize;
+        if len < PAYLOAD_HEAD || len > max_payload() {
+            break;
+        }
+        buf.clear();
+        buf.extend_from_slice(&head);
+        buf.resize(RECORD_HEAD + len, 0);
+        if r.read_exact(&mut buf[RECORD_HEAD..]).is_err() {
+            break;
+        }
+        let Some((key, hash, full)) = parse_record(&buf) else {
+            break;
+        };
+        let slot = Slot {
+            hash,
+            offset: at,
+            len: buf.len() as u32,
+            kept: full.kept_count() as u32,
+        };
+        index.insert(key, slot);
+        at += buf.len() as u64;
+        records += 1;
+    }
+    Ok(Some((index, at, records)))
+}
+
+/// Tokens a record may hold: well over the model's cut (`colbert::MAX_DOC_TOKENS`), so a
+/// length read from a damaged head cannot ask for gigabytes.
+const MAX_TOKENS: usize = 1024;
+
+/// The largest payload a record can take.
+fn max_payload() -> usize {
+    PAYLOAD_HEAD + MAX_TOKENS.div_ceil(8) + MAX_TOKENS * (4 + DIMS)
+}
+
+fn encode_record(key: u64, hash: u32, full: &Full) -> Vec<u8> {
+    let (values, scales) = full.states.parts();
+    let tokens = scales.len();
+    let mut payload =
+        Vec::with_capacity(PAYLOAD_HEAD + tokens.div_ceil(8) + values.len() + 4 * tokens);
+    payload.extend(key.to_le_bytes());
+    payload.extend(hash.to_le_bytes());
+    payload.extend((tokens as u32).to_le_bytes());
+    let mut bits = vec![0u8; tokens.div_ceil(8)];
+    for (t, k) in full.kept.iter().enumerate() {
+        bits[t / 8] |= u8::from(*k) << (t % 8);
+    }
+    payload.extend(bits);
+    scales.iter().for_each(|s| payload.extend(s.to_le_bytes()));
+    payload.extend(values.iter().map(|&v| v as u8));
+    let mut record = Vec::with_capacity(RECORD_HEAD + payload.len());
+    record.extend((payload.len() as u32).to_le_bytes());
+    record.extend(crc32fast::hash(&payload).to_le_bytes());
+    record.extend(payload);
+    record
+}
+
+/// A whole record (head and payload) back: (key, text hash, states); `None` when its length
+/// or checksum is off or its states are malformed.
+fn parse_record(record: &[u8]) -> Option<(u64, u32, Full)> {
+    let len = u32::from_le_bytes(record.get(..4)?.try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(record.get(4..8)?.try_into().ok()?);
+    let payload = record.get(RECORD_HEAD..)?;
+    if payload.len() != len || len < PAYLOAD_HEAD || crc32fast::hash(payload) != crc {
+        return None;
+    }
+    let key = u64::from_le_bytes(payload[..8].try_into().ok()?);
+    let hash = u32::from_le_bytes(payload[8..12].try_into().ok()?);
+    let tokens = u32::from_le_bytes(payload[12..16].try_into().ok()?) as usize;
+    let bits_end = PAYLOAD_HEAD + tokens.div_ceil(8);
+    let scales_end = bits_end + tokens.checked_mul(4)?;
+    if payload.len() != scales_end + tokens.checked_mul(DIMS)? {
+        return None;
+    }
+    let bits = &payload[PAYLOAD_HEAD..bits_end];
+    let kept = (0..tokens)
+        .map(|t| bits[t / 8] >> (t % 8) & 1 == 1)
+        .collect();
+    let scales = payload[bits_end..scales_end]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let values = payload[scales_end..].iter().map(|&b| b as i8).collect();
+    let states = TokenStates::from_parts(values, scales)?;
+    Some((key, hash, Full { states, kept }))
+}
+
+pub fn path_in(store_dir: &Path) -> PathBuf {
+    store_dir.join(FILE_NAME)
+}
+
+#[cfg(test)]
+#[path = "late_disk_tests.rs"]
+mod tests;
