@@ -106,6 +106,15 @@ impl States {
             .map(|(_, s)| s.clone())
     }
 
+    /// The full states of `key` for `content` from the log (`Ok(None)`: no log, or nothing
+    /// there for this text).
+    pub fn read_full(&self, key: u64, content: &str) -> Result<Option<Full>> {
+        match self.disk() {
+            Some(d) => d.read(key, text_hash(content)),
+            None => Ok(None),
+        }
+    }
+
     /// Whether `key` has current states everywhere they belong: in memory, and on disk when
     /// the log is open (codes without their full states are encoded again).
     fn covered(&self, key: u64, content: &str) -> Option<Arc<Stored>> {
@@ -306,9 +315,6 @@ fn rescore(
     if !scored[..top].iter().any(|(_, _, coded)| *coded) {
         return true;
     }
-    let Some(disk) = states.disk() else {
-        return true;
-    };
     let mut full = Vec::with_capacity(top);
     for &(i, v, coded) in &scored[..top] {
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -319,7 +325,7 @@ fn rescore(
             continue;
         }
         let (key, text, cosine) = keyed[i];
-        match disk.read(key, text_hash(text)) {
+        match states.read_full(key, text) {
             Ok(Some(f)) => full.push((i, score(query, &f.states, cosine), false)),
             Ok(None) => return true,
             Err(e) => {

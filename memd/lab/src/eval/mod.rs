@@ -35,6 +35,7 @@ pub mod pipeline;
 mod probe;
 pub mod scenario;
 mod state_codecs;
+pub mod state_scale;
 pub mod states;
 pub mod summary;
 
@@ -139,6 +140,14 @@ pub enum EvalCommand {
         /// The coding set's directory (default: the repository's tests/data/coding-set).
         #[arg(long)]
         coding: Option<PathBuf>,
+    },
+    /// What the token states of large stores cost (synthetic memories through the engine's
+    /// states: codes in memory, the log on disk): bytes, resident-set growth, the rescoring
+    /// step's time.
+    StateScale {
+        /// Store sizes to build (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
+        sizes: Vec<usize>,
     },
     /// Outcome learning: a simulated session against a spawned daemon, once per prior weight
     /// and routing-boost setting.
@@ -253,6 +262,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             let coding = coding.unwrap_or_else(coding::default_data_dir);
             states::run(&data, &coding, &runtime)?;
         }
+        EvalCommand::StateScale { sizes } => state_scale::run(&sizes)?,
         EvalCommand::Learning {
             turns,
             prior_weights,

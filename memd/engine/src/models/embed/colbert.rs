@@ -144,7 +144,8 @@ impl QueryStates {
         &self.rows
     }
 
-    pub(crate) fn from_rows(rows: Vec<Vec<f32>>) -> QueryStates {
+    /// A query of these unit-length token vectors (studies and benchmarks build their own).
+    pub fn from_rows(rows: Vec<Vec<f32>>) -> QueryStates {
         QueryStates {
             states: TokenStates::quantize(&rows),
             rows,

@@ -1,0 +1,131 @@
+//! `memd-eval state-scale`: what the token states of a large store cost, through the engine's
+//! own `late::States` (its log on disk, its codes in memory): bytes in memory and on disk, the
+//! resident-set growth, and the prompt path's price of rescoring the best `late::RESCORE` of a
+//! code order from the log.
+//!
+//! Owns synthetic memories shaped like LoCoMo turns (35 tokens, 26 kept for the codes; random
+//! unit vectors, which cost the same as a model's) and the timing of reorders over a 40-deep
+//! head. Must never write outside a temporary directory, and removes it when done.
+
+use anyhow::{Context, Result};
+use memd_engine::models::embed::{DIMS, QueryStates, TokenStates};
+use memd_engine::models::late::{self, Full, States};
+use std::time::Instant;
+
+/// Tokens and kept tokens of a LoCoMo turn on average (bench/EVAL.md section 10: 35.2, 25.9).
+const TOKENS: usize = 35;
+const KEPT: usize = 26;
+/// Query tokens of a typical prompt's opening.
+const QUERY_TOKENS: usize = 12;
+const HEAD: usize = 40;
+const QUERIES: usize = 300;
+
+/// A deterministic stream of unit vectors.
+struct Vectors(u64);
+
+impl Vectors {
+    fn next(&mut self) -> Vec<f32> {
+        let mut v: Vec<f32> = (0..DIMS)
+            .map(|_| {
+                self.0 = self
+                    .0
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((self.0 >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect();
+        let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|a| *a /= n);
+        v
+    }
+
+    fn memory(&mut self) -> Full {
+        let rows: Vec<Vec<f32>> = (0..TOKENS).map(|_| self.next()).collect();
+        Full {
+            states: TokenStates::quantize_rows(&rows),
+            kept: (0..TOKENS).map(|t| (2..2 + KEPT).contains(&t)).collect(),
+        }
+    }
+}
+
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Builds a store of each size in `sizes` and prints one row per size.
+pub fn run(sizes: &[usize]) -> Result<()> {
+    println!(
+        "| memories | build s | in memory (codes + codebook) | bytes/memory | RSS growth | log on disk | reorder of 40 p50 / p99 ms | rescoring step (20 reads + MaxSim) p50 / p99 ms |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &n in sizes {
+        let dir = tempfile::tempdir().context("a directory for the log")?;
+        let row = measure(n, dir.path())?;
+        println!("{row}");
+    }
+    Ok(())
+}
+
+fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
+    let rss_before = rss_bytes();
+    let started = Instant::now();
+    let states = States::default();
+    states.open(dir);
+    let mut vectors = Vectors(n as u64);
+    for key in 0..n as u64 {
+        states.insert_full(key, &format!("memory {key}"), vectors.memory())?;
+        if states.due_for_codebook(false) {
+            states.train_codebook();
+        }
+    }
+    let build = started.elapsed().as_secs_f64();
+    let (held, bytes) = states.size();
+    let in_memory = bytes + states.codebook_bytes();
+    let rss = rss_bytes().saturating_sub(rss_before);
+    let (_, log) = states.disk_size();
+    let texts: Vec<String> = (0..n).map(|k| format!("memory {k}")).collect();
+    let (mut reorder_ms, mut rescore_ms) = (Vec::new(), Vec::new());
+    for q in 0..QUERIES {
+        let query = QueryStates::from_rows((0..QUERY_TOKENS).map(|_| vectors.next()).collect());
+        // A head of 40 spread over the whole store (what a prompt's first stage returns).
+        let head: Vec<late::Candidate> = (0..HEAD)
+            .map(|i| {
+                let key = ((q * 7_919 + i * 104_729) % n) as u64;
+                (key, texts[key as usize].as_str(), 0.5)
+            })
+            .collect();
+        let t = Instant::now();
+        let (_, finished) = late::reorder_within(&states, &query, &head, HEAD, None);
+        reorder_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        anyhow::ensure!(finished, "a reorder without a deadline finishes");
+        let t = Instant::now();
+        for (key, text, cos) in head.iter().take(late::RESCORE) {
+            let full = states.read_full(*key, text)?.context("every memory on disk")?;
+            std::hint::black_box(late::score(&query, &full.states, *cos));
+        }
+        rescore_ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    reorder_ms.sort_by(f64::total_cmp);
+    rescore_ms.sort_by(f64::total_cmp);
+    let mb = |b: f64| b / (1024.0 * 1024.0);
+    Ok(format!(
+        "| {n} | {build:.0} | {:.1} MB ({held} memories) | {:.0} | {:.1} MB | {:.0} MB | {:.2} / {:.2} | {:.2} / {:.2} |",
+        mb(in_memory as f64),
+        in_memory as f64 / held.max(1) as f64,
+        mb(rss as f64),
+        mb(log as f64),
+        percentile(&reorder_ms, 0.5),
+        percentile(&reorder_ms, 0.99),
+        percentile(&rescore_ms, 0.5),
+        percentile(&rescore_ms, 0.99),
+    ))
+}
