@@ -99,12 +99,13 @@ async fn a_second_prompt_query_sheds_while_one_is_encoding() {
     );
 }
 
-/// Coded states (the compact form every memory gets once the store trains its codebook) score
-/// like the i8 states on real model outputs: the coding set's notes, the codebook trained on
-/// them as the daemon trains on its store, every question scored against every note.
+/// The shipped form of a large store (16-byte codes of the words' tokens in memory, the full
+/// states in the log, the best `RESCORE` of the code order rescored from it) ranks like i8
+/// states held in memory, on real model outputs: the coding set's notes, the codebook trained
+/// on them as the daemon trains on its store, every question reordering all 73 notes.
 #[test]
-fn coded_states_score_like_full_ones() {
-    use memd_engine::models::late_codes::Codebook;
+fn codes_with_rescoring_rank_like_full_states() {
+    use memd_engine::models::late::{self, States};
     let Some(model) = load() else { return };
     let set: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
@@ -114,45 +115,44 @@ fn coded_states_score_like_full_ones() {
         .unwrap(),
     )
     .unwrap();
-    let notes: Vec<_> = set["notes"]
+    let notes: Vec<String> = set["notes"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|n| model.encode_doc(n["text"].as_str().unwrap()).unwrap())
+        .map(|n| n["text"].as_str().unwrap().to_string())
         .collect();
-    let sample: Vec<Vec<f32>> = notes.iter().flat_map(|n| n.rows()).collect();
-    let book = Codebook::train(&sample).expect("enough token vectors");
-    let coded: Vec<_> = notes.iter().map(|n| book.encode(&n.rows())).collect();
-    let (mut same_best, mut in_top3, mut questions, mut diff, mut pairs) = (0, 0, 0, 0f32, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let (full, coded) = (States::default(), States::default());
+    coded.open(dir.path());
+    for (key, text) in notes.iter().enumerate() {
+        let encoded = late::encode_memory(&model, text).unwrap();
+        full.insert(key as u64, text, encoded.states.clone())
+            .unwrap();
+        coded.insert_full(key as u64, text, encoded).unwrap();
+    }
+    assert!(coded.train_codebook());
+    let keyed: Vec<late::Candidate> = notes
+        .iter()
+        .enumerate()
+        .map(|(k, t)| (k as u64, t.as_str(), 0.0))
+        .collect();
+    let (mut same_top5, mut questions) = (0, 0);
     for q in set["questions"].as_array().unwrap() {
         let query = model.encode_query(q["text"].as_str().unwrap()).unwrap();
-        let table = book.table(query.rows());
-        let per_token = query.tokens() as f32;
-        let full: Vec<f32> = notes.iter().map(|n| query.maxsim(n) / per_token).collect();
-        let small: Vec<f32> = coded.iter().map(|c| table.maxsim(c) / per_token).collect();
-        let best = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b]));
-        same_best += usize::from(best(&full) == best(&small));
-        let top = best(&full).unwrap();
-        let above = small.iter().filter(|&&v| v > small[top]).count();
-        in_top3 += usize::from(above < 3);
+        let want = late::reorder(&full, &query, &keyed, keyed.len(), None);
+        let got = late::reorder(&coded, &query, &keyed, keyed.len(), None);
+        assert_eq!(got[0], want[0], "the best note, {q}");
+        same_top5 += usize::from(got[..5] == want[..5]);
         questions += 1;
-        diff += full
-            .iter()
-            .zip(&small)
-            .map(|(a, b)| (a - b).abs())
-            .sum::<f32>();
-        pairs += full.len();
     }
-    let mean_diff = diff / pairs as f32;
-    assert!(mean_diff < 0.02, "mean |score difference| {mean_diff}");
-    // Among all 73 notes (the reranker sees 40 candidates, the cosine beside): the note the
-    // i8 states put first is first or close behind with codes.
+    // Measured: 60 of 67 (a note of the full first five outside the code order's first 20,
+    // of 73 here; the daemon reorders 40). `memd-eval retrieval` has the recall figures.
     assert!(
-        same_best * 4 >= questions * 3 && in_top3 * 10 >= questions * 9,
-        "the best note agrees on {same_best}, is in the top 3 on {in_top3}, of {questions}"
+        same_top5 * 100 >= questions * 85,
+        "the same first five on {same_top5} of {questions} questions"
     );
-    // Compact: the codes are `SUBVECTORS` bytes a token, against 388 in i8.
-    let bytes: usize = coded.iter().map(|c| c.bytes()).sum();
-    let tokens: usize = notes.iter().map(|n| n.tokens()).sum();
-    assert_eq!(bytes, tokens * memd_engine::models::late_codes::SUBVECTORS);
+    // Compact: the codes are `SUBVECTORS` bytes a kept token, against 388 a token in i8.
+    let (n, bytes) = coded.size();
+    assert_eq!(n, notes.len());
+    assert!(bytes * 20 < full.size().1, "{bytes} vs {}", full.size().1);
 }

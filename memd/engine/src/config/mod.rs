@@ -198,9 +198,11 @@ pub struct SearchConfig {
     /// Milliseconds the prompt path may spend reranking (query encoding and MaxSim); what is
     /// not done by then keeps the fused order (0-1000).
     pub prompt_budget_ms: u64,
-    /// Memory the token states may take, in MiB (1-4096). About 14 KB a memory: 64 MiB holds
-    /// the newest ~4,700 notes of LoCoMo length or ~3,000 exchanges (22 KB each in memd-bench);
-    /// older memories keep their fused place inside the head.
+    /// Memory the token states may take, in MiB (1-4096). Once a store has ~300 memories
+    /// they are 16-byte codes of the words' tokens (~450 bytes a LoCoMo turn; the full states
+    /// live in a log on disk): 64 MiB holds ~140,000 such memories. Before that, or without
+    /// the log, i8 (~14 KB a memory). Memories past the cap keep their fused place inside the
+    /// head.
     pub token_states_mb: usize,
 }
 

@@ -85,6 +85,12 @@ pub struct FullStore {
     writer: Mutex<()>,
 }
 
+/// Each copied record's slot in the old file and in the new one, by key.
+type Moves = HashMap<u64, (Slot, Slot)>;
+
+/// The scan's index, the end of the last whole record, and how many records it read.
+type Scanned = (HashMap<u64, Slot>, u64, usize);
+
 /// What the scan at open found.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Opened {
@@ -307,7 +313,7 @@ impl FullStore {
         file: &File,
         slots: &[(u64, Slot)],
         tmp: &Path,
-    ) -> Result<(HashMap<u64, (Slot, Slot)>, u64)> {
+    ) -> Result<(Moves, u64)> {
         let out = File::create(tmp).with_context(|| format!("creating {}", tmp.display()))?;
         let mut w = BufWriter::new(out);
         w.write_all(MAGIC)?;
@@ -356,7 +362,7 @@ fn start_file(file: &File, path: &Path) -> Result<()> {
 
 /// Every whole record of `file`: (index, end of the last whole record, records read);
 /// `None` when the file is not a log of this format.
-fn scan(file: &File) -> Result<Option<(HashMap<u64, Slot>, u64, usize)>> {
+fn scan(file: &File) -> Result<Option<Scanned>> {
     let mut r = std::io::BufReader::with_capacity(1 << 20, file);
     let mut header = [0u8; HEADER_LEN as usize];
     if r.read_exact(&mut header).is_err()
