@@ -180,7 +180,7 @@ fn out_of_range_settings_are_refused_with_their_limits() {
 }
 
 #[test]
-fn token_states_survive_a_restart_and_a_corrupt_file_is_rebuilt() {
+fn token_states_survive_a_restart_and_corrupt_files_are_rebuilt() {
     let mut d = daemon(AMPLE_BUDGET);
     wait_late(&d);
     assert!(d.terminate(), "clean exit");
@@ -214,6 +214,27 @@ fn token_states_survive_a_restart_and_a_corrupt_file_is_rebuilt() {
         NOTES.len()
     );
     assert_eq!(first_reranked(&d, "after-damage"), ANSWER);
+
+    // A damaged log of full states: cut at the damaged record, what it held encoded again.
+    assert!(d.terminate(), "clean exit");
+    let log_file = d.data_dir().join("store/token-states.log");
+    let mut bytes = std::fs::read(&log_file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&log_file, &bytes).unwrap();
+    d.spawn(&[]);
+    wait_late(&d);
+    assert!(
+        d.log_text().contains("damaged or torn bytes cut"),
+        "{}",
+        d.log_tail()
+    );
+    let ix = d.get::<StatsResponse>("/api/stats").index;
+    assert_eq!(
+        (ix.token_states, ix.token_states_on_disk),
+        (NOTES.len(), NOTES.len())
+    );
+    assert_eq!(first_reranked(&d, "after-log-damage"), ANSWER);
 }
 
 /// `/api/stats` accounts for the daemon's memory: the models (measured at load), the records,
@@ -333,7 +354,15 @@ fn a_store_over_the_cap_codes_every_memory_and_stats_show_the_coverage() {
     }
     let ix = d.get::<StatsResponse>("/api/stats").index;
     assert_eq!((ix.token_states, ix.token_states_total), (total, total));
-    // Every memory within the cap (i8 would need 1.9 MB): 64 bytes a token and the codebook.
+    // Every memory's full states in the log on disk (the rescoring reads them), ~14 KB each.
+    assert_eq!(ix.token_states_on_disk, total);
+    assert!(
+        ix.token_state_disk_bytes > total as u64 * 5_000,
+        "{} bytes on disk",
+        ix.token_state_disk_bytes
+    );
+    // Every memory within the cap (i8 would need 1.9 MB): 16 bytes a kept token and the
+    // codebook.
     assert!(
         ix.token_state_bytes <= 1024 * 1024,
         "{} bytes",
