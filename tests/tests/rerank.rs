@@ -179,6 +179,14 @@ fn out_of_range_settings_are_refused_with_their_limits() {
     }
 }
 
+/// Damages `file` in place: its middle byte inverted.
+fn flip_middle_byte(file: &std::path::Path) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(file, &bytes).unwrap();
+}
+
 #[test]
 fn token_states_survive_a_restart_and_corrupt_files_are_rebuilt() {
     let mut d = daemon(AMPLE_BUDGET);
@@ -198,10 +206,7 @@ fn token_states_survive_a_restart_and_corrupt_files_are_rebuilt() {
 
     // A damaged file is derived data: ignored with a warning, the states encoded again.
     assert!(d.terminate(), "clean exit");
-    let mut bytes = std::fs::read(&file).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0xff;
-    std::fs::write(&file, &bytes).unwrap();
+    flip_middle_byte(&file);
     d.spawn(&[]);
     wait_late(&d);
     assert!(
@@ -218,10 +223,7 @@ fn token_states_survive_a_restart_and_corrupt_files_are_rebuilt() {
     // A damaged log of full states: cut at the damaged record, what it held encoded again.
     assert!(d.terminate(), "clean exit");
     let log_file = d.data_dir().join("store/token-states.log");
-    let mut bytes = std::fs::read(&log_file).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0xff;
-    std::fs::write(&log_file, &bytes).unwrap();
+    flip_middle_byte(&log_file);
     d.spawn(&[]);
     wait_late(&d);
     assert!(
