@@ -79,6 +79,11 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
             shipped: score(SHIPPED, shipped),
         });
     }
+    if sets.states != super::pipeline::StatesForm::Shipped {
+        for row in &mut rows {
+            row.shipped.name = format!("{SHIPPED}, token states {:?}", sets.states);
+        }
+    }
     let probe = probe(&pipeline, runtime, &embedder)?;
     Ok(Summary { rows, probe })
 }
