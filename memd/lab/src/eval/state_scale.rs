@@ -49,12 +49,7 @@ impl Vectors {
 }
 
 fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+    memd_engine::heap::rss_bytes().unwrap_or(0)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -90,6 +85,8 @@ fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
     let build = started.elapsed().as_secs_f64();
     let (held, bytes) = states.size();
     let in_memory = bytes + states.codebook_bytes();
+    // As the daemon does when idle: the encoding's transient buffers handed back first.
+    memd_engine::heap::release_freed_memory();
     let rss = rss_bytes().saturating_sub(rss_before);
     let (_, log) = states.disk_size();
     let texts: Vec<String> = (0..n).map(|k| format!("memory {k}")).collect();
