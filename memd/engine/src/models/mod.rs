@@ -16,8 +16,7 @@ mod late_file;
 mod late_open;
 mod query;
 
-pub use late_disk::FILE_NAME as TOKEN_STATE_LOG;
-pub use late_file::path_in as token_states_path_in;
+pub use late_file::{FILE_NAME as TOKEN_STATES_FILE, path_in as token_states_path_in};
 pub use query::{Load, PromptRerank, PromptTally};
 
 use embed::{CrossEncoder, Embed, LateInteraction};

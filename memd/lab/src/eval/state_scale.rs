@@ -59,9 +59,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Builds a store of each size in `sizes` and prints one row per size.
 pub fn run(sizes: &[usize]) -> Result<()> {
     println!(
-        "| memories | build s | in memory (codes + codebook) | bytes/memory | RSS growth | log on disk | shipped reorder of 40, ms p50 / p99 | of which: 20 reads | and their MaxSim | before: MaxSim of 40 i8 in memory |"
+        "| memories | build s | reopen s | in memory (codes + codebook) | bytes/memory | RSS growth | log on disk | shipped reorder of 40, ms p50 / p99 | of which: 20 reads | and their MaxSim | before: MaxSim of 40 i8 in memory |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &n in sizes {
         let dir = tempfile::tempdir().context("a directory for the log")?;
         let row = measure(n, dir.path())?;
@@ -89,6 +89,15 @@ fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
     memd_engine::heap::release_freed_memory();
     let rss = rss_bytes().saturating_sub(rss_before);
     let (_, log) = states.disk_size();
+    // A restart: the codes saved as at shutdown, then the log scanned and the codes loaded.
+    let codes = dir.join(memd_engine::models::TOKEN_STATES_FILE);
+    states.save(&codes)?;
+    drop(states);
+    let clock = Instant::now();
+    let states = States::default();
+    states.open(dir);
+    let reopen = clock.elapsed().as_secs_f64();
+    anyhow::ensure!(states.size().0 == held, "every memory back after a reopen");
     let texts: Vec<String> = (0..n).map(|k| format!("memory {k}")).collect();
     let mut t = Timings::default();
     for q in 0..QUERIES {
@@ -133,7 +142,7 @@ fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
     }
     let mb = |b: f64| b / (1024.0 * 1024.0);
     Ok(format!(
-        "| {n} | {build:.0} | {:.1} MB ({held} memories) | {:.0} | {:.1} MB | {:.0} MB | {} | {} | {} | {} |",
+        "| {n} | {build:.0} | {reopen:.1} | {:.1} MB ({held} memories) | {:.0} | {:.1} MB | {:.0} MB | {} | {} | {} | {} |",
         mb(in_memory as f64),
         in_memory as f64 / held.max(1) as f64,
         mb(rss as f64),
