@@ -14,6 +14,7 @@ pub mod fake_model;
 pub mod project;
 pub mod shared_store;
 pub mod wine;
+pub mod wine_clients;
 
 pub use memd_testkit::{
     Daemon, Spec, bin_dir, files_under, run_hook, runtime_dir, target_bin as bin,
