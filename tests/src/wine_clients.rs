@@ -33,6 +33,56 @@ pub fn claude_stop(session: &str, answer: &str, transcript: &str, cwd: &str) -> 
     .into_bytes()
 }
 
+/// With memd down: (hook, client flag, what the client sends, the hook's whole answer): the
+/// answer each client reads as "go on, nothing added" (Codex and Gemini: nothing; Cursor's JSON
+/// per event, and for input that is not JSON at all the one that suits every Cursor event).
+pub fn fail_open_cases() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)> {
+    let roots = json!([WIN_CWD]);
+    let bytes = |v: Value| v.to_string().into_bytes();
+    vec![
+        (
+            "hook-prompt.exe",
+            "--codex",
+            claude_prompt("w-cx", "hi", r"C:\t.jsonl", WIN_CWD),
+            "",
+        ),
+        (
+            "hook-prompt.exe",
+            "--gemini",
+            bytes(
+                json!({"session_id": "w-gm", "hook_event_name": "BeforeAgent", "prompt": "hi",
+                   "cwd": WIN_CWD, "transcript_path": r"C:\t.json"}),
+            ),
+            "",
+        ),
+        (
+            "hook-prompt.exe",
+            "--cursor",
+            bytes(
+                json!({"conversation_id": "w-cu", "hook_event_name": "beforeSubmitPrompt",
+                   "prompt": "hi", "workspace_roots": roots}),
+            ),
+            r#"{"continue":true}"#,
+        ),
+        (
+            "hook-prompt.exe",
+            "--cursor",
+            bytes(
+                json!({"conversation_id": "w-cu", "hook_event_name": "beforeShellExecution",
+                   "command": "git status", "cwd": WIN_CWD, "workspace_roots": roots}),
+            ),
+            r#"{"permission":"allow"}"#,
+        ),
+        (
+            "hook-prompt.exe",
+            "--cursor",
+            b"not json".to_vec(),
+            r#"{"continue":true,"permission":"allow"}"#,
+        ),
+        ("hook-stop.exe", "--codex", b"{".to_vec(), ""),
+    ]
+}
+
 /// The memd hook commands a Claude-style `hooks` object holds for `event`.
 pub fn hook_commands(doc: &Value, event: &str) -> Vec<String> {
     let groups = doc["hooks"][event].as_array().cloned().unwrap_or_default();

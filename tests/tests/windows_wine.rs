@@ -1,13 +1,15 @@
-//! The Windows builds (`x86_64-pc-windows-gnu`) under Wine. The hooks read Claude Code's hook
-//! JSON, fail open with memd down (logging under the Windows `%LOCALAPPDATA%\memd`), and,
-//! against a real Linux memd on loopback, inject KNOWN CONTEXT and store the exchange. The
-//! Windows daemon keeps its store in `%LOCALAPPDATA%\memd`, embeds with the real model through
-//! the Windows ONNX Runtime, feeds the Windows hook, reads a PDF in its confined child, keeps
-//! every acknowledged memory through a SIGKILL, and is started by a hook that finds it down.
+//! The Windows builds (`x86_64-pc-windows-gnu`) under Wine. The hooks read each client's hook
+//! JSON and, with memd down, answer in that client's JSON and log under the Windows
+//! `%LOCALAPPDATA%\memd`; against a real Linux memd on loopback they inject KNOWN CONTEXT and
+//! store the exchange. The Windows daemon keeps its store in `%LOCALAPPDATA%\memd`, embeds with
+//! the real model through the Windows ONNX Runtime, feeds the Windows hook, reads a PDF in its
+//! confined child, keeps every acknowledged memory through SIGKILL and TerminateProcess, and is
+//! started by a hook that finds it down. `memd.exe init` writes each client's Windows files.
 //!
-//! Runs only with `MEMD_WINDOWS=1`, after `install/fetch-windows.sh` and
-//! `install/build-windows.sh`; then anything missing fails the test. Without the variable it
-//! prints that it was skipped. Timings are printed (`--nocapture`), never asserted.
+//! Runs only with `MEMD_WINDOWS=1` (`install/test.sh` sets it on Linux x86_64 unless
+//! `MEMD_WINDOWS=0`), after `install/fetch-windows.sh` and `install/build-windows.sh`; then
+//! anything missing fails the test. Without the variable it prints that it was skipped.
+//! Timings are printed (`--nocapture`), never asserted.
 
 use proto::{MemoryBankResponse, StatsResponse};
 use serde_json::{Value, json};
@@ -15,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tests::wine::{Wine, WineDaemon, enabled, free_port, z};
 use tests::wine_clients::{
-    WIN_CWD, claude_prompt, claude_stop, hook_commands, other_clients_files, powershell_program,
+    WIN_CWD, claude_prompt, claude_stop, fail_open_cases, hook_commands, other_clients_files,
+    powershell_program,
 };
 
 /// The hooks' failure log in the prefix's `%LOCALAPPDATA%\memd\logs` (any Wine user name).
@@ -30,49 +33,7 @@ fn local_appdata_log(prefix: &Path) -> Option<PathBuf> {
 /// memd down (and a hook input that is not JSON at all): each client's hook exits 0 with the
 /// answer that client reads as "go on, nothing added", and logs one line naming the hook.
 fn fail_open_in_each_clients_json(wine: &Wine, log: &Path, env: &[(&str, String)]) {
-    let roots = json!([WIN_CWD]);
-    let cases = [
-        (
-            "hook-prompt.exe",
-            "--codex",
-            claude_prompt("w-cx", "hi", r"C:\t.jsonl", WIN_CWD),
-            "",
-        ),
-        (
-            "hook-prompt.exe",
-            "--gemini",
-            json!({"session_id": "w-gm", "hook_event_name": "BeforeAgent", "prompt": "hi",
-                   "cwd": WIN_CWD, "transcript_path": r"C:\t.json"})
-            .to_string()
-            .into_bytes(),
-            "",
-        ),
-        (
-            "hook-prompt.exe",
-            "--cursor",
-            json!({"conversation_id": "w-cu", "hook_event_name": "beforeSubmitPrompt",
-                   "prompt": "hi", "workspace_roots": roots})
-            .to_string()
-            .into_bytes(),
-            r#"{"continue":true}"#,
-        ),
-        (
-            "hook-prompt.exe",
-            "--cursor",
-            json!({"conversation_id": "w-cu", "hook_event_name": "beforeShellExecution",
-                   "command": "git status", "cwd": WIN_CWD, "workspace_roots": roots})
-            .to_string()
-            .into_bytes(),
-            r#"{"permission":"allow"}"#,
-        ),
-        (
-            "hook-prompt.exe",
-            "--cursor",
-            b"not json".to_vec(),
-            r#"{"continue":true,"permission":"allow"}"#,
-        ),
-        ("hook-stop.exe", "--codex", b"{".to_vec(), ""),
-    ];
+    let cases = fail_open_cases();
     let lines = || {
         std::fs::read_to_string(log)
             .unwrap_or_default()
@@ -537,6 +498,14 @@ fn windows_init_doctor_mcp_and_uninstall_under_wine() {
         let (level, detail) = status(name).unwrap_or_else(|| panic!("no {name} check: {report}"));
         assert_eq!(level, "ok", "{name}: {detail}");
     }
+
+    // No Task Scheduler entry (Wine's schtasks could not test one): `memd service` says that
+    // the hooks start memd.
+    let (code, out, err) = wine.memd(&["service", "install"], b"", &env);
+    assert!(
+        code != 0 && err.contains("hook-prompt starts `memd serve`"),
+        "memd.exe service install: {code} {out} {err}"
+    );
 
     // `memd.exe mcp` over stdio: initialize, then tools/list, relayed to the daemon.
     let requests = [
