@@ -59,9 +59,20 @@ impl OnnxEmbedder {
     /// Loads ONNX Runtime, the model and the tokenizer. `threads` is the number of intra-op
     /// threads per session run; 0 lets ONNX Runtime choose (one per physical core).
     pub fn load(paths: &RuntimePaths, threads: usize) -> Result<Self> {
+        Self::load_graph(paths, threads, Tables::KeepInt8)
+    }
+
+    /// `load` without the rewrite that keeps the int8 lookup tables int8 (ONNX Runtime then
+    /// holds them as fp32): the baseline that proves the rewrite exact, and for studies.
+    pub fn load_as_shipped(paths: &RuntimePaths, threads: usize) -> Result<Self> {
+        Self::load_graph(paths, threads, Tables::AsShipped)
+    }
+
+    fn load_graph(paths: &RuntimePaths, threads: usize, tables: Tables) -> Result<Self> {
         paths.check().map_err(|msg| anyhow!(msg))?;
         let environment = shared_environment(&paths.ort_lib)?;
-        let session = build_session(&environment, &paths.model, threads, "embedding model")?;
+        let what = "embedding model";
+        let session = build_session(&environment, &paths.model, threads, what, tables)?;
         check_model_signature(&session, &paths.model)?;
         let tokenizer = load_tokenizer(&paths.tokenizer)?;
         Ok(Self {
@@ -276,24 +287,52 @@ fn create_environment(lib: &Path) -> Result<Environment> {
         .map_err(|e| anyhow!("cannot create the ONNX Runtime environment: {e}"))
 }
 
+/// Whether `build_session` rewrites dequantised int8 lookup tables (`int8_tables`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tables {
+    KeepInt8,
+    AsShipped,
+}
+
 /// `what` names the model in errors ("embedding model", "reranker model").
 pub(super) fn build_session(
     environment: &Environment,
     model: &Path,
     threads: usize,
     what: &str,
+    tables: Tables,
 ) -> Result<Session> {
+    let rewritten = match tables {
+        Tables::KeepInt8 => std::fs::read(model)
+            .ok()
+            .and_then(|bytes| super::int8_tables::rewrite(&bytes)),
+        Tables::AsShipped => None,
+    };
     let build = || -> ort::Result<Session> {
-        Session::builder(environment)?
+        let mut builder = Session::builder(environment)?
             .with_optimization_level(GraphOptimizationLevel::Level3)?
             .with_intra_threads(threads)?
             .with_inter_threads(1)?
             // memd is a mostly idle daemon on machines shared with builds: pool threads must
             // sleep between requests instead of spinning on a core.
             .with_intra_op_spinning(false)?
-            .commit_from_file(model)
+            // No arena: ONNX Runtime's would keep each session's largest run (a batch of long
+            // documents) resident for good, ~60 MB for the late-interaction model; freed
+            // buffers go back to malloc, which memd trims when idle. Measured no slower.
+            .with_execution_providers([ort::ep::CPU::default()
+                .with_arena_allocator(false)
+                .build()])?;
+        match &rewritten {
+            Some((bytes, _)) => builder.commit_from_memory(bytes),
+            None => builder.commit_from_file(model),
+        }
     };
-    build().map_err(|e| anyhow!("cannot load the {what} {}: {e}", model.display()))
+    let session =
+        build().map_err(|e| anyhow!("cannot load the {what} {}: {e}", model.display()))?;
+    if let Some((_, n)) = rewritten {
+        tracing::debug!("{what}: {n} int8 lookup tables kept int8");
+    }
+    Ok(session)
 }
 
 /// A model directory's parts (`model.onnx`, `tokenizer.json`), as the rerankers load them.
@@ -325,7 +364,13 @@ pub(super) fn load_model_dir(
         );
     }
     let environment = shared_environment(ort_lib)?;
-    let session = build_session(&environment, &model, threads, &format!("{what} model"))?;
+    let session = build_session(
+        &environment,
+        &model,
+        threads,
+        &format!("{what} model"),
+        Tables::KeepInt8,
+    )?;
     ensure!(
         session.outputs().iter().any(|o| o.name() == output),
         "{what} model {} has no `{output}` output",
