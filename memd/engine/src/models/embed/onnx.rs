@@ -51,6 +51,8 @@ pub struct OnnxEmbedder {
     tokenizer: Tokenizer,
     /// Pool with the `[CLS]` state instead of the mean (bge models; for studies).
     cls_pooling: bool,
+    /// Lookup tables kept int8 by the load-time rewrite (`int8_tables`).
+    int8_tables: usize,
     /// Kept so the environment outlives the session (ort only holds a weak reference).
     _environment: Environment,
 }
@@ -72,7 +74,8 @@ impl OnnxEmbedder {
         paths.check().map_err(|msg| anyhow!(msg))?;
         let environment = shared_environment(&paths.ort_lib)?;
         let what = "embedding model";
-        let session = build_session(&environment, &paths.model, threads, what, tables)?;
+        let (session, int8_tables) =
+            build_session(&environment, &paths.model, threads, what, tables)?;
         check_model_signature(&session, &paths.model)?;
         let tokenizer = load_tokenizer(&paths.tokenizer)?;
         Ok(Self {
@@ -80,6 +83,7 @@ impl OnnxEmbedder {
             queries: QueryBatch::default(),
             tokenizer,
             cls_pooling: false,
+            int8_tables,
             _environment: environment,
         })
     }
@@ -89,6 +93,11 @@ impl OnnxEmbedder {
     pub fn with_cls_pooling(mut self) -> Self {
         self.cls_pooling = true;
         self
+    }
+
+    /// How many int8 lookup tables the load kept int8 (2 for memd's model, 0 as shipped).
+    pub fn int8_tables(&self) -> usize {
+        self.int8_tables
     }
 
     fn tokenize(&self, text: &str) -> Result<Encoding> {
@@ -294,14 +303,15 @@ pub(super) enum Tables {
     AsShipped,
 }
 
-/// `what` names the model in errors ("embedding model", "reranker model").
+/// The session, and how many int8 lookup tables it keeps int8. `what` names the model in
+/// errors ("embedding model", "reranker model").
 pub(super) fn build_session(
     environment: &Environment,
     model: &Path,
     threads: usize,
     what: &str,
     tables: Tables,
-) -> Result<Session> {
+) -> Result<(Session, usize)> {
     let rewritten = match tables {
         Tables::KeepInt8 => std::fs::read(model)
             .ok()
@@ -329,10 +339,7 @@ pub(super) fn build_session(
     };
     let session =
         build().map_err(|e| anyhow!("cannot load the {what} {}: {e}", model.display()))?;
-    if let Some((_, n)) = rewritten {
-        tracing::debug!("{what}: {n} int8 lookup tables kept int8");
-    }
-    Ok(session)
+    Ok((session, rewritten.map_or(0, |(_, n)| n)))
 }
 
 /// A model directory's parts (`model.onnx`, `tokenizer.json`), as the rerankers load them.
@@ -364,7 +371,7 @@ pub(super) fn load_model_dir(
         );
     }
     let environment = shared_environment(ort_lib)?;
-    let session = build_session(
+    let (session, _) = build_session(
         &environment,
         &model,
         threads,
