@@ -23,6 +23,7 @@ pub mod dataset;
 pub mod eviction;
 pub mod evidence;
 pub mod floor;
+pub mod fusion;
 pub mod header;
 pub mod late;
 pub mod learning;
@@ -90,6 +91,16 @@ pub enum EvalCommand {
         /// Also print each question's answer rank under every configuration.
         #[arg(long)]
         per_question: bool,
+    },
+    /// Study of the first stage's fusion, late interaction's candidates and the final score's
+    /// mix on every set (tab-separated, one line per configuration and set).
+    Fusion {
+        /// Directory holding the LoCoMo conversation files (`*.json`).
+        #[arg(long)]
+        locomo: Option<PathBuf>,
+        /// Also write every candidate's cosine, BM25, ranks and MaxSim to this file.
+        #[arg(long)]
+        features: Option<PathBuf>,
     },
     /// One table: R@k and MRR of the first stage alone and of what memd ships, on LoCoMo (when
     /// `--locomo` names the conversations), the coding set and the holdout set; then the
@@ -211,6 +222,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             };
             print!("{}", run_coding(&dir, &runtime, &options)?);
         }
+        EvalCommand::Fusion { locomo, features } => fusion::run(locomo, features, &runtime)?,
         EvalCommand::Retrieval { locomo, turn_text } => {
             let sets = summary::Sets {
                 locomo: summary::locomo_files(locomo.as_deref())?,
