@@ -393,13 +393,12 @@ pub fn run(
         for (name, cases) in &sets {
             let (r, pool) = evaluate(cases, &cfg);
             println!(
-                "{:?}|{}|{}|{}|{}|{}\t{name}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}",
+                "{:?} | head {} + vectors {} + BM25 {} | {:?}\t{name}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}",
                 cfg.first,
                 cfg.head,
                 cfg.plus_v,
                 cfg.plus_l,
-                cfg.wc,
-                cfg.wb,
+                cfg.last,
                 r.r1,
                 r.r5,
                 r.r10,
