@@ -4,11 +4,12 @@
 //! Owns the study's grid and its tab-separated table. Per question it takes, once, the
 //! vector and BM25 lists the daemon's first stage takes (`POOL` deep), every listed memory's
 //! cosine, BM25 score and MaxSim per query token (token states computed for every memory as
-//! the daemon stores them); each configuration is then arithmetic over those numbers, so a
-//! grid of hundreds runs in seconds. Uniform priors are assumed (true of every set here: the
-//! study checks its RRF row against `search::rank`). Must never decide a default by itself
-//! (the shipped rows come from `memd-eval retrieval`), write outside temporary stores or let
-//! timing decide a figure.
+//! the daemon stores them); each configuration is then arithmetic over those numbers, so the
+//! grid costs little beside the encoding. Uniform priors are assumed (true of every set here:
+//! the study counts how often its RRF order agrees with `search::rank`). Its "per-query w" row
+//! calls the daemon's own `retrieve::cosine_weight`. Must never decide a default by itself
+//! (the shipped rows come from `memd-eval retrieval`), write anywhere but temporary stores and
+//! the `--features` file, or let timing decide a figure.
 
 use super::coding::{CodingIndex, CodingSet};
 use super::late::TurnText;

@@ -7,10 +7,12 @@
 //! in-process retrieval on the repository's own set of coding-agent notes with paraphrased
 //! questions and distractors), and `memd-eval evidence` (the learning session with the agent's
 //! commands reported, nobody or the agent scoring, tool evidence on and off), `memd-eval
-//! holdout` (the coding evaluation on a second set nobody tuned on) and `memd-eval retrieval`
-//! (every set's first stage beside what memd ships, in one table). All print deterministic
-//! tables whose figures decide ranking defaults, under a header naming the commit and the
-//! configuration measured; "shipped" rows always come from the daemon's own pipeline.
+//! holdout` (the coding evaluation on a second set nobody tuned on), `memd-eval fusion` (the
+//! first stage's fusion, late interaction's candidates and its score, compared) and `memd-eval
+//! retrieval` (every set's first stage beside what memd ships, in one table). All print
+//! deterministic tables whose figures decide ranking defaults, under a header naming the
+//! commit and the configuration measured; "shipped" rows always come from the daemon's own
+//! pipeline.
 //!
 //! Must never touch the user's data directory or daemon (every run uses a fresh temporary
 //! store or a daemon of its own), download anything, or ship evaluation data: the data set
