@@ -163,11 +163,15 @@ mod tests {
     use crate::search::Hit;
 
     fn candidate(key: u64, text: &str) -> Candidate {
+        candidate_at(key, text, 0.5)
+    }
+
+    fn candidate_at(key: u64, text: &str, cosine: f32) -> Candidate {
         let mut r = crate::record::Record::new(proto::Collection::MemoryBank, text.into(), 0);
         r.key = key;
         let hit = Hit {
             key,
-            similarity: Some(0.5),
+            similarity: Some(cosine),
             vector_rank: None,
             lexical: None,
             rank_score: 1.0 / key as f64,
@@ -222,5 +226,31 @@ mod tests {
         // Fewer than two candidates: nothing to weigh.
         assert_eq!(cosine_weight(&[(0.9, 0.9)]), 0.0);
         assert_eq!(cosine_weight(&[]), 0.0);
+    }
+
+    /// MaxSim prefers note 1 a little; the cosine singles note 2 out: the per-query weight lets
+    /// the cosine decide (a fixed 0.05 would keep note 1 first: 0.865 against 0.845).
+    #[tokio::test]
+    async fn a_cosine_that_stands_out_outweighs_a_hesitant_maxsim() {
+        let states = late::States::default();
+        let notes = [
+            (1, 0.85, 0.30),
+            (2, 0.80, 0.90),
+            (3, 0.80, 0.30),
+            (4, 0.79, 0.29),
+        ];
+        let mut cands = Vec::new();
+        for (key, maxsim, cosine) in notes {
+            let text = format!("note {key}");
+            states.insert(key, &text, TokenStates::for_tests(&[maxsim]));
+            cands.push(candidate_at(key, &text, cosine));
+        }
+        let q = QueryStates::for_tests(&[1.0]);
+        let how = Second {
+            late: Some((&q, 4)),
+            ..Second::default()
+        };
+        let (done, _) = second_stage(&states, "q", cands, how).await;
+        assert_eq!(keys(&done)[0], 2);
     }
 }
