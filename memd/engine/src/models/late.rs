@@ -213,11 +213,10 @@ pub fn text_hash(content: &str) -> u32 {
     crc32fast::hash(content.as_bytes())
 }
 
-/// Weight of the first stage's cosine similarity beside MaxSim per query token. MaxSim alone
-/// orders coding notes worse than MiniLM's vectors do; a little of the cosine fixes most of
-/// that without costing conversational recall. `memd-eval rerankers` (bench/EVAL.md section 7),
-/// late@40: coding set R@5 0.806 → 0.851, MRR 0.639 → 0.695; LoCoMo R@5 0.721 → 0.721, MRR
-/// 0.584 → 0.583. At 0.1 LoCoMo falls under the target (0.716 / 0.576).
+/// Fixed weight of the first stage's cosine similarity beside MaxSim per query token, in
+/// `score` and `reorder` (the studies' score: `memd-eval rerankers`, bench/EVAL.md section 7,
+/// late@40: coding set R@5 0.806 → 0.851, MRR 0.639 → 0.695). The daemon weighs the cosine
+/// per query instead (`retrieve::second`, bench/EVAL.md section 11).
 pub const COSINE_WEIGHT: f32 = 0.05;
 
 /// A memory's late-interaction score: MaxSim per query token plus `COSINE_WEIGHT` × its
@@ -268,6 +267,24 @@ pub fn reorder_within(
     depth: usize,
     deadline: Option<Instant>,
 ) -> (Vec<usize>, bool) {
+    let (maxsim, finished) = maxsim_within(states, query, keyed, depth, deadline);
+    let scored: Vec<(usize, f32)> = maxsim
+        .into_iter()
+        .map(|(i, m)| (i, m + COSINE_WEIGHT * keyed[i].2))
+        .collect();
+    (order_within(scored, keyed.len()), finished)
+}
+
+/// MaxSim per query token of the first `depth` of `keyed` that have current states, as
+/// (index, score) in `keyed`'s order, and whether it got through them before `deadline`. The
+/// caller mixes in what else it scores by (`reorder_within`: the cosine).
+pub fn maxsim_within(
+    states: &States,
+    query: &QueryStates,
+    keyed: &[Candidate],
+    depth: usize,
+    deadline: Option<Instant>,
+) -> (Vec<(usize, f32)>, bool) {
     let n = depth.min(keyed.len());
     // Built once per query (~0.1 M multiply-adds for a 16-token query), read per memory.
     let table = match n {
@@ -276,7 +293,7 @@ pub fn reorder_within(
     };
     let mut scored: Vec<(usize, f32, bool)> = Vec::with_capacity(n);
     let mut finished = true;
-    for (i, (key, text, cosine)) in keyed[..n].iter().enumerate() {
+    for (i, (key, text, _)) in keyed[..n].iter().enumerate() {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             finished = false;
             break;
@@ -284,26 +301,37 @@ pub fn reorder_within(
         let Some(stored) = states.get(*key, text) else {
             continue;
         };
-        if let Some(v) = score_stored(query, table.as_ref(), &stored, *cosine) {
+        if let Some(v) = score_stored(query, table.as_ref(), &stored, 0.0) {
             scored.push((i, v, matches!(stored.as_ref(), Stored::Coded(_))));
         }
     }
-    let slots: Vec<usize> = scored.iter().map(|(i, _, _)| *i).collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     if finished && !rescore(states, query, keyed, &mut scored, deadline) {
         finished = false;
     }
-    let mut order: Vec<usize> = (0..keyed.len()).collect();
-    for (slot, (i, _, _)) in slots.into_iter().zip(scored) {
-        order[slot] = i;
-    }
-    (order, finished)
+    (
+        scored.into_iter().map(|(i, v, _)| (i, v)).collect(),
+        finished,
+    )
 }
 
-/// The best `RESCORE` of `scored` (sorted, best first) rescored with their full states: the
-/// i8 ones held in memory as they are, the coded ones read back from disk. When one cannot be
-/// read (no log, a damaged record: logged, the memory is encoded again) the code order stands;
-/// false when `deadline` passed first (the code order stands too).
+/// The order of `len` candidates when those `scored` (index, score; in index order) are
+/// reordered best first among the places they held; the others keep theirs.
+pub fn order_within(mut scored: Vec<(usize, f32)>, len: usize) -> Vec<usize> {
+    let slots: Vec<usize> = scored.iter().map(|(i, _)| *i).collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut order: Vec<usize> = (0..len).collect();
+    for (slot, (i, _)) in slots.into_iter().zip(scored) {
+        order[slot] = i;
+    }
+    order
+}
+
+/// The best `RESCORE` of `scored` (index, MaxSim, coded; in index order) by their code
+/// MaxSim and `COSINE_WEIGHT` × cosine (the order `memd-eval states` rescored) get their MaxSim
+/// from the full states: held in memory as they are, coded ones read back from disk. The
+/// other coded ones are held under the lowest of those, so the rescored lead as they did in
+/// the study. When one cannot be read (no log, a damaged record: logged, the memory is encoded
+/// again) the code MaxSim stands; false when `deadline` passed first (it stands too).
 fn rescore(
     states: &States,
     query: &QueryStates,
@@ -311,22 +339,26 @@ fn rescore(
     scored: &mut [(usize, f32, bool)],
     deadline: Option<Instant>,
 ) -> bool {
-    let top = RESCORE.min(scored.len());
-    if !scored[..top].iter().any(|(_, _, coded)| *coded) {
+    let mut by_code: Vec<usize> = (0..scored.len()).collect();
+    let code_score = |j: usize| scored[j].1 + COSINE_WEIGHT * keyed[scored[j].0].2;
+    by_code.sort_by(|&a, &b| code_score(b).total_cmp(&code_score(a)).then(a.cmp(&b)));
+    let top = &by_code[..RESCORE.min(by_code.len())];
+    if !top.iter().any(|&j| scored[j].2) {
         return true;
     }
-    let mut full = Vec::with_capacity(top);
-    for &(i, v, coded) in &scored[..top] {
+    let mut full = Vec::with_capacity(top.len());
+    for &j in top {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return false;
         }
+        let (i, v, coded) = scored[j];
         if !coded {
-            full.push((i, v, false));
+            full.push((j, v));
             continue;
         }
-        let (key, text, cosine) = keyed[i];
+        let (key, text, _) = keyed[i];
         match states.read_full(key, text) {
-            Ok(Some(f)) => full.push((i, score(query, &f.states, cosine), false)),
+            Ok(Some(f)) => full.push((j, query.maxsim(&f.states) / query.tokens().max(1) as f32)),
             Ok(None) => return true,
             Err(e) => {
                 tracing::warn!("rescoring from the code order: {e:#}");
@@ -334,8 +366,15 @@ fn rescore(
             }
         }
     }
-    full.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    scored[..top].copy_from_slice(&full);
+    let floor = full.iter().map(|(_, v)| *v).fold(f32::INFINITY, f32::min);
+    for &j in &by_code[top.len()..] {
+        if scored[j].2 {
+            scored[j].1 = scored[j].1.min(floor.next_down());
+        }
+    }
+    for (j, v) in full {
+        scored[j].1 = v;
+    }
     true
 }
 
