@@ -67,7 +67,12 @@ impl Lexical {
             let n = r.u32()? as usize;
             r.fits(n, 8)?;
             let list: Vec<Posting> = (0..n)
-                .map(|_| Ok(Posting { slot: r.u32()?, tf: r.u32()? }))
+                .map(|_| {
+                    Ok(Posting {
+                        slot: r.u32()?,
+                        tf: r.u32()?,
+                    })
+                })
                 .collect::<Result<_, String>>()?;
             ix.heap_bytes += list.capacity() * size_of::<Posting>();
             ix.postings.push(list);
@@ -170,7 +175,10 @@ impl<'a> Reader<'a> {
     fn fits(&self, count: usize, min_item: usize) -> Result<(), String> {
         match count.checked_mul(min_item) {
             Some(n) if n <= self.bytes.len() - self.at => Ok(()),
-            _ => Err(format!("count {count} at byte {} exceeds the image", self.at)),
+            _ => Err(format!(
+                "count {count} at byte {} exceeds the image",
+                self.at
+            )),
         }
     }
 }
@@ -208,7 +216,13 @@ mod tests {
         assert_eq!(back.len(), ix.len());
         assert_eq!(back.total_len, ix.total_len);
         assert!(back.memory_bytes() > 0);
-        for q in ["redis cache", "port 5003", "deploy step 4", "brand new", "nothing"] {
+        for q in [
+            "redis cache",
+            "port 5003",
+            "deploy step 4",
+            "brand new",
+            "nothing",
+        ] {
             assert_eq!(back.search(q, 20, &all), ix.search(q, 20, &all), "{q}");
         }
         // Removal needs the rebuilt term lists; a freed slot is reused.
@@ -216,7 +230,12 @@ mod tests {
         assert!(back.search("brand", 5, &all).is_empty());
         back.insert(2000, "brand new again");
         assert_eq!(back.search("brand", 5, &all)[0].0, 2000);
-        assert_eq!(Lexical::from_image(&Lexical::new().to_image()).unwrap().len(), 0);
+        assert_eq!(
+            Lexical::from_image(&Lexical::new().to_image())
+                .unwrap()
+                .len(),
+            0
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::store::side_file::{self, SideKind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-const KIND: SideKind = SideKind {
+pub(super) const KIND: SideKind = SideKind {
     magic: *b"MEMDBM25",
     version: 1,
 };

@@ -12,6 +12,8 @@ mod compat_tests;
 mod db;
 pub mod expiry;
 mod lexical_file;
+#[cfg(test)]
+mod open_tests;
 pub mod ops;
 mod persist;
 mod projects;

@@ -118,10 +118,7 @@ mod tests {
         write(&path, KIND, 7, b"derived bytes").unwrap();
         assert_eq!(read(&path, KIND, 7).unwrap(), b"derived bytes");
         assert!(read(&path, KIND, 8).unwrap_err().contains("stale"));
-        let other = SideKind {
-            version: 4,
-            ..KIND
-        };
+        let other = SideKind { version: 4, ..KIND };
         assert!(read(&path, other, 7).is_err());
         let good = fs::read(&path).unwrap();
         for at in 0..good.len() {
