@@ -3,7 +3,8 @@
 //! Owns saving the index's image with each snapshot (framed by `store::side_file` with the
 //! snapshot's generation and a checksum; older files dropped) and, at open, loading the image
 //! made for exactly the snapshot the state came from, or rebuilding the index from the records
-//! when there is none or it fails any check. Must never use an image of another generation (the
+//! when there is none or it fails any check (and then saving that rebuild, which is still
+//! exactly the snapshot's, before the WAL is replayed on top). Must never use an image of another generation (the
 //! WAL replayed on top would then miss or repeat changes) or one whose documents are not
 //! exactly the records, and never fail an open or a snapshot over this cache.
 
@@ -68,6 +69,11 @@ impl MemState {
         self.lexical = ix;
         self.lexical_origin = "rebuilt".into();
         self.note_open(format!("lexical index rebuilt in {} ms", ms(started)));
+        if generation > 0 {
+            // Before the WAL is replayed the index is exactly the snapshot's: save it now, so
+            // the next start loads it even if no snapshot is taken before then (an upgrade).
+            self.save_lexical(dir, generation);
+        }
     }
 
     fn read_image(&self, path: &Path, generation: u64) -> Result<Lexical, String> {

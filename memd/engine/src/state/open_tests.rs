@@ -188,6 +188,10 @@ fn damaged_cut_or_stale_lexical_files_are_rebuilt() {
             assert_eq!(s.lexical().search("kafka", 5, &|_| true).len(), 1, "{what}");
         });
         drop(store);
+        // The rebuild was saved for the same snapshot: the next start loads it.
+        let (store, _) = open(dir.path());
+        store.read(|s| assert_eq!(s.lexical_origin, "loaded", "{what}"));
+        drop(store);
         fs::write(&path, &good).unwrap();
     }
     let (store, _) = open(dir.path());
