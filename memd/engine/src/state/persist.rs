@@ -11,7 +11,7 @@ use crate::learn;
 use crate::record::Record;
 use anyhow::{Result, anyhow};
 use serde::{Deserialize, Serialize};
-use serde_bytes::ByteBuf;
+use serde_bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -19,16 +19,17 @@ use std::time::Instant;
 /// overhead is nothing.
 const CHUNK: usize = 8192;
 
-/// The serialised part of the state (a snapshot).
+/// The serialised part of the state (a snapshot). Chunks are borrowed from the snapshot's
+/// bytes when decoding, not copied.
 #[derive(Serialize, Deserialize, Default)]
-struct Persisted {
+struct Persisted<'a> {
     /// Snapshots before chunking held every record here. Left out when empty, so a memd too
     /// old to know `record_chunks` refuses the snapshot (missing field) instead of starting
     /// with no memories.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     records: Vec<Record>,
-    #[serde(default)]
-    record_chunks: Vec<ByteBuf>,
+    #[serde(default, borrow)]
+    record_chunks: Vec<&'a Bytes>,
     next_key: u64,
     sessions: super::Sessions,
     graph: learn::Graphs,
@@ -47,14 +48,12 @@ impl MemState {
         let mut records: Vec<&Record> = self.records.values().collect();
         records.sort_unstable_by_key(|r| r.key);
         let chunks: Vec<&[&Record]> = records.chunks(CHUNK).collect();
-        let encoded = on_all_cores(&chunks, |chunk| rmp_serde::to_vec_named(chunk));
-        let record_chunks = encoded
+        let encoded = on_all_cores(&chunks, |chunk| rmp_serde::to_vec_named(chunk))
             .into_iter()
-            .map(|c| c.map(ByteBuf::from))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<Vec<u8>>, _>>()?;
         let p = Persisted {
             records: Vec::new(),
-            record_chunks,
+            record_chunks: encoded.iter().map(|c| Bytes::new(c)).collect(),
             next_key: self.next_key,
             sessions: self.sessions.clone(),
             graph: self.graph.clone(),
