@@ -2,8 +2,7 @@
 # fetch-windows.sh
 #
 # Provisions what building memd's Windows hooks on Linux and running them under Wine needs.
-# Only the Windows tests call it (`MEMD_WINDOWS=1 ./install/test.sh`); the default test run
-# does not:
+# install/test.sh calls it on Linux x86_64 unless MEMD_WINDOWS=0:
 #
 #   rustup target x86_64-pc-windows-gnu    Rust's standard library for Windows (GNU ABI)
 #   gcc-mingw-w64-x86-64 (Debian)          the linker, and the C compiler for ring and SQLite

@@ -4,8 +4,9 @@
 //! Adds only the test-flavoured entry points: a daemon with defaults that panics when it cannot
 //! start, the one whose data dir comes from config.toml, (in [`project`]) repositories with
 //! hooks, the CLI and the MCP bridge run inside them, and (in [`clients`], [`fake_model`]) real
-//! agent clients run headless against a local stand-in for their model API; [`architecture`]
-//! reads the workspace's module graph for `tests/tests/architecture.rs`.
+//! agent clients run headless against a local stand-in for their model API, (in [`wine`],
+//! [`wine_clients`]) the Windows builds under Wine; [`architecture`] reads the workspace's
+//! module graph for `tests/tests/architecture.rs`.
 
 pub mod architecture;
 pub mod browser;
@@ -14,6 +15,7 @@ pub mod fake_model;
 pub mod project;
 pub mod shared_store;
 pub mod wine;
+pub mod wine_clients;
 
 pub use memd_testkit::{
     Daemon, Spec, bin_dir, files_under, run_hook, runtime_dir, target_bin as bin,

@@ -52,10 +52,11 @@ pub fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// One argument to wine: a fixed word or a path.
+/// One argument to wine: a fixed word, a computed one, or a path.
 #[derive(Debug)]
 pub enum Arg {
     S(&'static str),
+    T(String),
     P(PathBuf),
 }
 
@@ -166,6 +167,7 @@ impl Wine {
         for a in args {
             match a {
                 Arg::S(s) => cmd.arg(s),
+                Arg::T(t) => cmd.arg(t),
                 Arg::P(p) => cmd.arg(p),
             };
         }
@@ -196,6 +198,38 @@ impl Wine {
     pub fn exe(&self, name: &str, stdin: &[u8], env: &[(&str, String)]) -> (i32, String, String) {
         self.run(&[Arg::P(self.bin().join(name))], stdin, env)
     }
+
+    /// Runs `memd.exe` from [`Wine::bin`] with `args`; (exit code, stdout, stderr).
+    pub fn memd(
+        &self,
+        args: &[&'static str],
+        stdin: &[u8],
+        env: &[(&str, String)],
+    ) -> (i32, String, String) {
+        let mut all = vec![Arg::P(self.bin().join("memd.exe"))];
+        all.extend(args.iter().map(|a| Arg::S(a)));
+        self.run(&all, stdin, env)
+    }
+
+    /// The embedding runtime for the Windows daemon: the Windows ONNX Runtime DLL that
+    /// `install/fetch-windows.sh` took from PyPI's `win_amd64` wheel, beside links to the Linux
+    /// cache's models (the same files on every OS).
+    pub fn windows_runtime(&self) -> PathBuf {
+        let dll = proto::paths::cache_dir().join("windows/onnxruntime.dll");
+        assert!(
+            dll.is_file(),
+            "MEMD_WINDOWS=1 but {} is missing: run install/fetch-windows.sh",
+            dll.display()
+        );
+        let linux = crate::runtime_dir();
+        let dir = self.root().join("runtime");
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        std::fs::copy(&dll, dir.join("lib/onnxruntime.dll")).unwrap();
+        for sub in ["model", "reranker", "colbert"] {
+            std::os::unix::fs::symlink(linux.join(sub), dir.join(sub)).unwrap();
+        }
+        dir
+    }
 }
 
 impl Drop for Wine {
@@ -214,6 +248,8 @@ pub struct WineDaemon {
     child: Option<Child>,
     pub port: u16,
     pub token: String,
+    /// The Windows process id `memd.exe` wrote into `daemon.json`.
+    pub pid: u32,
     /// Spawn → first `/api/health` 200, for the last start.
     pub healthy_after: Duration,
     data_dir: PathBuf,
@@ -229,6 +265,7 @@ impl WineDaemon {
             child: None,
             port: 0,
             token: String::new(),
+            pid: 0,
             healthy_after: Duration::ZERO,
             data_dir: PathBuf::new(),
             log: wine.root().join("memd.stderr"),
@@ -280,6 +317,7 @@ impl WineDaemon {
                     && info.port != 0
                 {
                     self.port = info.port;
+                    self.pid = info.pid;
                     self.token = std::fs::read_to_string(dir.join(proto::paths::TOKEN_FILE))
                         .unwrap_or_default()
                         .trim()
@@ -366,6 +404,32 @@ impl WineDaemon {
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             memd_testkit::proc::kill_tree(&mut child).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    /// `TerminateProcess`, as Windows' Task Manager or `taskkill /F` ends a process: no
+    /// shutdown, nothing flushed. Issued by Wine's `taskkill.exe` on the pid from
+    /// `daemon.json`; returns once the process is gone.
+    pub fn terminate(&mut self, wine: &Wine) {
+        let pid = self.pid.to_string();
+        let args = [
+            Arg::S("taskkill"),
+            Arg::S("/F"),
+            Arg::S("/PID"),
+            Arg::T(pid.clone()),
+        ];
+        let (code, out, err) = wine.run(&args, b"", &[]);
+        assert_eq!(code, 0, "taskkill /F /PID {pid}: {out} {err}");
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > WINE_LIMIT {
+                memd_testkit::proc::kill_tree(&mut child).ok();
+                panic!("memd.exe still running {WINE_LIMIT:?} after taskkill /F");
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

@@ -1,41 +1,25 @@
-//! The Windows builds (`x86_64-pc-windows-gnu`) under Wine. The hooks read Claude Code's hook
-//! JSON, fail open with memd down (logging under the Windows `%LOCALAPPDATA%\memd`), and,
-//! against a real Linux memd on loopback, inject KNOWN CONTEXT and store the exchange. The
-//! Windows daemon keeps its store in `%LOCALAPPDATA%\memd`, embeds with the real model through
-//! the Windows ONNX Runtime, feeds the Windows hook, reads a PDF in its confined child, keeps
-//! every acknowledged memory through a SIGKILL, and is started by a hook that finds it down.
+//! The Windows builds (`x86_64-pc-windows-gnu`) under Wine. The hooks read each client's hook
+//! JSON and, with memd down, answer in that client's JSON and log under the Windows
+//! `%LOCALAPPDATA%\memd`; against a real Linux memd on loopback they inject KNOWN CONTEXT and
+//! store the exchange. The Windows daemon keeps its store in `%LOCALAPPDATA%\memd`, embeds with
+//! the real model through the Windows ONNX Runtime, feeds the Windows hook, reads a PDF in its
+//! confined child, keeps every acknowledged memory through SIGKILL and TerminateProcess, and is
+//! started by a hook that finds it down. `memd.exe init` writes each client's Windows files.
 //!
-//! Runs only with `MEMD_WINDOWS=1`, after `install/fetch-windows.sh` and
-//! `install/build-windows.sh`; then anything missing fails the test. Without the variable it
-//! prints that it was skipped. Timings are printed (`--nocapture`), never asserted.
+//! Runs only with `MEMD_WINDOWS=1` (`install/test.sh` sets it on Linux x86_64 unless
+//! `MEMD_WINDOWS=0`), after `install/fetch-windows.sh` and `install/build-windows.sh`; then
+//! anything missing fails the test. Without the variable it prints that it was skipped.
+//! Timings are printed (`--nocapture`), never asserted.
 
 use proto::{MemoryBankResponse, StatsResponse};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tests::wine::{Wine, WineDaemon, enabled, free_port, z};
-
-/// The project directory Claude Code on Windows reports.
-const WIN_CWD: &str = r"C:\Users\dev\shop";
-
-fn claude_prompt(session: &str, prompt: &str, transcript: &str, cwd: &str) -> Vec<u8> {
-    json!({
-        "session_id": session, "transcript_path": transcript, "cwd": cwd,
-        "permission_mode": "default", "hook_event_name": "UserPromptSubmit", "prompt": prompt
-    })
-    .to_string()
-    .into_bytes()
-}
-
-fn claude_stop(session: &str, answer: &str, transcript: &str, cwd: &str) -> Vec<u8> {
-    json!({
-        "session_id": session, "transcript_path": transcript, "cwd": cwd,
-        "permission_mode": "default", "hook_event_name": "Stop", "stop_hook_active": false,
-        "last_assistant_message": answer
-    })
-    .to_string()
-    .into_bytes()
-}
+use tests::wine_clients::{
+    WIN_CWD, claude_prompt, claude_stop, fail_open_cases, hook_commands, other_clients_files,
+    powershell_program,
+};
 
 /// The hooks' failure log in the prefix's `%LOCALAPPDATA%\memd\logs` (any Wine user name).
 fn local_appdata_log(prefix: &Path) -> Option<PathBuf> {
@@ -44,6 +28,38 @@ fn local_appdata_log(prefix: &Path) -> Option<PathBuf> {
         .flatten()
         .map(|u| u.path().join("AppData/Local/memd/logs/hooks.log"))
         .find(|p| p.is_file())
+}
+
+/// memd down (and a hook input that is not JSON at all): each client's hook exits 0 with the
+/// answer that client reads as "go on, nothing added", and logs one line naming the hook.
+fn fail_open_in_each_clients_json(wine: &Wine, log: &Path, env: &[(&str, String)]) {
+    let cases = fail_open_cases();
+    let lines = || {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    for (exe, flag, input, want) in cases {
+        let before = lines();
+        let args = [
+            tests::wine::Arg::P(wine.bin().join(exe)),
+            tests::wine::Arg::S(flag),
+        ];
+        let (code, out, err) = wine.run(&args, &input, env);
+        let what = format!("{exe} {flag} {}", String::from_utf8_lossy(&input));
+        assert_eq!((code, out.trim_end()), (0, want), "{what}: stderr {err}");
+        if !want.is_empty() {
+            serde_json::from_str::<Value>(&out).unwrap_or_else(|e| panic!("{what}: {e}"));
+        }
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let added: Vec<&str> = text.lines().skip(before).collect();
+        let stem = exe.trim_end_matches(".exe");
+        assert!(
+            !added.is_empty() && added.iter().all(|l| l.contains(stem)),
+            "{what}: log lines {added:?}"
+        );
+    }
 }
 
 #[test]
@@ -70,11 +86,12 @@ fn windows_hooks_under_wine_fail_open_then_inject_known_context() {
     assert_eq!((code, out.as_str()), (0, ""), "stderr: {err}");
     let log = local_appdata_log(&wine.prefix())
         .expect("the failure is logged under %LOCALAPPDATA%\\memd\\logs");
-    let log = std::fs::read_to_string(log).unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
     assert!(
-        log.contains("hook-prompt") && log.contains("hook-stop"),
-        "{log}"
+        text.contains("hook-prompt") && text.contains("hook-stop"),
+        "{text}"
     );
+    fail_open_in_each_clients_json(&wine, &log, &down);
 
     // A real Linux memd on loopback; the Windows hooks find it through its data dir.
     let d = tests::start_daemon();
@@ -135,26 +152,6 @@ fn windows_hooks_under_wine_fail_open_then_inject_known_context() {
     );
 }
 
-/// The embedding runtime for the Windows daemon: the Windows ONNX Runtime DLL that
-/// `install/fetch-windows.sh` took from PyPI's `win_amd64` wheel, beside links to the Linux
-/// cache's models (the same files on every OS).
-fn windows_runtime(wine: &Wine) -> PathBuf {
-    let dll = proto::paths::cache_dir().join("windows/onnxruntime.dll");
-    assert!(
-        dll.is_file(),
-        "MEMD_WINDOWS=1 but {} is missing: run install/fetch-windows.sh",
-        dll.display()
-    );
-    let linux = tests::runtime_dir();
-    let dir = wine.root().join("runtime");
-    std::fs::create_dir_all(dir.join("lib")).unwrap();
-    std::fs::copy(&dll, dir.join("lib/onnxruntime.dll")).unwrap();
-    for sub in ["model", "reranker", "colbert"] {
-        std::os::unix::fs::symlink(linux.join(sub), dir.join(sub)).unwrap();
-    }
-    dir
-}
-
 /// Runs `hook-prompt.exe` for `prompt` in the Windows project `cwd`; its context and how long
 /// the whole Wine process took.
 fn prompt_context(wine: &Wine, session: &str, prompt: &str, cwd: &str) -> (String, Duration) {
@@ -175,13 +172,38 @@ fn prompt_context(wine: &Wine, session: &str, prompt: &str, cwd: &str) -> (Strin
     (ctx.unwrap_or_default().to_string(), took)
 }
 
+/// Facts stored just before the first kill, and before the second: distinct enough that none
+/// is a near duplicate of another (which memd would merge).
+const BURST_A: [&str; 4] = [
+    "Our Postgres replicas are rebuilt every Sunday at 03:00 UTC from the base backup",
+    "The mobile team wants snake_case field names in the public JSON API",
+    "Jenkins agent win-07 has a 2 TB scratch disk mounted as drive D:",
+    "The marketing site deploys when a tag starting with web- is pushed",
+];
+const BURST_B: [&str; 4] = [
+    "Feature flags older than 90 days are deleted in the quarterly cleanup sprint",
+    "The iOS app's crash reports go to the #mobile-alerts Slack channel",
+    "Invoices are generated by a cron job on the billing host at 01:30 local time",
+    "Never run the data migration scripts against production without a snapshot",
+];
+
+/// Stores `facts` one after another; each (id, content) once memd acknowledged it.
+fn acknowledged_burst(d: &WineDaemon, facts: &[&str]) -> Vec<(String, String)> {
+    let add = |fact: &&str| {
+        let r: MemoryBankResponse = d.post("/api/memory-bank/add", &json!({"content": fact}));
+        assert!(r.success && !r.duplicate, "{fact}: {r:?}");
+        (r.doc_id, fact.to_string())
+    };
+    facts.iter().map(add).collect()
+}
+
 #[test]
 fn windows_memd_under_wine_stores_answers_the_hook_and_survives_a_kill() {
     if !enabled() {
         return;
     }
     let wine = Wine::new(&["memd.exe", "hook-prompt.exe", "hook-stop.exe"]);
-    let runtime = windows_runtime(&wine);
+    let runtime = wine.windows_runtime();
     // No data or config dir named: the Windows defaults (%LOCALAPPDATA%\memd, %APPDATA%\memd).
     let env = [
         ("MEMD_PORT", free_port().to_string()),
@@ -267,23 +289,46 @@ fn windows_memd_under_wine_stores_answers_the_hook_and_survives_a_kill() {
     let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
     assert!(v["chunks"].as_u64().unwrap_or(0) >= 1, "{v}");
 
-    // Killed outright (nothing flushed, no shutdown), then started again on the same data.
-    d.kill9();
-    d.spawn(&wine);
-    println!(
-        "memd.exe under Wine: restart after SIGKILL answered in {:?}",
-        d.healthy_after
+    // Killed outright twice, right after a burst of acknowledged writes (not yet embedded):
+    // first SIGKILL to the process Wine runs it as, then TerminateProcess (`taskkill /F`).
+    // Each restart has every acknowledged write, the first fact and the book.
+    let mut acked = vec![(id.clone(), fact.to_string())];
+    for (how, facts) in [("SIGKILL", &BURST_A), ("TerminateProcess", &BURST_B)] {
+        acked.extend(acknowledged_burst(&d, facts));
+        if how == "SIGKILL" {
+            d.kill9();
+        } else {
+            d.terminate(&wine);
+        }
+        d.spawn(&wine);
+        println!(
+            "memd.exe under Wine: restart after {how} answered in {:?}",
+            d.healthy_after
+        );
+        for (id, content) in &acked {
+            let again: proto::SearchResponse = d.post("/api/search", &json!({"id": id}));
+            assert_eq!(
+                again.results.first().map(|m| m.content.as_str()),
+                Some(content.as_str()),
+                "acknowledged {id} lost to {how}"
+            );
+        }
+        let s: StatsResponse = d.get("/api/stats");
+        assert!(s.collections["books"].count >= 1, "the PDF lost to {how}");
+    }
+    // The burst's embeddings, never computed before the kills, are computed after them, and
+    // the real model finds a burst fact by meaning.
+    d.wait_embedded(Duration::from_secs(300));
+    let found: proto::SearchResponse = d.post(
+        "/api/search",
+        &json!({"query": "which drive letter is the scratch disk on the win-07 build agent", "limit": 3}),
     );
-    let again: proto::SearchResponse = d.post("/api/search", &json!({"id": id}));
+    let want = acked.iter().find(|(_, c)| c.contains("win-07")).unwrap();
     assert_eq!(
-        again.results.first().map(|m| m.content.as_str()),
-        Some(fact),
-        "the acknowledged memory survived the kill"
-    );
-    let s: StatsResponse = d.get("/api/stats");
-    assert!(
-        s.collections["books"].count >= 1,
-        "the ingested PDF survived too"
+        found.results.first().map(|m| m.id.as_str()),
+        Some(want.0.as_str()),
+        "{:?}",
+        found.results.iter().map(|m| &m.content).collect::<Vec<_>>()
     );
 
     // memd down: the hook fails open and starts `memd.exe serve` from beside itself, detached,
@@ -322,43 +367,27 @@ fn windows_memd_under_wine_stores_answers_the_hook_and_survives_a_kill() {
     // Wine's drop ends the prefix's wineserver, and with it this daemon.
 }
 
-/// Runs `memd.exe` with `args` in the prefix; (exit code, stdout, stderr).
-fn memd_exe(wine: &Wine, args: &[&'static str], stdin: &[u8], env: &[(&str, String)]) -> Output {
-    let mut all = vec![tests::wine::Arg::P(wine.bin().join("memd.exe"))];
-    all.extend(args.iter().map(|a| tests::wine::Arg::S(a)));
-    wine.run(&all, stdin, env)
-}
-
-type Output = (i32, String, String);
-
-/// The memd hook commands a Claude-style `hooks` object holds for `event`.
-fn hook_commands(doc: &Value, event: &str) -> Vec<String> {
-    let groups = doc["hooks"][event].as_array().cloned().unwrap_or_default();
-    groups
-        .iter()
-        .flat_map(|g| {
-            let list = g.get("hooks").and_then(Value::as_array);
-            list.cloned().unwrap_or_else(|| vec![g.clone()])
-        })
-        .filter_map(|h| h["command"].as_str().map(str::to_string))
-        .filter(|c| c.contains("hook-prompt") || c.contains("hook-stop"))
-        .collect()
-}
-
 #[test]
 fn windows_init_doctor_mcp_and_uninstall_under_wine() {
     if !enabled() {
         return;
     }
     let wine = Wine::new(&["memd.exe", "hook-prompt.exe", "hook-stop.exe"]);
-    let runtime = windows_runtime(&wine);
+    let runtime = wine.windows_runtime();
     let env = [
         ("MEMD_PORT", free_port().to_string()),
         ("MEMD_RUNTIME_DIR", z(&runtime)),
     ];
-    let (code, out, err) = memd_exe(
-        &wine,
-        &["init", "--claude-code", "--cursor", "--yes"],
+    let (code, out, err) = wine.memd(
+        &[
+            "init",
+            "--claude-code",
+            "--cursor",
+            "--codex",
+            "--gemini",
+            "--opencode",
+            "--yes",
+        ],
         b"",
         &env,
     );
@@ -391,6 +420,8 @@ fn windows_init_doctor_mcp_and_uninstall_under_wine() {
         "{mcp}"
     );
 
+    let others = other_clients_files(&wine, &profile);
+
     // The daemon up, one memory in it; the hook the settings name injects it.
     let d = WineDaemon::start(&wine, &env);
     let fact = "The Windows build server signs installers with the key in vault path ci/sign";
@@ -412,11 +443,35 @@ fn windows_init_doctor_mcp_and_uninstall_under_wine() {
     );
     assert_eq!(code, 0, "{program}: {err}");
     assert!(out.contains(&format!("[id:{id}]")), "{out} {err}");
+    // So do the programs Codex's and Gemini's lines name, with the flag the line passes.
+    for (line, event) in [
+        (&others.codex_line, "UserPromptSubmit"),
+        (&others.gemini_line, "BeforeAgent"),
+    ] {
+        let (program, flag) = powershell_program(line);
+        let mut input: Value =
+            serde_json::from_slice(&claude_prompt("w-other", prompt, &z(&transcript), &cwd))
+                .unwrap();
+        input["hook_event_name"] = json!(event);
+        let args = [
+            tests::wine::Arg::P(PathBuf::from(&program)),
+            tests::wine::Arg::T(flag),
+        ];
+        let (code, out, err) = wine.run(&args, input.to_string().as_bytes(), &[]);
+        assert_eq!(code, 0, "{line}: {err}");
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{line}: {e}: {out}"));
+        assert_eq!(v["hookSpecificOutput"]["hookEventName"], event, "{line}");
+        let ctx = v["hookSpecificOutput"]["additionalContext"].as_str();
+        assert!(
+            ctx.unwrap_or("").contains(&format!("[id:{id}]")),
+            "{line}: {out}"
+        );
+    }
 
     // doctor reads the Windows config files back. The token's owner-only DACL was set without
     // error (init would have failed), but Wine 8.0 does not keep a file's DACL (it stores no
     // security descriptor and leaves the mode bits), so doctor's read-back is printed only.
-    let (_, out, err) = memd_exe(&wine, &["doctor", "--json"], b"", &env);
+    let (_, out, err) = wine.memd(&["doctor", "--json"], b"", &env);
     let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
     let status = |name: &str| {
         let checks = report["checks"].as_array().unwrap();
@@ -429,10 +484,28 @@ fn windows_init_doctor_mcp_and_uninstall_under_wine() {
         })
     };
     println!("memd.exe doctor under Wine, token: {:?}", status("token"));
-    for name in ["claude hooks", "cursor hooks", "claude mcp"] {
+    for name in [
+        "claude hooks",
+        "cursor hooks",
+        "claude mcp",
+        "codex hooks",
+        "codex mcp",
+        "gemini hooks",
+        "gemini mcp",
+        "opencode mcp",
+        "opencode plugin",
+    ] {
         let (level, detail) = status(name).unwrap_or_else(|| panic!("no {name} check: {report}"));
         assert_eq!(level, "ok", "{name}: {detail}");
     }
+
+    // No Task Scheduler entry (Wine's schtasks could not test one): `memd service` says that
+    // the hooks start memd.
+    let (code, out, err) = wine.memd(&["service", "install"], b"", &env);
+    assert!(
+        code != 0 && err.contains("hook-prompt starts `memd serve`"),
+        "memd.exe service install: {code} {out} {err}"
+    );
 
     // `memd.exe mcp` over stdio: initialize, then tools/list, relayed to the daemon.
     let requests = [
@@ -443,7 +516,7 @@ fn windows_init_doctor_mcp_and_uninstall_under_wine() {
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
     ];
     let stdin: String = requests.iter().map(|r| format!("{r}\n")).collect();
-    let (code, out, err) = memd_exe(&wine, &["mcp"], stdin.as_bytes(), &env);
+    let (code, out, err) = wine.memd(&["mcp"], stdin.as_bytes(), &env);
     assert_eq!(code, 0, "memd.exe mcp: {err}");
     let answers: Vec<Value> = out
         .lines()
@@ -460,7 +533,7 @@ fn windows_init_doctor_mcp_and_uninstall_under_wine() {
     assert!(names.contains(&"search_memory"), "{tools}");
 
     // uninstall takes memd's entries out again.
-    let (code, out, err) = memd_exe(&wine, &["uninstall", "--yes"], b"", &env);
+    let (code, out, err) = wine.memd(&["uninstall", "--yes"], b"", &env);
     assert_eq!(code, 0, "memd.exe uninstall: {out} {err}");
     let left = std::fs::read_to_string(&settings).unwrap_or_default();
     assert!(
@@ -469,4 +542,22 @@ fn windows_init_doctor_mcp_and_uninstall_under_wine() {
     );
     let left = std::fs::read_to_string(profile.join(".cursor/hooks.json")).unwrap_or_default();
     assert!(!left.contains("hook-prompt"), "{left}");
+    for path in [
+        &others.codex_hooks,
+        &others.gemini_settings,
+        &others.opencode_json,
+    ] {
+        let left = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            !left.contains("hook-prompt") && !left.contains("memd.exe"),
+            "{}: {left}",
+            path.display()
+        );
+    }
+    let left = std::fs::read_to_string(&others.codex_config).unwrap_or_default();
+    assert!(!left.contains("memd"), "config.toml: {left}");
+    assert!(
+        !others.opencode_plugin.exists(),
+        "the OpenCode plugin is gone"
+    );
 }

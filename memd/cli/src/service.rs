@@ -34,6 +34,11 @@ pub fn run(action: Action, dry_run: bool, json: bool) -> Result<ExitCode> {
         launchd(action, &exe, dry_run, json)
     } else if cfg!(target_os = "linux") {
         systemd(action, &exe, dry_run, json)
+    } else if cfg!(windows) {
+        // No Task Scheduler entry: the hooks start `memd serve` when they find it down.
+        bail!(
+            "memd service has no Windows form: hook-prompt starts `memd serve` when it finds memd down; to start it yourself, run `memd serve`"
+        )
     } else {
         bail!(
             "memd service supports Linux (systemd) and macOS (launchd); elsewhere run `memd serve` yourself"
