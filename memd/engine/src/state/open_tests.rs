@@ -155,7 +155,8 @@ fn damaged_cut_or_stale_lexical_files_are_rebuilt() {
         drop(store);
         image
     };
-    let damages: Vec<(&str, Box<dyn Fn()>)> = vec![
+    type Damage<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let damages: Vec<Damage> = vec![
         (
             "cut short",
             Box::new(|| fs::write(&path, &good[..good.len() / 2]).unwrap()),

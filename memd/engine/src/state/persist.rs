@@ -48,7 +48,7 @@ impl MemState {
         let mut records: Vec<&Record> = self.records.values().collect();
         records.sort_unstable_by_key(|r| r.key);
         let chunks: Vec<&[&Record]> = records.chunks(CHUNK).collect();
-        let encoded = on_all_cores(&chunks, |chunk| rmp_serde::to_vec_named(chunk))
+        let encoded = on_all_cores(&chunks, rmp_serde::to_vec_named)
             .into_iter()
             .collect::<Result<Vec<Vec<u8>>, _>>()?;
         let p = Persisted {
