@@ -60,6 +60,8 @@ pub struct OpenReport {
     pub ops_replayed: u64,
     /// Empty when the write-ahead log ended cleanly; otherwise what recovery cut or set aside.
     pub tail: String,
+    /// The snapshot's records decoded, the indexes loaded or rebuilt, each with its time.
+    pub steps: String,
 }
 
 impl std::fmt::Display for OpenReport {
@@ -68,7 +70,11 @@ impl std::fmt::Display for OpenReport {
             f,
             "snapshot gen {}, {} ops replayed{}",
             self.snapshot_gen, self.ops_replayed, self.tail
-        )
+        )?;
+        if !self.steps.is_empty() {
+            write!(f, "; {}", self.steps)?;
+        }
+        Ok(())
     }
 }
 
@@ -84,6 +90,7 @@ impl Core {
             snapshot_gen: recovery.snapshot_gen,
             ops_replayed: recovery.ops_replayed,
             tail: tail_note(&recovery.tail),
+            steps: store.read(|s| s.open_note.clone()),
         };
         Ok((Core::new(cfg, store), report))
     }

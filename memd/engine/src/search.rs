@@ -80,6 +80,8 @@ pub struct Query {
 pub struct Hit {
     pub key: u64,
     pub similarity: Option<f32>,
+    /// Place in the vector list (0: the most similar), when it made the list.
+    pub vector_rank: Option<usize>,
     pub lexical: Option<f32>,
     pub rank_score: f64,
 }
@@ -288,6 +290,8 @@ pub fn rank(
         Vec::new()
     };
     let sim: HashMap<u64, f32> = vec_hits.iter().copied().collect();
+    let vector_rank: HashMap<u64, usize> =
+        vec_hits.iter().enumerate().map(|(r, h)| (h.0, r)).collect();
     let lex: HashMap<u64, f32> = lex_hits.iter().copied().collect();
     let fused = reciprocal_rank_fusion(
         &[&vec_hits, &lex_hits],
@@ -321,6 +325,7 @@ pub fn rank(
             Some(Hit {
                 key,
                 similarity,
+                vector_rank: vector_rank.get(&key).copied(),
                 lexical: lex.get(&key).copied(),
                 rank_score: learn::scoring::apply_prior(relevance, prior, ranking.prior_weight),
             })
@@ -484,6 +489,7 @@ mod tests {
             .map(|&key| Hit {
                 key,
                 similarity: None,
+                vector_rank: None,
                 lexical: None,
                 rank_score: 0.0,
             })

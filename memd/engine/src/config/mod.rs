@@ -190,7 +190,8 @@ pub struct CursorConfig {
 pub struct SearchConfig {
     /// Rerank at all (both models load in the background; until then, the fused order).
     pub rerank: bool,
-    /// How many fused results late interaction reorders (1-100).
+    /// How many fused results late interaction reorders (1-100), together with those of the
+    /// vector list's first `retrieve::VECTOR_CANDIDATES` that fusion left out.
     pub rerank_depth: usize,
     /// How many of those the cross-encoder then reorders on searches (0-100; 0: never, and the
     /// model is not loaded). Not on the prompt path: ~9 ms a pair.

@@ -258,11 +258,10 @@ pub fn text_hash(content: &str) -> u32 {
     crc32fast::hash(content.as_bytes())
 }
 
-/// Weight of the first stage's cosine similarity beside MaxSim per query token. MaxSim alone
-/// orders coding notes worse than MiniLM's vectors do; a little of the cosine fixes most of
-/// that without costing conversational recall. `memd-eval rerankers` (bench/EVAL.md section 7),
-/// late@40: coding set R@5 0.806 → 0.851, MRR 0.639 → 0.695; LoCoMo R@5 0.721 → 0.721, MRR
-/// 0.584 → 0.583. At 0.1 LoCoMo falls under the target (0.716 / 0.576).
+/// Fixed weight of the first stage's cosine similarity beside MaxSim per query token, in
+/// `score` and `reorder` (the studies' score: `memd-eval rerankers`, bench/EVAL.md section 7,
+/// late@40: coding set R@5 0.806 → 0.851, MRR 0.639 → 0.695). The daemon weighs the cosine
+/// per query instead (`retrieve::second`, bench/EVAL.md section 11).
 pub const COSINE_WEIGHT: f32 = 0.05;
 
 /// A memory's late-interaction score: MaxSim per query token plus `COSINE_WEIGHT` × its
@@ -312,6 +311,24 @@ pub fn reorder_within(
     depth: usize,
     deadline: Option<Instant>,
 ) -> (Vec<usize>, bool) {
+    let (maxsim, finished) = maxsim_within(states, query, keyed, depth, deadline);
+    let scored: Vec<(usize, f32)> = maxsim
+        .into_iter()
+        .map(|(i, m)| (i, m + COSINE_WEIGHT * keyed[i].2))
+        .collect();
+    (order_within(scored, keyed.len()), finished)
+}
+
+/// MaxSim per query token of the first `depth` of `keyed` that have current states, as
+/// (index, score) in `keyed`'s order, and whether it got through them before `deadline`. The
+/// caller mixes in what else it scores by (`reorder_within`: the cosine).
+pub fn maxsim_within(
+    states: &States,
+    query: &QueryStates,
+    keyed: &[Candidate],
+    depth: usize,
+    deadline: Option<Instant>,
+) -> (Vec<(usize, f32)>, bool) {
     let n = depth.min(keyed.len());
     // Built once per query (~0.4 M multiply-adds for a 16-token query), read per memory.
     let table = match n {
@@ -320,23 +337,29 @@ pub fn reorder_within(
     };
     let mut scored: Vec<(usize, f32)> = Vec::with_capacity(n);
     let mut finished = true;
-    for (i, (key, text, cosine)) in keyed[..n].iter().enumerate() {
+    for (i, (key, text, _)) in keyed[..n].iter().enumerate() {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             finished = false;
             break;
         }
         let stored = states.get(*key, text);
-        if let Some(v) = stored.and_then(|s| score_stored(query, table.as_ref(), &s, *cosine)) {
+        if let Some(v) = stored.and_then(|s| score_stored(query, table.as_ref(), &s, 0.0)) {
             scored.push((i, v));
         }
     }
+    (scored, finished)
+}
+
+/// The order of `len` candidates when those `scored` (index, score; in index order) are
+/// reordered best first among the places they held; the others keep theirs.
+pub fn order_within(mut scored: Vec<(usize, f32)>, len: usize) -> Vec<usize> {
     let slots: Vec<usize> = scored.iter().map(|(i, _)| *i).collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut order: Vec<usize> = (0..keyed.len()).collect();
+    let mut order: Vec<usize> = (0..len).collect();
     for (slot, (i, _)) in slots.into_iter().zip(scored) {
         order[slot] = i;
     }
-    (order, finished)
+    order
 }
 
 /// What the next pass does.

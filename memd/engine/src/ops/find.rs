@@ -90,16 +90,17 @@ impl Search<'_> {
             text,
             vector: encoded.vector(),
             ranking: &ranking,
+            vector_extra: match encoded.late {
+                Some(_) => retrieve::VECTOR_CANDIDATES,
+                None => 0,
+            },
         };
         let head = self
             .db
             .read(|s| retrieve::first_stage(s, &stage, depth, |_| true, now));
         let ce_depth = self.cfg.search.cross_encoder_depth;
         let how = retrieve::Second {
-            late: encoded
-                .late
-                .as_ref()
-                .map(|l| (l, self.cfg.search.rerank_depth)),
+            late: encoded.late.as_ref().map(|l| (l, head.len())),
             deadline: None,
             cross: self
                 .models

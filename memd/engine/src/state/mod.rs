@@ -3,14 +3,19 @@
 //! Owns the in-memory state that the store's write-ahead log rebuilds: records by key, id and
 //! content-hash lookups, per-conversation hook state, the routing graph, lifecycle counters, the
 //! shared store's bookkeeping (`sync`). The vector and lexical indexes are derived and updated in
-//! `apply` (the vector index's files: `vector_files`). Must never do I/O in `apply` beyond the
+//! `apply`; they are saved with each snapshot and loaded at open instead of being rebuilt
+//! (`vector_files`, `lexical_file`; the snapshot's own encoding: `persist`). Must never do I/O in `apply` beyond the
 //! derived in-memory indexes, and never read the clock (ops carry their times).
 
 #[cfg(test)]
 mod compat_tests;
 mod db;
 pub mod expiry;
+mod lexical_file;
+#[cfg(test)]
+mod open_tests;
 pub mod ops;
+mod persist;
 mod projects;
 mod scores;
 pub mod session;
@@ -29,7 +34,6 @@ use ops::{Op, Output};
 pub use ops::{SharedRow, SyncOp};
 pub use projects::ProjectSeen;
 use proto::Collection;
-use serde::{Deserialize, Serialize};
 use session::Sessions;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -65,29 +69,17 @@ pub struct MemState {
     per_collection: HashMap<Collection, usize>,
     /// Where the vector index came from at open: `loaded`, `rebuilt` or `empty`.
     pub index_origin: String,
+    /// Where the lexical index came from at open: `loaded`, `rebuilt` or `empty`.
+    pub lexical_origin: String,
+    /// What opening took, step by step (records decoded, indexes loaded or rebuilt), for the
+    /// start-up log line.
+    pub open_note: String,
     /// The shared store's bookkeeping (`sync`).
     sync: SyncState,
     /// Mirrored memories: uid in the shared store → key here.
     mirrored: HashMap<String, u64>,
     /// The last time the age cleanup went by (`expiry`).
     pub cleanup_clock: Option<crate::clock::Trusted>,
-}
-
-/// The serialised part of the state (a snapshot).
-#[derive(Serialize, Deserialize, Default)]
-struct Persisted {
-    records: Vec<Record>,
-    next_key: u64,
-    sessions: Sessions,
-    graph: learn::Graphs,
-    counters: BTreeMap<String, u64>,
-    sidecar_attempts: Vec<(i64, proto::SidecarAttempt)>,
-    #[serde(default)]
-    projects: BTreeMap<String, ProjectSeen>,
-    #[serde(default)]
-    sync: SyncState,
-    #[serde(default)]
-    cleanup_clock: Option<crate::clock::Trusted>,
 }
 
 impl MemState {
@@ -107,6 +99,8 @@ impl MemState {
             pending: BTreeSet::new(),
             per_collection: HashMap::new(),
             index_origin: "empty".into(),
+            lexical_origin: "empty".into(),
+            open_note: String::new(),
             sync: SyncState::default(),
             mirrored: HashMap::new(),
             cleanup_clock: None,
@@ -390,29 +384,6 @@ impl MemState {
         }
         Output::Done
     }
-
-    fn rebuild_derived(&mut self) {
-        self.ids.clear();
-        self.hashes.clear();
-        self.lexical = Lexical::new();
-        self.pending.clear();
-        self.per_collection.clear();
-        self.mirrored.clear();
-        let keys: Vec<u64> = self.records.keys().copied().collect();
-        for key in keys {
-            if let Some(r) = self.records.get(&key) {
-                if let Some(o) = &r.origin {
-                    self.mirrored.insert(o.uid.clone(), key);
-                }
-                let (id, former) = (r.id.clone(), r.former_ids.clone());
-                self.ids.insert(id, key);
-                for old in former {
-                    self.ids.insert(old, key);
-                }
-            }
-            self.index_record(key);
-        }
-    }
 }
 
 fn rank(c: Collection) -> u8 {
@@ -527,42 +498,21 @@ impl Machine for MemState {
     }
 
     fn encode(&self) -> Result<Vec<u8>> {
-        let mut records: Vec<Record> = self.records.values().cloned().collect();
-        records.sort_by_key(|r| r.key);
-        let p = Persisted {
-            records,
-            next_key: self.next_key,
-            sessions: self.sessions.clone(),
-            graph: self.graph.clone(),
-            counters: self.counters.clone(),
-            sidecar_attempts: self.sidecar_attempts.iter().cloned().collect(),
-            projects: self.projects.clone(),
-            sync: self.sync.clone(),
-            cleanup_clock: self.cleanup_clock,
-        };
-        Ok(rmp_serde::to_vec_named(&p)?)
+        self.encode_snapshot()
     }
 
     fn decode(&mut self, bytes: &[u8]) -> Result<()> {
-        let p: Persisted = rmp_serde::from_slice(bytes)?;
-        self.records = p.records.into_iter().map(|r| (r.key, r)).collect();
-        self.next_key = p.next_key.max(1);
-        self.sessions = p.sessions;
-        self.graph = p.graph;
-        self.counters = p.counters;
-        self.sidecar_attempts = p.sidecar_attempts.into_iter().collect();
-        self.projects = p.projects;
-        self.sync = p.sync;
-        self.cleanup_clock = p.cleanup_clock;
-        self.rebuild_derived();
-        Ok(())
+        self.decode_snapshot(bytes)
     }
 
     fn save_side_files(&self, dir: &Path, generation: u64) -> Result<()> {
-        self.save_vectors(dir, generation)
+        self.save_vectors(dir, generation)?;
+        self.save_lexical(dir, generation);
+        Ok(())
     }
 
     fn load_side_files(&mut self, dir: &Path, generation: u64) -> Result<()> {
+        self.load_lexical(dir, generation);
         self.load_vectors(dir, generation)
     }
 }

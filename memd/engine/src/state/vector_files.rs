@@ -24,6 +24,7 @@ impl MemState {
     pub(super) fn load_vectors(&mut self, dir: &Path, generation: u64) -> Result<()> {
         // Any index at least as new as the snapshot works: replaying the WAL on top of it is
         // idempotent (upserts and removals). Anything missing is re-embedded in the background.
+        let started = std::time::Instant::now();
         let dims = self.vectors.dims();
         for (g, path) in vector_files(dir) {
             if g < generation {
@@ -46,6 +47,14 @@ impl MemState {
             .into_iter()
             .filter(|k| !self.vectors.contains(*k))
             .collect();
+        if !self.records.is_empty() {
+            let origin = self.index_origin.clone();
+            self.note_open(format!(
+                "vector index {origin} in {} ms ({} to embed)",
+                started.elapsed().as_millis(),
+                self.pending.len()
+            ));
+        }
         Ok(())
     }
 }

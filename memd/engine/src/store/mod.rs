@@ -9,12 +9,15 @@
 //!
 //! Files in the directory: `lock`, `snapshot.<gen>` (state before segment `<gen>`), `wal.<gen>`
 //! (ops after that snapshot), transient `*.tmp`, and quarantine copies of damaged data
-//! (`*.corrupt`, `*.discarded-<offset>`) that are never read back.
+//! (`*.corrupt`, `*.discarded-<offset>`) that are never read back. The machine may keep
+//! derived files beside them (`Machine::save_side_files`; `side_file` frames them with the
+//! generation they reflect and a checksum); they are caches, never the truth.
 
 mod error;
 mod files;
 mod lock;
 mod recovery;
+pub(crate) mod side_file;
 mod snapshot;
 mod wal;
 mod writer;

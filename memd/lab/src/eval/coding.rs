@@ -274,6 +274,11 @@ impl CodingIndex {
         &self.set
     }
 
+    /// The store, its labels and the embedded questions (evidence: each question's answers).
+    pub(super) fn indexed(&self) -> &Indexed {
+        &self.indexed
+    }
+
     /// Every question ranked with `ranking` (the first stage alone), the first `depth`
     /// candidates kept.
     pub fn rank(&self, ranking: &Ranking, depth: usize) -> RankedLists {

@@ -7,10 +7,12 @@
 //! in-process retrieval on the repository's own set of coding-agent notes with paraphrased
 //! questions and distractors), and `memd-eval evidence` (the learning session with the agent's
 //! commands reported, nobody or the agent scoring, tool evidence on and off), `memd-eval
-//! holdout` (the coding evaluation on a second set nobody tuned on) and `memd-eval retrieval`
-//! (every set's first stage beside what memd ships, in one table). All print deterministic
-//! tables whose figures decide ranking defaults, under a header naming the commit and the
-//! configuration measured; "shipped" rows always come from the daemon's own pipeline.
+//! holdout` (the coding evaluation on a second set nobody tuned on), `memd-eval fusion` (the
+//! first stage's fusion, late interaction's candidates and its score, compared) and `memd-eval
+//! retrieval` (every set's first stage beside what memd ships, in one table). All print
+//! deterministic tables whose figures decide ranking defaults, under a header naming the
+//! commit and the configuration measured; "shipped" rows always come from the daemon's own
+//! pipeline.
 //!
 //! Must never touch the user's data directory or daemon (every run uses a fresh temporary
 //! store or a daemon of its own), download anything, or ship evaluation data: the data set
@@ -23,6 +25,7 @@ pub mod dataset;
 pub mod eviction;
 pub mod evidence;
 pub mod floor;
+pub mod fusion;
 pub mod header;
 pub mod late;
 pub mod learning;
@@ -90,6 +93,16 @@ pub enum EvalCommand {
         /// Also print each question's answer rank under every configuration.
         #[arg(long)]
         per_question: bool,
+    },
+    /// Study of the first stage's fusion, late interaction's candidates and the final score's
+    /// mix on every set (tab-separated, one line per configuration and set).
+    Fusion {
+        /// Directory holding the LoCoMo conversation files (`*.json`).
+        #[arg(long)]
+        locomo: Option<PathBuf>,
+        /// Also write every candidate's cosine, BM25, ranks and MaxSim to this file.
+        #[arg(long)]
+        features: Option<PathBuf>,
     },
     /// One table: R@k and MRR of the first stage alone and of what memd ships, on LoCoMo (when
     /// `--locomo` names the conversations), the coding set and the holdout set; then the
@@ -211,6 +224,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             };
             print!("{}", run_coding(&dir, &runtime, &options)?);
         }
+        EvalCommand::Fusion { locomo, features } => fusion::run(locomo, features, &runtime)?,
         EvalCommand::Retrieval { locomo, turn_text } => {
             let sets = summary::Sets {
                 locomo: summary::locomo_files(locomo.as_deref())?,

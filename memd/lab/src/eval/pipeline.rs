@@ -16,7 +16,7 @@ use memd_engine::models::embed::{
     CrossEncoder, LateInteraction, RuntimePaths, late_interaction_dir, reranker_dir,
 };
 use memd_engine::models::late;
-use memd_engine::retrieve::{self, FirstStage, Second};
+use memd_engine::retrieve::{self, COSINE_GAP_SCALE, COSINE_WEIGHT_MAX, FirstStage, Second};
 use memd_engine::search::{Hit, Query, RRF_K, Ranking};
 use memd_engine::state::MemState;
 use memd_engine::store::Store;
@@ -166,6 +166,10 @@ impl Pipeline {
             text,
             vector: Some(vector),
             ranking: &self.settings.ranking,
+            vector_extra: match stages.late {
+                true => retrieve::VECTOR_CANDIDATES,
+                false => 0,
+            },
         };
         let head = store.read(|s| retrieve::first_stage(s, &stage, depth, |_| true, NOW_MS));
         let query_states = match stages.late {
@@ -173,9 +177,7 @@ impl Pipeline {
             false => None,
         };
         let how = Second {
-            late: query_states
-                .as_ref()
-                .map(|q| (q, self.settings.search.rerank_depth)),
+            late: query_states.as_ref().map(|q| (q, head.len())),
             deadline: None,
             cross: stages.cross.clone(),
         };
@@ -210,10 +212,13 @@ impl fmt::Display for Settings {
         )?;
         let late = match s.rerank {
             true => format!(
-                "late interaction {LATE_MODEL} (MaxSim per query token + {} x cosine) over the \
-                 first {} (search.rerank_depth)",
-                late::COSINE_WEIGHT,
-                s.rerank_depth
+                "late interaction {LATE_MODEL} (MaxSim per query token + w x cosine, w = {} x the \
+                 cosine's lead / MaxSim's lead, at most {}) over the first {} \
+                 (search.rerank_depth) and the vector list's first {}",
+                COSINE_GAP_SCALE,
+                COSINE_WEIGHT_MAX,
+                s.rerank_depth,
+                retrieve::VECTOR_CANDIDATES
             ),
             false => "no reranking (search.rerank = false)".to_string(),
         };

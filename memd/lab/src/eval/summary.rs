@@ -139,15 +139,8 @@ pub const PROBE_QUERY: &str = "how do we ship the payments backend to the cluste
 /// The note that answers (Kubernetes).
 pub const PROBE_ANSWER: usize = 0;
 
-/// Each stage's order of the probe's notes (indexes into `PROBE_NOTES`).
-#[derive(Debug, Clone)]
-pub struct Probe {
-    pub stages: Vec<(String, Vec<usize>)>,
-}
-
-/// The three notes stored alone, the query ranked by each stage on its own and as shipped;
-/// the cross-encoder's row only when its files are installed.
-pub fn probe(p: &Pipeline, runtime: &RuntimePaths, embedder: &dyn Embed) -> Result<Probe> {
+/// The probe's three notes stored alone and embedded, with its query (evidence: the answer).
+pub(super) fn probe_index(embedder: &dyn Embed) -> Result<Indexed> {
     let memories = PROBE_NOTES
         .iter()
         .enumerate()
@@ -166,7 +159,19 @@ pub fn probe(p: &Pipeline, runtime: &RuntimePaths, embedder: &dyn Embed) -> Resu
         category: 0,
         evidence: vec![PROBE_ANSWER.to_string()],
     };
-    let ix = Indexed::store(memories, &[question], embedder)?;
+    Indexed::store(memories, &[question], embedder)
+}
+
+/// Each stage's order of the probe's notes (indexes into `PROBE_NOTES`).
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub stages: Vec<(String, Vec<usize>)>,
+}
+
+/// The three notes stored alone, the query ranked by each stage on its own and as shipped;
+/// the cross-encoder's row only when its files are installed.
+pub fn probe(p: &Pipeline, runtime: &RuntimePaths, embedder: &dyn Embed) -> Result<Probe> {
+    let ix = probe_index(embedder)?;
     let states = p.states(&ix.store, ix.labels.keys().copied())?;
     let cross = match p.cross_encoder() {
         Some(c) => Some(c),

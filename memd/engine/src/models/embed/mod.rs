@@ -13,6 +13,7 @@
 mod batch;
 pub mod colbert;
 mod gate;
+mod int8_tables;
 mod onnx;
 mod rerank;
 mod runtime;

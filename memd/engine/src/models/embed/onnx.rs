@@ -51,6 +51,8 @@ pub struct OnnxEmbedder {
     tokenizer: Tokenizer,
     /// Pool with the `[CLS]` state instead of the mean (bge models; for studies).
     cls_pooling: bool,
+    /// Lookup tables kept int8 by the load-time rewrite (`int8_tables`).
+    int8_tables: usize,
     /// Kept so the environment outlives the session (ort only holds a weak reference).
     _environment: Environment,
 }
@@ -59,9 +61,21 @@ impl OnnxEmbedder {
     /// Loads ONNX Runtime, the model and the tokenizer. `threads` is the number of intra-op
     /// threads per session run; 0 lets ONNX Runtime choose (one per physical core).
     pub fn load(paths: &RuntimePaths, threads: usize) -> Result<Self> {
+        Self::load_graph(paths, threads, Tables::KeepInt8)
+    }
+
+    /// `load` without the rewrite that keeps the int8 lookup tables int8 (ONNX Runtime then
+    /// holds them as fp32): the baseline that proves the rewrite exact, and for studies.
+    pub fn load_as_shipped(paths: &RuntimePaths, threads: usize) -> Result<Self> {
+        Self::load_graph(paths, threads, Tables::AsShipped)
+    }
+
+    fn load_graph(paths: &RuntimePaths, threads: usize, tables: Tables) -> Result<Self> {
         paths.check().map_err(|msg| anyhow!(msg))?;
         let environment = shared_environment(&paths.ort_lib)?;
-        let session = build_session(&environment, &paths.model, threads, "embedding model")?;
+        let what = "embedding model";
+        let (session, int8_tables) =
+            build_session(&environment, &paths.model, threads, what, tables)?;
         check_model_signature(&session, &paths.model)?;
         let tokenizer = load_tokenizer(&paths.tokenizer)?;
         Ok(Self {
@@ -69,6 +83,7 @@ impl OnnxEmbedder {
             queries: QueryBatch::default(),
             tokenizer,
             cls_pooling: false,
+            int8_tables,
             _environment: environment,
         })
     }
@@ -78,6 +93,11 @@ impl OnnxEmbedder {
     pub fn with_cls_pooling(mut self) -> Self {
         self.cls_pooling = true;
         self
+    }
+
+    /// How many int8 lookup tables the load kept int8 (2 for memd's model, 0 as shipped).
+    pub fn int8_tables(&self) -> usize {
+        self.int8_tables
     }
 
     fn tokenize(&self, text: &str) -> Result<Encoding> {
@@ -276,24 +296,48 @@ fn create_environment(lib: &Path) -> Result<Environment> {
         .map_err(|e| anyhow!("cannot create the ONNX Runtime environment: {e}"))
 }
 
-/// `what` names the model in errors ("embedding model", "reranker model").
+/// Whether `build_session` rewrites dequantised int8 lookup tables (`int8_tables`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tables {
+    KeepInt8,
+    AsShipped,
+}
+
+/// The session, and how many int8 lookup tables it keeps int8. `what` names the model in
+/// errors ("embedding model", "reranker model").
 pub(super) fn build_session(
     environment: &Environment,
     model: &Path,
     threads: usize,
     what: &str,
-) -> Result<Session> {
+    tables: Tables,
+) -> Result<(Session, usize)> {
+    let rewritten = match tables {
+        Tables::KeepInt8 => std::fs::read(model)
+            .ok()
+            .and_then(|bytes| super::int8_tables::rewrite(&bytes)),
+        Tables::AsShipped => None,
+    };
     let build = || -> ort::Result<Session> {
-        Session::builder(environment)?
+        let mut builder = Session::builder(environment)?
             .with_optimization_level(GraphOptimizationLevel::Level3)?
             .with_intra_threads(threads)?
             .with_inter_threads(1)?
             // memd is a mostly idle daemon on machines shared with builds: pool threads must
             // sleep between requests instead of spinning on a core.
-            .with_intra_op_spinning(false)?
-            .commit_from_file(model)
+            .with_intra_op_spinning(false)?;
+        // ONNX Runtime's CPU arena stays on. It keeps each session's largest run resident
+        // (the late-interaction model's grew ~56 MB over batches of documents), but without
+        // it memd-bench's idle RSS at 1k memories measured 404 MB instead of 276 MB: the
+        // freed buffers stay in glibc's per-thread heaps instead.
+        match &rewritten {
+            Some((bytes, _)) => builder.commit_from_memory(bytes),
+            None => builder.commit_from_file(model),
+        }
     };
-    build().map_err(|e| anyhow!("cannot load the {what} {}: {e}", model.display()))
+    let session =
+        build().map_err(|e| anyhow!("cannot load the {what} {}: {e}", model.display()))?;
+    Ok((session, rewritten.map_or(0, |(_, n)| n)))
 }
 
 /// A model directory's parts (`model.onnx`, `tokenizer.json`), as the rerankers load them.
@@ -325,7 +369,13 @@ pub(super) fn load_model_dir(
         );
     }
     let environment = shared_environment(ort_lib)?;
-    let session = build_session(&environment, &model, threads, &format!("{what} model"))?;
+    let (session, _) = build_session(
+        &environment,
+        &model,
+        threads,
+        &format!("{what} model"),
+        Tables::KeepInt8,
+    )?;
     ensure!(
         session.outputs().iter().any(|o| o.name() == output),
         "{what} model {} has no `{output}` output",

@@ -55,6 +55,8 @@ pub struct Rules<'a> {
     pub keep: usize,
     /// How deep the first stage goes: `keep`, or the late-interaction depth when reranking.
     pub depth: usize,
+    /// The vector list's first this many join the head when reranking (else 0).
+    pub vector_extra: usize,
 }
 
 impl<'a> Rules<'a> {
@@ -83,6 +85,10 @@ impl<'a> Rules<'a> {
             depth: match reranking {
                 true => keep.max(cfg.search.rerank_depth),
                 false => keep,
+            },
+            vector_extra: match reranking {
+                true => retrieve::VECTOR_CANDIDATES,
+                false => 0,
             },
         }
     }
@@ -133,6 +139,7 @@ pub fn snapshot(
         text: prompt.0,
         vector: prompt.1,
         ranking,
+        vector_extra: rules.vector_extra,
     };
     let head = retrieve::first_stage(s, &stage, rules.depth, |h| rules.allowed(s, h), now);
     let extra = match (followup, prompt.1) {
@@ -143,6 +150,7 @@ pub fn snapshot(
                 text,
                 vector: fvec,
                 ranking,
+                vector_extra: 0,
             };
             let admits = |h: &Hit| {
                 rules.allowed(s, h)

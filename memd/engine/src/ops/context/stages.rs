@@ -225,7 +225,7 @@ pub async fn retrieve(
         )
     });
     let how = Second {
-        late: late.map(|l| (l, rules.depth)),
+        late: late.map(|l| (l, found.head.len())),
         deadline: q.deadline,
         cross: None,
     };

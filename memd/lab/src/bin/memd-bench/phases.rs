@@ -638,12 +638,13 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// `snapshot 1.2 MiB, wal 3.4 MiB, vectors 5.6 MiB` for the store directory.
+/// `snapshot 1.2 MiB, wal 3.4 MiB, vectors 5.6 MiB, lexical 0.9 MiB` for the store directory.
 fn store_breakdown(store: &Path) -> String {
     let mut parts: Vec<(&str, u64, usize)> = vec![
         ("snapshot", 0, 0),
         ("wal", 0, 0),
         ("vectors", 0, 0),
+        ("lexical", 0, 0),
         ("other", 0, 0),
     ];
     for e in std::fs::read_dir(store).into_iter().flatten().flatten() {
@@ -655,8 +656,10 @@ fn store_breakdown(store: &Path) -> String {
             1
         } else if name.starts_with("vectors.") {
             2
-        } else {
+        } else if name.starts_with("lexical.") {
             3
+        } else {
+            4
         };
         parts[slot].1 += len;
         parts[slot].2 += 1;
