@@ -1,12 +1,13 @@
 //! The query side of late interaction: the query's token states under a deadline, the count of
 //! encodings in flight that load shedding reads, and the tally of what prompts got.
 //!
-//! Owns when a prompt gives up on reranking (deadline passed, or another query still encoding)
-//! and counting it. Must never block past the caller's deadline and never fail: a missing,
+//! Owns when a prompt gives up on reranking (deadline passed, or a full batch of queries
+//! already waiting) and counting it. Must never block past the caller's deadline and never fail: a missing,
 //! busy or failing model gives `None` (the fused order).
 
 use super::Models;
 use super::embed::QueryStates;
+use super::embed::colbert::QUERY_BATCH;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -73,7 +74,8 @@ pub enum PromptRerank {
     Reranked,
     /// The query encoding or MaxSim ran past the budget: (part of) the fused order kept.
     OverBudget,
-    /// Another query was still encoding: the fused order at once (load shedding).
+    /// A full batch of queries was already encoding or waiting: the fused order at once
+    /// (load shedding).
     Shed,
 }
 
@@ -100,9 +102,10 @@ impl PromptTally {
 impl Models {
     /// The query's token states, if the model is loaded and they arrive before `deadline`. The
     /// encoding cannot be interrupted: past the deadline it finishes on its blocking thread and
-    /// is thrown away, while the caller goes on with the fused order. With `shed`, a query that
-    /// would queue behind another one still encoding gets `None` at once: under load the prompt
-    /// path keeps the fused order instead of piling up work it would not wait for.
+    /// is thrown away, while the caller goes on with the fused order. Queries arriving while
+    /// one is encoding are encoded together in the next run (`colbert::QUERY_BATCH`). With
+    /// `shed`, a query that would not fit that next run gets `None` at once: under load the
+    /// prompt path keeps the fused order instead of piling up work it would not wait for.
     pub async fn encode_late_query(
         &self,
         text: &str,
@@ -131,8 +134,8 @@ impl Models {
             return None;
         }
         let in_flight = InFlight::enter(self.queries.clone());
-        if shed && in_flight.others > 0 {
-            tracing::debug!("late-interaction query skipped: another one is encoding");
+        if shed && in_flight.others >= QUERY_BATCH {
+            tracing::debug!("late-interaction query skipped: a full batch is waiting");
             tally(PromptRerank::Shed);
             return None;
         }

@@ -2,9 +2,9 @@
 //! (second stage), computed in parallel, each on its own model.
 //!
 //! Owns how long each caller waits for the late-interaction states: a prompt until its
-//! reranking deadline and not at all when another query is encoding (load shedding: under load
-//! the prompt keeps the fused order instead of queueing work it would not wait for); a search
-//! up to `SEARCH_QUERY_WAIT`. Must never fail: a missing model gives `None`.
+//! reranking deadline and not at all when a full batch of queries is already encoding or
+//! waiting (load shedding: under load the prompt keeps the fused order instead of queueing
+//! work it would not wait for); a search up to `SEARCH_QUERY_WAIT`. Must never fail: a missing model gives `None`.
 
 use crate::models::Models;
 use crate::models::embed::QueryStates;

@@ -1,36 +1,45 @@
-//! Queries that arrive together are embedded together.
+//! Queries that arrive together are encoded together.
 //!
-//! Owns the queue of query texts waiting for the embedding model: the first caller to get its
-//! turn embeds every text queued by then in one run and hands each caller its vector (the
-//! others find theirs done when their turn comes). With 16 sessions prompting at once this
-//! turns 16 runs into a few batched ones, which embed ~1.7x more texts per second on 2 cores
-//! (`onnx::MAX_BATCH`). Must never mix results up between callers or lose one on an error:
-//! every caller gets its own vector or the run's error.
+//! Owns the queue of query texts waiting for a model (the embedder's vectors, the
+//! late-interaction model's token states): the first caller to get its turn encodes every text
+//! queued by then in one run and hands each caller its result (the others find theirs done
+//! when their turn comes). With 16 sessions prompting at once this turns 16 runs into a few
+//! batched ones, which embed ~1.7x more texts per second on 2 cores (`onnx::MAX_BATCH`).
+//! Must never mix results up between callers or lose one on an error: every caller gets its
+//! own result or the run's error.
 
 use anyhow::{Result, anyhow};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// One caller's result, filled by whoever ran its batch.
-type Slot = Arc<Mutex<Option<Result<Vec<f32>, String>>>>;
+type Slot<T> = Arc<Mutex<Option<Result<T, String>>>>;
 
-/// The queue; one per model.
-#[derive(Default)]
-pub struct QueryBatch {
-    pending: Mutex<Vec<(String, Slot)>>,
+/// The queue; one per model. `T` is one text's result (a vector, a query's token states).
+pub struct QueryBatch<T = Vec<f32>> {
+    pending: Mutex<Vec<(String, Slot<T>)>>,
     /// Held while a batch runs: the callers queued meanwhile form the next one.
     turn: Mutex<()>,
 }
 
-impl QueryBatch {
-    /// `text`'s vector, computed by `run` (one vector per text, in order) in a batch with the
+impl<T> Default for QueryBatch<T> {
+    fn default() -> Self {
+        QueryBatch {
+            pending: Mutex::default(),
+            turn: Mutex::default(),
+        }
+    }
+}
+
+impl<T> QueryBatch<T> {
+    /// `text`'s result, computed by `run` (one result per text, in order) in a batch with the
     /// texts other callers queued at the same time, at most `max` per run.
-    pub fn embed(
+    pub fn encode(
         &self,
         text: &str,
         max: usize,
-        run: impl Fn(&[&str]) -> Result<Vec<Vec<f32>>>,
-    ) -> Result<Vec<f32>> {
-        let slot: Slot = Arc::default();
+        run: impl Fn(&[&str]) -> Result<Vec<T>>,
+    ) -> Result<T> {
+        let slot: Slot<T> = Arc::default();
         lock(&self.pending).push((text.to_string(), slot.clone()));
         let _turn = lock(&self.turn);
         loop {
@@ -39,20 +48,20 @@ impl QueryBatch {
             }
             // Our text is still queued: run a batch (it includes ours once the earlier
             // callers' texts, at most `max` each time, have gone).
-            let batch: Vec<(String, Slot)> = {
+            let batch: Vec<(String, Slot<T>)> = {
                 let mut pending = lock(&self.pending);
                 let n = pending.len().min(max.max(1));
                 pending.drain(..n).collect()
             };
             let texts: Vec<&str> = batch.iter().map(|(t, _)| t.as_str()).collect();
             match run(&texts) {
-                Ok(vectors) if vectors.len() == batch.len() => {
-                    for ((_, s), v) in batch.iter().zip(vectors) {
-                        *lock(s) = Some(Ok(v));
+                Ok(results) if results.len() == batch.len() => {
+                    for ((_, s), r) in batch.iter().zip(results) {
+                        *lock(s) = Some(Ok(r));
                     }
                 }
-                Ok(vectors) => {
-                    let e = format!("{} vectors for {} texts", vectors.len(), batch.len());
+                Ok(results) => {
+                    let e = format!("{} results for {} texts", results.len(), batch.len());
                     batch
                         .iter()
                         .for_each(|(_, s)| *lock(s) = Some(Err(e.clone())));
@@ -88,22 +97,22 @@ mod tests {
 
     #[test]
     fn a_lone_query_runs_alone() {
-        let (q, runs) = (QueryBatch::default(), AtomicUsize::new(0));
-        let v = q.embed("abc", 8, |t| fake(&runs, t)).unwrap();
+        let (q, runs) = (QueryBatch::<Vec<f32>>::default(), AtomicUsize::new(0));
+        let v = q.encode("abc", 8, |t| fake(&runs, t)).unwrap();
         assert_eq!(v, vec![3.0, 1.0]);
         assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 
     #[test]
     fn queries_queued_during_a_run_share_the_next_one_and_get_their_own_vectors() {
-        let q = Arc::new(QueryBatch::default());
+        let q = Arc::new(QueryBatch::<Vec<f32>>::default());
         let runs = Arc::new(AtomicUsize::new(0));
         // Hold the turn so the callers queue up behind it, as they do behind a running batch.
         let turn = lock(&q.turn);
         let callers: Vec<_> = (1..=5)
             .map(|n| {
                 let (q, runs) = (q.clone(), runs.clone());
-                std::thread::spawn(move || q.embed(&"x".repeat(n), 8, |t| fake(&runs, t)))
+                std::thread::spawn(move || q.encode(&"x".repeat(n), 8, |t| fake(&runs, t)))
             })
             .collect();
         while lock(&q.pending).len() < 5 {
@@ -123,14 +132,16 @@ mod tests {
 
     #[test]
     fn batches_are_capped_and_errors_reach_every_caller_of_the_run() {
-        let q = QueryBatch::default();
+        let q = QueryBatch::<Vec<f32>>::default();
         lock(&q.pending).push(("queued earlier".into(), Arc::default()));
         let runs = AtomicUsize::new(0);
         // Cap 1: the earlier text runs first, then ours.
-        let v = q.embed("ours", 1, |t| fake(&runs, t)).unwrap();
+        let v = q.encode("ours", 1, |t| fake(&runs, t)).unwrap();
         assert_eq!(v, vec![4.0, 1.0]);
         assert_eq!(runs.load(Ordering::SeqCst), 2);
-        let err = q.embed("x", 8, |_| Err(anyhow!("model gone"))).unwrap_err();
+        let err = q
+            .encode("x", 8, |_| Err(anyhow!("model gone")))
+            .unwrap_err();
         assert!(err.to_string().contains("model gone"), "{err}");
     }
 }

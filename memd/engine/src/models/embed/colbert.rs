@@ -11,6 +11,7 @@
 //! Must never panic on a missing or broken model and never hold the session lock while
 //! tokenising.
 
+use super::batch::QueryBatch;
 use super::gate::{Gate, Priority};
 use std::path::Path;
 
@@ -35,6 +36,10 @@ pub const QUERY_TOKENS: usize = 0;
 /// ColBERT itself reads 32.
 pub const MAX_QUERY_TOKENS: usize = 32;
 const MAX_INPUT_BYTES: usize = 16 * 1024;
+/// Largest number of queries encoded in one run: prompts that arrive while a run is going are
+/// encoded together in the next one (16 concurrent sessions fit in one). Queries are at most
+/// `MAX_QUERY_TOKENS` long, so a full batch is a small tensor.
+pub const QUERY_BATCH: usize = 16;
 const HIDDEN_STATE: &str = "last_hidden_state";
 /// BERT uncased vocabulary ids of ColBERT's markers and of `[MASK]`.
 const QUERY_MARKER: i64 = 1;
@@ -215,6 +220,8 @@ unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
 /// answerai-colbert-small-v1 behind ONNX Runtime; shared between threads like the embedder.
 pub struct LateInteraction {
     session: Gate<Session>,
+    /// Queries waiting for the model, encoded together.
+    queries: QueryBatch<Vec<Vec<f32>>>,
     query_tokens: usize,
     dims: usize,
     tokenizer: Tokenizer,
@@ -238,6 +245,7 @@ impl LateInteraction {
         )?;
         Ok(LateInteraction {
             session: Gate::new(parts.session),
+            queries: QueryBatch::default(),
             query_tokens: QUERY_TOKENS,
             dims: DIMS,
             tokenizer: parts.tokenizer,
@@ -260,7 +268,34 @@ impl LateInteraction {
 
     /// A query's token vectors: `[CLS] [unused0] query [SEP]`, padded with `[MASK]` when a
     /// query length is set (the masks are not attended to; their outputs take part in MaxSim).
+    /// Queries that arrive while another one is encoding are encoded together in the next run
+    /// (at most `QUERY_BATCH`), each caller getting its own states.
     pub fn encode_query(&self, query: &str) -> Result<QueryStates> {
+        let rows = self
+            .queries
+            .encode(query, QUERY_BATCH, |texts| self.query_rows_batch(texts))?;
+        Ok(QueryStates::from_rows(rows))
+    }
+
+    /// Several queries' token vectors, encoded in one run (as concurrent prompts' are).
+    pub fn encode_queries(&self, queries: &[&str]) -> Result<Vec<QueryStates>> {
+        Ok(self
+            .query_rows_batch(queries)?
+            .into_iter()
+            .map(QueryStates::from_rows)
+            .collect())
+    }
+
+    fn query_rows_batch(&self, queries: &[&str]) -> Result<Vec<Vec<Vec<f32>>>> {
+        let inputs = queries
+            .iter()
+            .map(|q| self.query_input(q))
+            .collect::<Result<Vec<_>>>()?;
+        self.run_batch(&inputs, Priority::Urgent)
+    }
+
+    /// A query's token ids and attention mask (the `[MASK]` padding is not attended to).
+    fn query_input(&self, query: &str) -> Result<(Vec<i64>, Vec<i64>)> {
         let mut ids = self.token_ids(query, QUERY_MARKER)?;
         ids.truncate(match self.query_tokens {
             0 => MAX_QUERY_TOKENS,
@@ -269,11 +304,7 @@ impl LateInteraction {
         let real = ids.len();
         ids.resize(self.query_tokens.max(real), MASK);
         let mask: Vec<i64> = (0..ids.len()).map(|i| i64::from(i < real)).collect();
-        Ok(QueryStates::from_rows(self.run(
-            &ids,
-            &mask,
-            Priority::Urgent,
-        )?))
+        Ok((ids, mask))
     }
 
     /// A memory's stored form: `[CLS] [unused1] text [SEP]`, every token kept (dropping the
@@ -321,14 +352,34 @@ impl LateInteraction {
 
     /// Unit-length hidden state of every position.
     fn run(&self, ids: &[i64], mask: &[i64], priority: Priority) -> Result<Vec<Vec<f32>>> {
+        let mut rows = self.run_batch(&[(ids.to_vec(), mask.to_vec())], priority)?;
+        rows.pop()
+            .ok_or_else(|| anyhow!("late-interaction model returned no states"))
+    }
+
+    /// The unit-length hidden states of each input's positions, in one run: the inputs are
+    /// padded on the right to the longest with masked positions, which no real position
+    /// attends to, and each input gets back only its own positions.
+    fn run_batch(
+        &self,
+        inputs: &[(Vec<i64>, Vec<i64>)],
+        priority: Priority,
+    ) -> Result<Vec<Vec<Vec<f32>>>> {
         crate::heap::mark_dirty();
-        let shape = [1, ids.len()];
-        let type_ids = vec![0i64; ids.len()];
+        let (rows, width) = (inputs.len(), inputs.iter().map(|i| i.0.len()).max());
+        let width = width.unwrap_or(0);
+        let (mut ids, mut mask) = (vec![0i64; rows * width], vec![0i64; rows * width]);
+        for (row, (i, m)) in inputs.iter().enumerate() {
+            ids[row * width..row * width + i.len()].copy_from_slice(i);
+            mask[row * width..row * width + m.len()].copy_from_slice(m);
+        }
+        let shape = [rows, width];
+        let type_ids = vec![0i64; rows * width];
         let mut session = self.session.lock(priority);
         let outputs = session
             .run(ort::inputs![
-                "input_ids" => TensorRef::from_array_view((shape, ids))?,
-                "attention_mask" => TensorRef::from_array_view((shape, mask))?,
+                "input_ids" => TensorRef::from_array_view((shape, &ids[..]))?,
+                "attention_mask" => TensorRef::from_array_view((shape, &mask[..]))?,
                 "token_type_ids" => TensorRef::from_array_view((shape, &type_ids[..]))?,
             ])
             .context("running the late-interaction model")?;
@@ -336,23 +387,33 @@ impl LateInteraction {
             .get(HIDDEN_STATE)
             .ok_or_else(|| anyhow!("late-interaction model returned no `{HIDDEN_STATE}`"))?;
         let (out_shape, states) = hidden.try_extract_tensor::<f32>()?;
-        let expected = [1, ids.len() as i64, DIMS as i64];
+        let expected = [rows as i64, width as i64, DIMS as i64];
         ensure!(
             out_shape[..] == expected[..],
             "late-interaction model returned shape {out_shape:?}, expected {expected:?}"
         );
-        Ok(states
-            .chunks(DIMS)
-            .map(|row| {
-                let mut row = row.to_vec();
-                super::onnx::normalise(&mut row);
-                if self.dims < DIMS {
-                    row.truncate(self.dims);
-                    super::onnx::normalise(&mut row);
-                }
-                row
+        Ok(inputs
+            .iter()
+            .enumerate()
+            .map(|(row, (i, _))| {
+                let at = row * width * DIMS;
+                states[at..at + i.len() * DIMS]
+                    .chunks(DIMS)
+                    .map(|r| self.unit_row(r))
+                    .collect()
             })
             .collect())
+    }
+
+    /// A position's state at unit length, cut to `dims` (renormalised) for studies.
+    fn unit_row(&self, row: &[f32]) -> Vec<f32> {
+        let mut row = row.to_vec();
+        super::onnx::normalise(&mut row);
+        if self.dims < DIMS {
+            row.truncate(self.dims);
+            super::onnx::normalise(&mut row);
+        }
+        row
     }
 }
 

@@ -19,6 +19,7 @@ mod rerank;
 mod runtime;
 
 pub use colbert::{LateInteraction, QueryStates, TokenStates};
+pub use gate::{Urgent, urgent};
 pub use onnx::{MAX_TOKENS, OnnxEmbedder};
 pub use rerank::CrossEncoder;
 pub use runtime::{

@@ -171,7 +171,7 @@ impl Embed for OnnxEmbedder {
     }
 
     fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
-        self.queries.embed(text, MAX_BATCH, |texts| {
+        self.queries.encode(text, MAX_BATCH, |texts| {
             self.embed_at(texts, Priority::Urgent)
         })
     }

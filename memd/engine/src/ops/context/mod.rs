@@ -132,13 +132,23 @@ impl PromptDeps<'_> {
         fallback: Option<String>,
     ) -> Result<GetContextResponse, ApiError> {
         let h = &self.hooks;
+        // Background model runs (new memories' embeddings and token states) don't start while
+        // a prompt is being served: they would share its cores.
+        let _urgent = crate::models::embed::urgent();
+        let mut clock = stages::Clock::start();
         let prompt = stages::Prompt::check(h, req)?;
         h.db.settle().await;
+        clock.lap("settle");
         let turn = stages::Turn::read(h, &prompt, fallback);
+        clock.lap("read");
         let queries = stages::encode(self, &prompt, &turn).await;
+        clock.lap("encode");
         let picked = stages::retrieve(self, &prompt, &turn, &queries).await;
+        clock.lap("retrieve");
         let injection = stages::lay_out(h, &prompt, &turn, picked);
         stages::record(h, req, &prompt, turn.unscored, &injection)?;
+        clock.lap("record");
+        clock.log();
         Ok(injection.response(turn.plan.required, turn.scoring_hints))
     }
 }

@@ -361,3 +361,36 @@ pub fn record(
     }
     Ok(())
 }
+
+/// Each stage's wall time, logged at debug level (`MEMD_LOG=info,memd_engine::ops::context=debug`):
+/// where a prompt's time goes under load.
+pub struct Clock {
+    at: Instant,
+    laps: Vec<(&'static str, Duration)>,
+}
+
+impl Clock {
+    pub fn start() -> Clock {
+        Clock {
+            at: Instant::now(),
+            laps: Vec::with_capacity(5),
+        }
+    }
+
+    pub fn lap(&mut self, stage: &'static str) {
+        let now = Instant::now();
+        self.laps.push((stage, now - self.at));
+        self.at = now;
+    }
+
+    pub fn log(&self) {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let laps: Vec<String> = self
+                .laps
+                .iter()
+                .map(|(s, d)| format!("{s}={:.1}", d.as_secs_f64() * 1000.0))
+                .collect();
+            tracing::debug!("get-context stages (ms): {}", laps.join(" "));
+        }
+    }
+}

@@ -163,6 +163,27 @@ impl Daemon {
         Ok((field("VmRSS:")?, field("VmHWM:")?))
     }
 
+    /// CPU time the daemon has used so far (user + system, every thread), from /proc. The
+    /// kernel reports it in USER_HZ ticks, 100 a second on Linux whatever the kernel's own HZ.
+    pub fn cpu_time(&self) -> Result<Duration> {
+        let pid = self.pid().ok_or_else(|| anyhow!("daemon not running"))?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        // The command name (field 2) may hold spaces: count fields after its closing paren.
+        let rest = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .ok_or_else(|| anyhow!("unreadable /proc/{pid}/stat"))?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        let ticks = |i: usize| -> Result<u64> {
+            fields
+                .get(i)
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| anyhow!("no CPU time in /proc/{pid}/stat"))
+        };
+        Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+    }
+
     /// SIGTERM, wait for a clean exit; returns how long the shutdown (with final snapshot) took.
     pub fn stop(mut self) -> Result<Duration> {
         self.kit.stop().map_err(|e| anyhow!("{e}"))

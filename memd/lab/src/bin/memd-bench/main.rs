@@ -16,6 +16,7 @@ mod load;
 mod phases;
 mod prebuild;
 mod report;
+mod saturation;
 
 use anyhow::{Context, Result, bail};
 use clap::parser::ValueSource;
@@ -182,6 +183,7 @@ fn run() -> Result<usize> {
     println!("{}", report.machine.line());
     println!("memd: {}  hooks: {}", memd.display(), hook_dir.display());
     let mut bench = Bench {
+        gc_cpu_ms: None,
         memd,
         hook_dir,
         runtime_dir,

@@ -13,6 +13,7 @@ use super::hooks;
 use super::load;
 use super::prebuild;
 use super::report::{Figure, Report, Samples, Stat, Target, size_label};
+use super::saturation;
 use anyhow::{Result, bail};
 
 #[path = "dashboard.rs"]
@@ -57,6 +58,9 @@ pub struct Bench {
     pub out: PathBuf,
     pub seed: u64,
     pub opts: Opts,
+    /// The daemon's CPU time per get-context in the last single-session phase (ms), for the
+    /// concurrent phase's floor (`saturation`).
+    pub gc_cpu_ms: Option<f64>,
 }
 
 /// Workload sizes (after `--quick` defaults were applied).
@@ -530,6 +534,7 @@ impl Bench {
             return Ok(());
         }
         let before = d.stats()?.index.prompt_rerank;
+        let cpu_before = d.cpu_time()?;
         let m = load::mixed(
             d,
             self.opts.sessions,
@@ -537,6 +542,7 @@ impl Bench {
             self.seed + 1000 + size as u64,
         )?;
         let after = d.stats()?.index.prompt_rerank;
+        let cpu = d.cpu_time()? - cpu_before;
         let per_s = m.turns as f64 / m.elapsed.as_secs_f64();
         self.report.add(
             Figure::value(&format!("mixed.turns.{label}"), "turns/s", per_s).with_note(format!(
@@ -558,6 +564,9 @@ impl Bench {
             errors = errors.with_note(format!("first: {e}"));
         }
         self.report.add(errors);
+        for f in saturation::figures(label, &m, cpu, self.gc_cpu_ms) {
+            self.report.add(f);
+        }
         if self.opts.rerank {
             self.report
                 .add(fallback_figure(label, before, after, m.sessions));
@@ -605,7 +614,14 @@ impl Bench {
         n: usize,
     ) -> Result<()> {
         let prompts: Vec<String> = (0..n).map(|_| corpus.prompt()).collect();
+        let cpu_before = d.cpu_time()?;
         let (s, injected) = load::get_context_fresh(d, &prompts, label)?;
+        let cpu_ms = (d.cpu_time()? - cpu_before).as_secs_f64() * 1000.0 / s.len().max(1) as f64;
+        self.gc_cpu_ms = Some(cpu_ms);
+        self.report.add(
+            Figure::value(&format!("get_context.cpu.{label}"), "ms", cpu_ms)
+                .with_note("the daemon's CPU time (all threads) per get-context, one at a time"),
+        );
         self.report.add(
             Figure::latency(&format!("get_context.{label}"), &s).with_note(format!(
                 "{at}; new prompt + new conversation each call; {injected}/{} injected context",
