@@ -15,11 +15,11 @@
 //! lock).
 
 use super::embed::{DIMS, TokenStates};
+use crate::store::{read_exact_at, write_all_at};
 use anyhow::{Context, Result, bail, ensure};
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -163,9 +163,7 @@ impl FullStore {
             let i = self.inner();
             (i.file.clone(), i.end)
         };
-        let written = file
-            .write_all_at(&record, end)
-            .and_then(|()| file.sync_data());
+        let written = write_all_at(&file, &record, end).and_then(|()| file.sync_data());
         if let Err(e) = written {
             file.set_len(end).ok();
             return Err(e).with_context(|| format!("appending to {}", self.path.display()));
@@ -199,8 +197,7 @@ impl FullStore {
             }
         };
         let mut buf = vec![0u8; slot.len as usize];
-        let parsed = file
-            .read_exact_at(&mut buf, slot.offset)
+        let parsed = read_exact_at(&file, &mut buf, slot.offset)
             .context("reading")
             .and_then(|()| parse_record(&buf).context("damaged record"))
             .and_then(|(k, h, full)| match (k, h) == (key, hash) {
@@ -323,7 +320,7 @@ impl FullStore {
         let mut buf = Vec::new();
         for (key, slot) in slots {
             buf.resize(slot.len as usize, 0);
-            let whole = file.read_exact_at(&mut buf, slot.offset).is_ok()
+            let whole = read_exact_at(file, &mut buf, slot.offset).is_ok()
                 && parse_record(&buf).is_some_and(|(k, h, _)| (k, h) == (*key, slot.hash));
             if !whole {
                 continue; // damaged: encoded again, like any memory without states
@@ -352,7 +349,7 @@ fn start_file(file: &File, path: &Path) -> Result<()> {
     file.set_len(0)?;
     let mut header = MAGIC.to_vec();
     header.extend((DIMS as u32).to_le_bytes());
-    file.write_all_at(&header, 0)?;
+    write_all_at(file, &header, 0)?;
     file.sync_all()?;
     if let Some(dir) = path.parent() {
         crate::store::sync_dir(dir).ok();

@@ -1,8 +1,9 @@
 //! File naming and small durable-filesystem helpers of the store.
 //!
 //! Owns the on-disk names (`snapshot.<gen>`, `wal.<gen>`, their `.tmp` and quarantine forms),
-//! directory scans, private (0600/0700) creation and directory fsync. Must never delete or
-//! rename anything by itself: callers decide what is garbage.
+//! directory scans, private (0600/0700) creation, directory fsync, and positioned reads and
+//! writes (one implementation per platform, for the WAL and the token-state log). Must never
+//! delete or rename anything by itself: callers decide what is garbage.
 //!
 //! Windows has no mode bits: files and directories created here inherit their parent's ACL,
 //! which under `%LOCALAPPDATA%` grants only the user, SYSTEM and Administrators.
@@ -169,6 +170,59 @@ pub(crate) fn write_private_durably(dir: &Path, path: &Path, bytes: &[u8]) -> io
     file.write_all(bytes)?;
     file.sync_all()?;
     sync_dir(dir)
+}
+
+/// Writes all of `buf` at `offset`, leaving other offsets alone (`pwrite` on Unix).
+#[cfg(unix)]
+pub(crate) fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(buf, offset)
+}
+
+/// Windows' positioned write also moves the handle's cursor, which nothing here reads: every
+/// write names its offset.
+#[cfg(windows)]
+pub(crate) fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_write(buf, offset) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`, leaving the cursor alone (`pread` on Unix),
+/// so concurrent readers of one handle never contend for it.
+#[cfg(unix)]
+pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, offset)
+}
+
+/// Windows' positioned read also moves the handle's cursor, which nothing here reads: every
+/// read and write names its offset.
+#[cfg(windows)]
+pub(crate) fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ mod wal;
 mod writer;
 
 /// The one directory fsync (Windows needs its own way to open a directory).
-pub(crate) use files::sync_dir;
+pub(crate) use files::{read_exact_at, sync_dir, write_all_at};
 
 #[cfg(test)]
 mod test_machine;

@@ -224,12 +224,12 @@ impl WalWriter {
         #[cfg(test)]
         if take(&mut self.faults.write_enospc) {
             let half = frames.first().map_or(&[][..], |f| &f[..f.len() / 2]);
-            write_all_at(&self.file, half, self.len)?;
+            files::write_all_at(&self.file, half, self.len)?;
             return Err(io::Error::from_raw_os_error(os_code::FULL[0]));
         }
         let mut offset = self.len;
         for frame in frames {
-            write_all_at(&self.file, frame, offset)?;
+            files::write_all_at(&self.file, frame, offset)?;
             offset += frame.len() as u64;
         }
         #[cfg(test)]
@@ -259,32 +259,6 @@ impl WalWriter {
         self.file.set_len(len)?;
         self.file.sync_all()
     }
-}
-
-/// Writes all of `buf` at `offset`, leaving other offsets alone (`pwrite` on Unix).
-#[cfg(unix)]
-fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    file.write_all_at(buf, offset)
-}
-
-/// Windows' positioned write also moves the handle's cursor, which nothing here reads: every
-/// write names its offset.
-#[cfg(windows)]
-fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
-    use std::os::windows::fs::FileExt;
-    while !buf.is_empty() {
-        match file.seek_write(buf, offset) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                buf = &buf[n..];
-                offset += n as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
