@@ -1,6 +1,6 @@
 //! The full-precision (i8) token states of every memory on disk, so memory holds only their
-//! 16-byte codes (`late_codes`) and a prompt reads back the best 20 of the code order to rescore
-//! them (`late::reorder_within`): `<data dir>/store/token-states.log`.
+//! 16-byte codes (`late_codes`) and a prompt reads back the best `late::RESCORE` of the code
+//! order to rescore them (`late::reorder_within`): `<data dir>/store/token-states.log`.
 //!
 //! Owns that file: append-only, one record per encoded memory, fsync'd before the memory counts
 //! as covered; an index in memory (key → the text hash, where its record lies, how many of its
