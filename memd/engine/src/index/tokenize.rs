@@ -4,6 +4,12 @@
 //! Owns the one definition of "a term", so documents and queries are always cut the same way.
 //! Must never allocate per token on the indexing path (`for_each_term` reuses one buffer) and
 //! never depend on index state.
+//!
+//! The lexical index is saved with each snapshot as terms, not text: any change to what a term
+//! is must bump `TERMS_VERSION`, so a saved index cut the old way is rebuilt, not trusted.
+
+/// The version of this module's cut, part of the saved lexical index's format version.
+pub const TERMS_VERSION: u32 = 1;
 
 /// Words so common in prompts and memories that they only add noise and long posting lists.
 /// Kept small on purpose: negations ("not", "no") and pronoun-like words that carry meaning in

@@ -4,9 +4,10 @@
 //! snapshot's generation and a checksum; older files dropped) and, at open, loading the image
 //! made for exactly the snapshot the state came from, or rebuilding the index from the records
 //! when there is none or it fails any check (and then saving that rebuild, which is still
-//! exactly the snapshot's, before the WAL is replayed on top). Must never use an image of another generation (the
-//! WAL replayed on top would then miss or repeat changes) or one whose documents are not
-//! exactly the records, and never fail an open or a snapshot over this cache.
+//! exactly the snapshot's, before the WAL is replayed on top). Must never use an image of
+//! another generation (the WAL replayed on top would then miss or repeat changes), of another
+//! tokenizer (`tokenize::TERMS_VERSION`), or whose documents are not exactly the records, and
+//! never fail an open or a snapshot over this cache.
 
 use super::MemState;
 use crate::index::Lexical;
@@ -14,9 +15,10 @@ use crate::store::side_file::{self, SideKind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// The image's layout (1) and the tokenizer's version, so either change rebuilds the index.
 pub(super) const KIND: SideKind = SideKind {
     magic: *b"MEMDBM25",
-    version: 1,
+    version: 1000 * crate::index::tokenize::TERMS_VERSION + 1,
 };
 
 impl MemState {
