@@ -112,14 +112,5 @@ pub(super) fn lexical_file(dir: &Path, generation: u64) -> PathBuf {
 
 /// Lexical index files in `dir` with their generation.
 fn lexical_files(dir: &Path) -> Vec<(u64, PathBuf)> {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let g = name.strip_prefix("lexical.")?.strip_suffix(".bm25")?;
-            Some((g.parse().ok()?, e.path()))
-        })
-        .collect()
+    side_file::generations(dir, "lexical.", ".bm25")
 }

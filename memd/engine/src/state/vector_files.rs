@@ -65,16 +65,5 @@ fn vectors_file(dir: &Path, generation: u64) -> PathBuf {
 
 /// Vector index files in `dir`, newest generation first.
 fn vector_files(dir: &Path) -> Vec<(u64, PathBuf)> {
-    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let g = name.strip_prefix("vectors.")?.strip_suffix(".usearch")?;
-            Some((g.parse().ok()?, e.path()))
-        })
-        .collect();
-    found.sort_by_key(|f| std::cmp::Reverse(f.0));
-    found
+    crate::store::side_file::generations(dir, "vectors.", ".usearch")
 }

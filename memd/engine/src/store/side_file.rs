@@ -59,6 +59,23 @@ fn header(kind: SideKind, generation: u64, payload: &[u8]) -> [u8; HEADER_LEN] {
     h
 }
 
+/// The files `<prefix><generation><suffix>` in `dir` with their generation, newest first
+/// (what each derived index keeps beside the snapshots).
+pub fn generations(dir: &Path, prefix: &str, suffix: &str) -> Vec<(u64, std::path::PathBuf)> {
+    let mut found: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let g = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
+            Some((g.parse().ok()?, e.path()))
+        })
+        .collect();
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
+    found
+}
+
 /// The payload of `path` if it is a complete, intact `kind` file for exactly `generation`;
 /// otherwise why not (missing, cut short, bad magic or version, another generation, checksum).
 pub fn read(path: &Path, kind: SideKind, generation: u64) -> Result<Vec<u8>, String> {
