@@ -197,6 +197,12 @@ impl Core {
         self.db.signals().late.notify_one();
     }
 
+    /// Records that loading `model` grew the resident set by `bytes` (measured by the
+    /// daemon's loader), for `memd stats`.
+    pub fn note_model_footprint(&self, model: &'static str, bytes: u64) {
+        self.models.note_footprint(model, bytes);
+    }
+
     /// A fresh record with neutral scores; content must already be scrubbed.
     pub fn new_record(collection: Collection, content: String, now: i64) -> Record {
         Record::new(collection, content, now)
