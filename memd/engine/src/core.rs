@@ -162,7 +162,7 @@ impl Core {
     }
 }
 
-// ---- handles, for the server and the shared store's worker ----
+// ---- handles for the shared store's worker and tests; the daemon's model loading ----
 impl Core {
     /// The store handle: named reads (`read`), commits, `settle`.
     pub fn db(&self) -> &Db {
