@@ -15,6 +15,9 @@ use memd_engine::models::embed::{
 };
 use std::time::{Duration, Instant};
 
+/// One way of encoding a prompt (the embedding alone, or both encodings).
+type Encode<'a> = &'a (dyn Fn(&str) -> Result<()> + Sync);
+
 /// Untimed encodings before the timed ones (ONNX Runtime's first runs allocate).
 const WARM_UP: usize = 10;
 
@@ -162,8 +165,7 @@ pub fn run(runtime: &RuntimePaths, splits: &[Split], runs: usize, sessions: usiz
         for i in 0..WARM_UP {
             m.both(&prompt(50_000 + i))?;
         }
-        let rows: [(&str, &(dyn Fn(&str) -> Result<()> + Sync)); 2] =
-            [("embedding", &|t| m.plain(t)), ("both", &|t| m.both(t))];
+        let rows: [(&str, Encode); 2] = [("embedding", &|t| m.plain(t)), ("both", &|t| m.both(t))];
         for (what, f) in rows {
             let one = one_at_a_time(runs, 0, f)?;
             let [rate, p50, p99, cpu] = concurrent(sessions, per_session, f)?;
