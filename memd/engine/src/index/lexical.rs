@@ -171,6 +171,23 @@ impl Lexical {
         })
     }
 
+    /// BM25's IDF of `word`'s first term over the indexed memories (a term no memory holds:
+    /// the highest); `None` when the word has no term (a stopword, punctuation).
+    pub fn word_idf(&self, word: &str) -> Option<f32> {
+        let mut buf = String::new();
+        let mut first: Option<String> = None;
+        for_each_term(word, &mut buf, |t| {
+            first.get_or_insert_with(|| t.to_owned());
+        });
+        let term = first?;
+        let n = self.len() as f32;
+        let df = self
+            .term_ids
+            .get(term.as_str())
+            .map_or(0.0, |&id| self.postings[id as usize].len() as f32);
+        Some((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
+    }
+
     fn intern(&mut self, term: &str) -> u32 {
         if let Some(&id) = self.term_ids.get(term) {
             return id;

@@ -46,7 +46,7 @@ const PACKED_STOPWORDS: [u64; STOPWORDS.len()] = {
     out
 };
 
-fn is_stopword(term: &str) -> bool {
+pub fn is_stopword(term: &str) -> bool {
     term.len() <= 8 && PACKED_STOPWORDS.contains(&pack(term.as_bytes()))
 }
 

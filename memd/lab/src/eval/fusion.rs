@@ -22,11 +22,16 @@ use memd_engine::models::embed::{
 use memd_engine::models::late;
 use memd_engine::retrieve;
 use memd_engine::search::{Query, RRF_K, Ranking, rank};
+use super::fusion_tokens::{QueryTokens, RULES, Rule, Vocabulary, weighted, weights};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-/// Depth of each list, as `search::rank` takes them for a head of 40 (`(40 * 4).max(40)`).
-const POOL: usize = 160;
+/// Depth of each list the first stage fuses, as `search::rank` takes them for a head of 40
+/// (`(40 * 4).max(40)`).
+const FIRST_DEPTH: usize = 160;
+/// Depth of each list the study reads: the vector list's first 200-400 as late interaction's
+/// candidates (late interaction as a candidate generator).
+const POOL: usize = 400;
 /// Depth late interaction reorders today.
 const HEAD: usize = 40;
 
@@ -38,6 +43,8 @@ struct Cand {
     vrank: Option<usize>,
     lrank: Option<usize>,
     maxsim: f32,
+    /// Each query token's best match (MaxSim before the mean), for the token rules.
+    per_token: Vec<f32>,
 }
 
 struct Case {
@@ -46,6 +53,7 @@ struct Case {
     cands: Vec<Cand>,
     /// `search::rank`'s order (shipped first stage), as indexes into `cands`, for the check.
     shipped_first: Vec<usize>,
+    tokens: QueryTokens,
 }
 
 /// How the first stage orders candidates.
@@ -86,16 +94,17 @@ struct Config {
 
 fn first_scores(case: &Case, first: First) -> Vec<f32> {
     let max_bm = case.cands.iter().map(|c| c.bm25).fold(0f32, f32::max);
-    let listed = case.cands.iter().filter(|c| c.vrank.is_some());
+    let listed = case.cands.iter().filter(|c| c.vrank.is_some_and(|r| r < FIRST_DEPTH));
     let (lo, hi) = listed.fold((f32::MAX, f32::MIN), |(lo, hi), c| {
         (lo.min(c.cos), hi.max(c.cos))
     });
+    let fused = |r: Option<usize>| r.filter(|&r| r < FIRST_DEPTH);
     case.cands
         .iter()
         .map(|c| match first {
             First::Rrf(k, wl) => {
-                c.vrank.map_or(0.0, |r| 1.0 / (k + r as f32 + 1.0))
-                    + c.lrank.map_or(0.0, |r| wl / (k + r as f32 + 1.0))
+                fused(c.vrank).map_or(0.0, |r| 1.0 / (k + r as f32 + 1.0))
+                    + fused(c.lrank).map_or(0.0, |r| wl / (k + r as f32 + 1.0))
             }
             First::Sum(w) => {
                 let cn = if hi > lo {
@@ -289,12 +298,25 @@ fn cases_of(ix: &Indexed, model: &LateInteraction) -> Result<Vec<Case>> {
             .filter_map(|&k| Some((k, s.by_key(k)?.content.clone())))
             .collect()
     });
+    let mut vocab = Vocabulary::default();
     for (k, t) in texts {
-        states.insert(k, model.encode_doc(&t)?);
+        let (ids, rows) = model.doc_rows(&t)?;
+        vocab.add(&ids);
+        states.insert(k, TokenStates::quantize_rows(&rows));
     }
     let mut out = Vec::new();
     for (q, qvec) in ix.questions.iter().zip(&ix.question_vecs) {
         let qs = model.encode_query(&q.text)?;
+        let word_idf: Vec<Option<f32>> = ix.store.read(|s| {
+            let words = model.query_words(&q.text)?;
+            Ok::<_, anyhow::Error>(
+                words
+                    .iter()
+                    .map(|w| w.as_deref().and_then(|w| s.lexical().word_idf(w)))
+                    .collect(),
+            )
+        })?;
+        let tokens = QueryTokens::of(model, &model.query_ids(&q.text)?, &vocab, word_idf);
         let case = ix.store.read(|s| {
             let all = |_k: u64| true;
             let vec_hits = s.vectors().search(qvec, POOL, &all).unwrap_or_default();
@@ -324,6 +346,9 @@ fn cases_of(ix: &Indexed, model: &LateInteraction) -> Result<Vec<Case>> {
                         vrank,
                         lrank,
                         maxsim: states.get(&k).map_or(0.0, |st| late::score(&qs, st, 0.0)),
+                        per_token: states
+                            .get(&k)
+                            .map_or_else(|| vec![0.0; qs.tokens()], |st| qs.maxsim_per_token(st)),
                     }
                 })
                 .collect();
@@ -340,6 +365,7 @@ fn cases_of(ix: &Indexed, model: &LateInteraction) -> Result<Vec<Case>> {
                 evidence: q.evidence.clone(),
                 cands,
                 shipped_first,
+                tokens,
             }
         });
         out.push(case);
@@ -391,24 +417,58 @@ pub fn run(
     }
     println!("config\tset\tr1\tr5\tr10\tmrr\tpool");
     for cfg in grid() {
-        for (name, cases) in &sets {
-            let (r, pool) = evaluate(cases, &cfg);
-            println!(
-                "{:?} | head {} + vectors {} + BM25 {} | {:?}\t{name}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}",
-                cfg.first,
-                cfg.head,
-                cfg.plus_v,
-                cfg.plus_l,
-                cfg.last,
-                r.r1,
-                r.r5,
-                r.r10,
-                r.mrr,
-                pool
-            );
+        print_rows("", &cfg, &sets);
+    }
+    for rule in RULES {
+        for (_, cases) in sets.iter_mut() {
+            apply_rule(cases, rule);
+        }
+        for cfg in token_grid() {
+            print_rows(&format!("tokens {rule:?} | "), &cfg, &sets);
         }
     }
     Ok(())
+}
+
+fn print_rows(prefix: &str, cfg: &Config, sets: &[(String, Vec<Case>)]) {
+    for (name, cases) in sets {
+        let (r, pool) = evaluate(cases, cfg);
+        println!(
+            "{prefix}{:?} | head {} + vectors {} + BM25 {} | {:?}\t{name}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}",
+            cfg.first, cfg.head, cfg.plus_v, cfg.plus_l, cfg.last, r.r1, r.r5, r.r10, r.mrr, pool
+        );
+    }
+}
+
+/// Every candidate's MaxSim recomputed from its per-token matches under `rule`.
+fn apply_rule(cases: &mut [Case], rule: Rule) {
+    for case in cases {
+        let w = weights(rule, &case.tokens);
+        for c in &mut case.cands {
+            c.maxsim = weighted(&c.per_token, &w);
+        }
+    }
+}
+
+/// The configurations each query-token rule is measured with: what ships (the fused 40 and
+/// the vector list's first 100), section 7's fixed weight, and the vector list's first
+/// 200-400 as candidates.
+fn token_grid() -> Vec<Config> {
+    let at = |plus_v, last| Config {
+        first: First::Rrf(RRF_K, 1.0),
+        head: 40,
+        plus_v,
+        plus_l: 0,
+        last,
+    };
+    vec![
+        at(100, Final::Shipped),
+        at(100, Final::Lin(0.05, 0.0)),
+        at(160, Final::Shipped),
+        at(200, Final::Shipped),
+        at(300, Final::Shipped),
+        at(400, Final::Shipped),
+    ]
 }
 
 /// Every candidate's numbers, one tab-separated line each (set, question, category, relevant,

@@ -26,6 +26,7 @@ pub mod eviction;
 pub mod evidence;
 pub mod floor;
 pub mod fusion;
+pub mod fusion_tokens;
 pub mod header;
 pub mod late;
 pub mod learning;
