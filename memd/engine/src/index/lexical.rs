@@ -407,6 +407,21 @@ mod tests {
         ix
     }
 
+    /// A word in one memory is rarer than one in two; a word in none the rarest; a stopword or
+    /// punctuation has no term. Stemmed like documents ("repositories" is "repository").
+    #[test]
+    fn word_idf_ranks_words_by_how_few_memories_hold_them() {
+        let ix = sample();
+        let (one, two) = (
+            ix.word_idf("ripgrep").unwrap(),
+            ix.word_idf("repositories").unwrap(),
+        );
+        let none = ix.word_idf("kubernetes").unwrap();
+        assert!(none > one && one > two && two > 0.0, "{none} {one} {two}");
+        assert_eq!(ix.word_idf("the"), None);
+        assert_eq!(ix.word_idf("?"), None);
+    }
+
     #[test]
     fn memory_grows_with_documents_and_shrinks_back_on_removal() {
         let mut ix = Lexical::new();

@@ -2,16 +2,19 @@
 //! final score's mix, compared on every set at once (issue 34, "Retrieval round 2").
 //!
 //! Owns the study's grid and its tab-separated table. Per question it takes, once, the
-//! vector and BM25 lists the daemon's first stage takes (`POOL` deep), every listed memory's
-//! cosine, BM25 score and MaxSim per query token (token states computed for every memory as
-//! the daemon stores them); each configuration is then arithmetic over those numbers, so the
-//! grid costs little beside the encoding. Uniform priors are assumed (true of every set here:
+//! vector and BM25 lists (`POOL` deep; the fused order from their first `FIRST_DEPTH`, as the
+//! daemon's first stage takes them), every listed memory's cosine, BM25 score and best match
+//! per query token (token states computed for every memory as the daemon stores them); each
+//! configuration, and each rule for which query tokens count (`fusion_tokens`, bench/EVAL.md
+//! section 12), is then arithmetic over those numbers, so the grid costs little beside the
+//! encoding. Uniform priors are assumed (true of every set here:
 //! the study counts how often its RRF order agrees with `search::rank`). Its "per-query w" row
 //! calls the daemon's own `retrieve::cosine_weight`. Must never decide a default by itself
 //! (the shipped rows come from `memd-eval retrieval`), write anywhere but temporary stores and
 //! the `--features` file, or let timing decide a figure.
 
 use super::coding::{CodingIndex, CodingSet};
+use super::fusion_tokens::{QueryTokens, RULES, Rule, Vocabulary, weighted, weights};
 use super::late::TurnText;
 use super::locomo::Indexed;
 use super::metrics::{Recall, Scorer};
@@ -22,7 +25,6 @@ use memd_engine::models::embed::{
 use memd_engine::models::late;
 use memd_engine::retrieve;
 use memd_engine::search::{Query, RRF_K, Ranking, rank};
-use super::fusion_tokens::{QueryTokens, RULES, Rule, Vocabulary, weighted, weights};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -94,7 +96,10 @@ struct Config {
 
 fn first_scores(case: &Case, first: First) -> Vec<f32> {
     let max_bm = case.cands.iter().map(|c| c.bm25).fold(0f32, f32::max);
-    let listed = case.cands.iter().filter(|c| c.vrank.is_some_and(|r| r < FIRST_DEPTH));
+    let listed = case
+        .cands
+        .iter()
+        .filter(|c| c.vrank.is_some_and(|r| r < FIRST_DEPTH));
     let (lo, hi) = listed.fold((f32::MAX, f32::MIN), |(lo, hi), c| {
         (lo.min(c.cos), hi.max(c.cos))
     });

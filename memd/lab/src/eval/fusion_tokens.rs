@@ -180,3 +180,61 @@ fn lexical_weights(rule: Rule, q: &QueryTokens) -> Vec<f32> {
     w.resize(q.idf.len(), 0.0);
     w
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `[CLS] [unused0] the ship ? [SEP]`: a stopword, a word, punctuation.
+    fn query() -> QueryTokens {
+        QueryTokens {
+            punct: vec![false, false, false, false, true, false],
+            stop: vec![false, false, true, false, false, false],
+            marker: vec![true, true, false, false, false, true],
+            idf: vec![0.0, 5.0, 0.1, 2.0, 0.3, 0.0],
+            word_idf: vec![None, None, None, Some(2.5), None, None],
+        }
+    }
+
+    #[test]
+    fn rules_drop_or_weigh_the_tokens_they_name() {
+        let q = query();
+        assert_eq!(weights(Rule::All, &q), vec![1.0; 6]);
+        assert_eq!(weights(Rule::NoPunct, &q), [1.0, 1.0, 1.0, 1.0, 0.0, 1.0]);
+        assert_eq!(
+            weights(Rule::NoStopMarkers, &q),
+            [0.0, 0.0, 0.0, 1.0, 0.0, 0.0]
+        );
+        // IDF: the markers take the mean of the words' (0.1, 2.0, 0.3), not their own.
+        let mean = (0.1 + 2.0 + 0.3) / 3.0;
+        let idf = weights(Rule::Idf, &q);
+        assert!(
+            idf[..2]
+                .iter()
+                .chain(&idf[5..])
+                .all(|w| (w - mean).abs() < 1e-6)
+        );
+        assert_eq!(idf[2..5], [0.1, 2.0, 0.3]);
+        // The lexical index's IDF: words without a term take the query's lowest (here the
+        // only one), or nothing.
+        assert_eq!(weights(Rule::LexIdf, &q), [2.5, 2.5, 2.5, 2.5, 2.5, 2.5]);
+        assert_eq!(
+            weights(Rule::LexIdfDrop, &q),
+            [2.5, 2.5, 0.0, 2.5, 0.0, 2.5]
+        );
+    }
+
+    #[test]
+    fn a_rule_that_leaves_no_token_counts_every_one() {
+        let q = QueryTokens {
+            punct: vec![true],
+            stop: vec![false],
+            marker: vec![false],
+            idf: vec![1.0],
+            word_idf: vec![None],
+        };
+        assert_eq!(weights(Rule::NoPunct, &q), [1.0]);
+        assert_eq!(weights(Rule::LexIdfDrop, &q), [1.0]);
+        assert!((weighted(&[0.8, 0.2], &[3.0, 1.0]) - 0.65).abs() < 1e-6);
+    }
+}

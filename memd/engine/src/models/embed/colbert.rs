@@ -206,7 +206,11 @@ impl QueryStates {
                     .zip(&doc.scales)
                     .map(|(d_row, d_scale)| dot_i8(q_row, d_row) as f32 * d_scale)
                     .fold(f32::NEG_INFINITY, f32::max);
-                if best.is_finite() { best * q_scale } else { 0.0 }
+                if best.is_finite() {
+                    best * q_scale
+                } else {
+                    0.0
+                }
             })
             .collect()
     }
@@ -382,8 +386,7 @@ impl LateInteraction {
             });
             text.get(lo..hi).map(str::to_owned)
         };
-        let mut out: Vec<Option<String>> =
-            words.iter().map(|w| w.and_then(|w| span(w))).collect();
+        let mut out: Vec<Option<String>> = words.iter().map(|w| w.and_then(&span)).collect();
         out.insert(1.min(out.len()), None);
         out.truncate(MAX_QUERY_TOKENS);
         Ok(out)
@@ -521,5 +524,14 @@ mod tests {
         assert!((q.maxsim(&doc) - 2.0).abs() < 1e-3);
         let empty = TokenStates::quantize(&[]);
         assert_eq!(q.maxsim(&empty), 0.0);
+        // Per token: what `maxsim` sums.
+        let per = q.maxsim_per_token(&doc);
+        assert_eq!(per.len(), 3);
+        assert!(
+            (per[0] - 1.0).abs() < 1e-3 && (per[1] - 1.0).abs() < 1e-3,
+            "{per:?}"
+        );
+        assert!(per[2].abs() < 1e-3, "{per:?}");
+        assert_eq!(q.maxsim_per_token(&empty), vec![0.0; 3]);
     }
 }
