@@ -172,7 +172,8 @@ impl Lexical {
     }
 
     /// BM25's IDF of `word`'s first term over the indexed memories (a term no memory holds:
-    /// the highest); `None` when the word has no term (a stopword, punctuation).
+    /// the highest); `None` when the word has no term (a stopword, punctuation). For studies
+    /// (`memd-eval fusion`'s query-token rules).
     pub fn word_idf(&self, word: &str) -> Option<f32> {
         let mut buf = String::new();
         let mut first: Option<String> = None;

@@ -363,7 +363,7 @@ impl LateInteraction {
     }
 
     /// A query's token ids, one per row of its states (`[CLS] [unused0] query [SEP]`, cut as
-    /// `encode_query` cuts it; no padding).
+    /// `encode_query` cuts it; no padding). For studies.
     pub fn query_ids(&self, query: &str) -> Result<Vec<i64>> {
         let mut ids = self.token_ids(query, QUERY_MARKER)?;
         ids.truncate(MAX_QUERY_TOKENS);
@@ -371,7 +371,7 @@ impl LateInteraction {
     }
 
     /// For each row of a query's states (as `query_ids` cuts them), the whole word of the
-    /// query its token belongs to; `None` for `[CLS]`, the marker and `[SEP]`.
+    /// query its token belongs to; `None` for `[CLS]`, the marker and `[SEP]`. For studies.
     pub fn query_words(&self, query: &str) -> Result<Vec<Option<String>>> {
         let text = cut_at_char_boundary(query, MAX_INPUT_BYTES);
         let encoding = self
@@ -392,7 +392,8 @@ impl LateInteraction {
         Ok(out)
     }
 
-    /// Whether `id` is a whole word the lexical index drops as a stopword ("the", "do").
+    /// Whether `id` is a whole word the lexical index drops as a stopword ("the", "do"). For
+    /// studies.
     pub fn is_stopword(&self, id: i64) -> bool {
         self.token_text(id)
             .is_some_and(|t| crate::index::tokenize::is_stopword(&t))
