@@ -89,12 +89,7 @@ fn reorder_times(states: &States, n: usize, candidates: &[usize]) -> Result<Vec<
         let mut times = Vec::with_capacity(QUERIES);
         for q in 0..QUERIES {
             let query = QueryStates::from_rows((0..QUERY_TOKENS).map(|_| vectors.next()).collect());
-            let head: Vec<late::Candidate> = (0..depth)
-                .map(|i| {
-                    let key = ((q * 7_919 + i * 104_729) % n) as u64;
-                    (key, texts[key as usize].as_str(), 0.5)
-                })
-                .collect();
+            let head = spread(q, depth, &texts);
             let clock = Instant::now();
             let (_, finished) = late::reorder_within(states, &query, &head, depth, None);
             times.push(ms(clock));
@@ -138,12 +133,7 @@ fn measure(n: usize, dir: &std::path::Path, candidates: &[usize]) -> Result<(Str
     for q in 0..QUERIES {
         let query = QueryStates::from_rows((0..QUERY_TOKENS).map(|_| vectors.next()).collect());
         // A head of 40 spread over the whole store (what a prompt's first stage returns).
-        let head: Vec<late::Candidate> = (0..HEAD)
-            .map(|i| {
-                let key = ((q * 7_919 + i * 104_729) % n) as u64;
-                (key, texts[key as usize].as_str(), 0.5)
-            })
-            .collect();
+        let head = spread(q, HEAD, &texts);
         let clock = Instant::now();
         let (_, finished) = late::reorder_within(&states, &query, &head, HEAD, None);
         t.reorder.push(ms(clock));
@@ -214,6 +204,17 @@ struct Timings {
     rescore: Vec<f64>,
     /// MaxSim of all 40 in i8 held in memory (the form before the log).
     before: Vec<f64>,
+}
+
+/// Query `q`'s head of `depth` memories spread over the whole store of `texts` (what a
+/// prompt's first stage returns), each at cosine 0.5.
+fn spread(q: usize, depth: usize, texts: &[String]) -> Vec<late::Candidate<'_>> {
+    (0..depth)
+        .map(|i| {
+            let key = (q * 7_919 + i * 104_729) % texts.len();
+            (key as u64, texts[key].as_str(), 0.5)
+        })
+        .collect()
 }
 
 fn ms(since: Instant) -> f64 {
