@@ -295,7 +295,13 @@ fn grid() -> Vec<Config> {
 }
 
 /// Every question of one store as the study's cases.
-fn cases_of(ix: &Indexed, model: &LateInteraction) -> Result<Vec<Case>> {
+/// `global`: the document frequencies over every store of the set (LoCoMo: all its
+/// conversations, as one daemon store would hold them); `None`: this store's.
+fn cases_of(
+    ix: &Indexed,
+    model: &LateInteraction,
+    global: Option<&Vocabulary>,
+) -> Result<Vec<Case>> {
     let mut states: HashMap<u64, TokenStates> = HashMap::new();
     let texts: Vec<(u64, String)> = ix.store.read(|s| {
         ix.labels
@@ -321,7 +327,8 @@ fn cases_of(ix: &Indexed, model: &LateInteraction) -> Result<Vec<Case>> {
                     .collect(),
             )
         })?;
-        let tokens = QueryTokens::of(model, &model.query_ids(&q.text)?, &vocab, word_idf);
+        let ids = model.query_ids(&q.text)?;
+        let tokens = QueryTokens::of(model, &ids, &vocab, global.unwrap_or(&vocab), word_idf);
         let case = ix.store.read(|s| {
             let all = |_k: u64| true;
             let vec_hits = s.vectors().search(qvec, POOL, &all).unwrap_or_default();
@@ -392,18 +399,33 @@ pub fn run(
     if let Some(dir) = locomo {
         let files = super::dataset::conversation_files(&dir)?;
         let text = |turns: &[super::dataset::Turn], i: usize| TurnText::Speaker.text(turns, i);
+        let indexed = super::late::index_files(&files, &embedder, &text)?;
+        let mut global = Vocabulary::default();
+        for ix in &indexed {
+            let texts: Vec<String> = ix.store.read(|s| {
+                let keys = ix.labels.keys();
+                keys.filter_map(|&k| Some(s.by_key(k)?.content.clone()))
+                    .collect()
+            });
+            for t in texts {
+                global.add(&model.doc_ids(&t)?);
+            }
+        }
         let mut cases = Vec::new();
-        for ix in super::late::index_files(&files, &embedder, &text)? {
-            cases.extend(cases_of(&ix, &model)?);
+        for ix in &indexed {
+            cases.extend(cases_of(ix, &model, Some(&global))?);
         }
         sets.push(("locomo".into(), cases));
     }
     for (name, dir) in super::summary::repository_sets() {
         let index = CodingIndex::build(CodingSet::load(&dir)?, &embedder)?;
-        sets.push((name.replace(' ', "_"), cases_of(index.indexed(), &model)?));
+        sets.push((
+            name.replace(' ', "_"),
+            cases_of(index.indexed(), &model, None)?,
+        ));
     }
     let probe = super::summary::probe_index(&embedder)?;
-    sets.push(("probe".into(), cases_of(&probe, &model)?));
+    sets.push(("probe".into(), cases_of(&probe, &model, None)?));
     for (name, cases) in &sets {
         let agree = cases
             .iter()

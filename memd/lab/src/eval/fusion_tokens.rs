@@ -23,6 +23,8 @@ pub struct QueryTokens {
     marker: Vec<bool>,
     /// ln(1 + (N - df + 0.5) / (df + 0.5)) over the store's memories' tokens.
     idf: Vec<f32>,
+    /// The same over every store of the set (LoCoMo: all its conversations together).
+    global_idf: Vec<f32>,
     /// The same over the lexical index's terms: the IDF of the word the token belongs to
     /// (`None`: a marker, or a word without a term: a stopword, punctuation).
     word_idf: Vec<Option<f32>>,
@@ -56,6 +58,7 @@ impl QueryTokens {
         model: &LateInteraction,
         ids: &[i64],
         vocab: &Vocabulary,
+        global: &Vocabulary,
         word_idf: Vec<Option<f32>>,
     ) -> QueryTokens {
         let text = |id: i64| model.token_text(id).unwrap_or_default();
@@ -74,6 +77,7 @@ impl QueryTokens {
                 .map(|(i, &id)| i < 2 || id == SEP)
                 .collect(),
             idf: ids.iter().map(|&id| vocab.idf(id)).collect(),
+            global_idf: ids.iter().map(|&id| global.idf(id)).collect(),
             word_idf,
         }
     }
@@ -94,6 +98,8 @@ pub enum Rule {
     Idf,
     /// `Idf`, square-rooted.
     SqrtIdf,
+    /// `Idf` with the document frequencies of every store of the set together.
+    GlobalIdf,
     /// `NoStop`, the rest weighed by IDF.
     NoStopIdf,
     /// Every token weighed by its word's IDF in the lexical index; tokens of words without a
@@ -103,7 +109,7 @@ pub enum Rule {
     LexIdfDrop,
 }
 
-pub const RULES: [Rule; 10] = [
+pub const RULES: [Rule; 11] = [
     Rule::All,
     Rule::NoPunct,
     Rule::NoPunctMarkers,
@@ -111,6 +117,7 @@ pub const RULES: [Rule; 10] = [
     Rule::NoStopMarkers,
     Rule::Idf,
     Rule::SqrtIdf,
+    Rule::GlobalIdf,
     Rule::NoStopIdf,
     Rule::LexIdf,
     Rule::LexIdfDrop,
@@ -123,22 +130,27 @@ pub fn weights(rule: Rule, q: &QueryTokens) -> Vec<f32> {
     }
     let n = q.idf.len();
     let dropped = |i: usize| match rule {
-        Rule::All | Rule::Idf | Rule::SqrtIdf | Rule::LexIdf | Rule::LexIdfDrop => false,
+        Rule::All | Rule::Idf | Rule::SqrtIdf | Rule::GlobalIdf => false,
+        Rule::LexIdf | Rule::LexIdfDrop => false,
         Rule::NoPunct => q.punct[i],
         Rule::NoPunctMarkers => q.punct[i] || q.marker[i],
         Rule::NoStop | Rule::NoStopIdf => q.punct[i] || q.stop[i],
         Rule::NoStopMarkers => q.punct[i] || q.stop[i] || q.marker[i],
     };
+    let idf = match rule {
+        Rule::GlobalIdf => &q.global_idf,
+        _ => &q.idf,
+    };
     let words: Vec<f32> = (0..n)
         .filter(|&i| !q.marker[i] && !dropped(i))
-        .map(|i| q.idf[i])
+        .map(|i| idf[i])
         .collect();
     let mean_idf = words.iter().sum::<f32>() / words.len().max(1) as f32;
     let mut w: Vec<f32> = (0..n)
         .map(|i| match (dropped(i), rule) {
             (true, _) => 0.0,
-            (false, Rule::Idf | Rule::SqrtIdf | Rule::NoStopIdf) => {
-                let idf = if q.marker[i] { mean_idf } else { q.idf[i] };
+            (false, Rule::Idf | Rule::SqrtIdf | Rule::GlobalIdf | Rule::NoStopIdf) => {
+                let idf = if q.marker[i] { mean_idf } else { idf[i] };
                 if rule == Rule::SqrtIdf {
                     idf.sqrt()
                 } else {
@@ -192,6 +204,7 @@ mod tests {
             stop: vec![false, false, true, false, false, false],
             marker: vec![true, true, false, false, false, true],
             idf: vec![0.0, 5.0, 0.1, 2.0, 0.3, 0.0],
+            global_idf: vec![0.0, 5.0, 0.2, 4.0, 0.6, 0.0],
             word_idf: vec![None, None, None, Some(2.5), None, None],
         }
     }
@@ -215,6 +228,7 @@ mod tests {
                 .all(|w| (w - mean).abs() < 1e-6)
         );
         assert_eq!(idf[2..5], [0.1, 2.0, 0.3]);
+        assert_eq!(weights(Rule::GlobalIdf, &q)[2..5], [0.2, 4.0, 0.6]);
         // The lexical index's IDF: words without a term take the query's lowest (here the
         // only one), or nothing.
         assert_eq!(weights(Rule::LexIdf, &q), [2.5, 2.5, 2.5, 2.5, 2.5, 2.5]);
@@ -231,6 +245,7 @@ mod tests {
             stop: vec![false],
             marker: vec![false],
             idf: vec![1.0],
+            global_idf: vec![1.0],
             word_idf: vec![None],
         };
         assert_eq!(weights(Rule::NoPunct, &q), [1.0]);

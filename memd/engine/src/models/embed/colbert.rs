@@ -346,6 +346,11 @@ impl LateInteraction {
         )?))
     }
 
+    /// A memory's token ids as `doc_rows` gives them, without running the model. For studies.
+    pub fn doc_ids(&self, text: &str) -> Result<Vec<i64>> {
+        self.token_ids(text, DOC_MARKER)
+    }
+
     /// A memory's token ids and unit-length f32 states, before quantizing. For studies.
     pub fn doc_rows(&self, text: &str) -> Result<(Vec<i64>, Vec<Vec<f32>>)> {
         let ids = self.token_ids(text, DOC_MARKER)?;
