@@ -26,6 +26,7 @@ pub mod eviction;
 pub mod evidence;
 pub mod floor;
 pub mod fusion;
+pub mod fusion_tokens;
 pub mod header;
 pub mod late;
 pub mod learning;
@@ -162,6 +163,9 @@ pub enum EvalCommand {
         /// Store sizes to build (comma-separated).
         #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
         sizes: Vec<usize>,
+        /// Candidates the shipped reorder is also timed over (comma-separated; none: skipped).
+        #[arg(long, value_delimiter = ',')]
+        candidates: Vec<usize>,
     },
     /// How the prompt's embedding and its late-interaction encoding share the cores under
     /// each split of ONNX Runtime intra-op threads: one prompt at a time and `--sessions` at
@@ -291,7 +295,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             let coding = coding.unwrap_or_else(coding::default_data_dir);
             states::run(&data, &coding, &runtime)?;
         }
-        EvalCommand::StateScale { sizes } => state_scale::run(&sizes)?,
+        EvalCommand::StateScale { sizes, candidates } => state_scale::run(&sizes, &candidates)?,
         EvalCommand::QueryThreads {
             splits,
             runs,
