@@ -168,10 +168,13 @@ fn retain_drops_what_is_not_kept() {
     );
 }
 
+/// The model the tests' states are of.
+pub(super) const MODEL: super::Digest = [3; 32];
+
 /// States with their log in `dir`.
 fn opened(dir: &std::path::Path) -> States {
     let states = States::default();
-    states.open(dir);
+    states.open(dir, &MODEL);
     states
 }
 
