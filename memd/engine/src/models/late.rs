@@ -12,7 +12,8 @@
 //! first) and `reorder`: inside the head, memories with states sorted by MaxSim into the
 //! places such memories held; a memory without states (not encoded yet) keeps its place. The
 //! background pass that fills the states is a worker (`workers`); `late_file` saves the codes
-//! between runs, `late_open` brings them and the log back. Must never block a request on
+//! and the log's index between runs, `late_open` brings them and the log back, for the
+//! late-interaction model whose SHA-256 both files carry. Must never block a request on
 //! encoding a memory and never let a missing model, a late clock or an unreadable disk fail a
 //! read: the fused order (or the code order) is always an answer.
 

@@ -1,11 +1,14 @@
 //! The token states' life across runs and the switch to codes: opening the log of full states
-//! (`late_disk`) and the saved codes (`late_file`) at start, training the codebook on the
-//! store's first states, coding what the log holds, saving the codes, compacting the log.
+//! (`late_disk`) and the saved codes (`late_file`) at start, both of the model loaded (its
+//! digest), the log from the index saved with the codes when it still applies; training the
+//! codebook on the store's first states, coding what the log holds, saving the codes with the
+//! log's index, compacting the log.
 //!
 //! Owns `States::open`, `save`, `train_codebook`, `due_for_codebook` and `compact`. Must never
 //! fail a start (every file here is derived data: what cannot be used is encoded again), never
-//! trust codes whose full states are not in the log, and never hold i8 states of a large
-//! store in memory (a log past `TRAIN_TOKENS` is coded before anything else is loaded).
+//! use states of another model, never trust codes whose full states are not in the log, and
+//! never hold i8 states of a large store in memory (a log past `TRAIN_TOKENS` is coded before
+//! anything else is loaded).
 
 use super::late::{Known, States, TRAIN_TOKENS};
 use super::late_codes::{CENTROIDS, Codebook, Stored};
