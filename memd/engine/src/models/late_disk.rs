@@ -240,19 +240,27 @@ impl FullStore {
             .iter()
             .map(|(key, hash, full)| encode_record(*key, *hash, full))
             .collect();
-        let bytes = records.concat();
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let (file, end) = {
             let i = self.inner();
             (i.file.clone(), i.end)
         };
-        let written = write_all_at(&file, &bytes, end).and_then(|()| file.sync_data());
+        // Record by record (no batch-sized buffer, which glibc would keep), one fsync.
+        let mut at = end;
+        let written = records
+            .iter()
+            .try_for_each(|r| {
+                write_all_at(&file, r, at)?;
+                at += r.len() as u64;
+                Ok(())
+            })
+            .and_then(|()| file.sync_data());
         if let Err(e) = written {
             file.set_len(end).ok();
             return Err(e).with_context(|| format!("appending to {}", self.path.display()));
         }
         let mut i = self.inner_mut();
-        let mut at = end;
+        at = end;
         for ((key, hash, full), record) in batch.iter().zip(&records) {
             let slot = Slot {
                 hash: *hash,

@@ -78,11 +78,13 @@ fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
     let states = States::default();
     states.open(dir, &MODEL);
     let mut vectors = Vectors(n as u64);
-    let texts: Vec<String> = (0..n).map(|k| format!("memory {k}")).collect();
-    // In the daemon's batches: one write and one fsync per `ENCODE_BATCH` memories.
+    // In the daemon's batches: one fsync per `ENCODE_BATCH` memories.
     for start in (0..n).step_by(late::ENCODE_BATCH) {
-        let batch = (start..n.min(start + late::ENCODE_BATCH))
-            .map(|k| (k as u64, texts[k].as_str(), vectors.memory()))
+        let keys = start..n.min(start + late::ENCODE_BATCH);
+        let texts: Vec<String> = keys.clone().map(|k| format!("memory {k}")).collect();
+        let batch = keys
+            .zip(&texts)
+            .map(|(k, text)| (k as u64, text.as_str(), vectors.memory()))
             .collect();
         states.insert_batch(batch)?;
         if states.due_for_codebook(false) {
@@ -106,6 +108,7 @@ fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
     states.open(dir, &MODEL);
     let reopen = clock.elapsed().as_secs_f64();
     anyhow::ensure!(states.size().0 == held, "every memory back after a reopen");
+    let texts: Vec<String> = (0..n).map(|k| format!("memory {k}")).collect();
     let mut t = Timings::default();
     for q in 0..QUERIES {
         let query = QueryStates::from_rows((0..QUERY_TOKENS).map(|_| vectors.next()).collect());
@@ -158,7 +161,7 @@ fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
     }
     let mb = |b: f64| b / (1024.0 * 1024.0);
     Ok(format!(
-        "| {n} | {build:.0} | {reopen:.1} | {:.1} MB ({held} memories) | {:.0} | {:.1} MB | {:.0} MB | {} | {} | {} | {} | {} |",
+        "| {n} | {build:.0} | {reopen:.2} | {:.1} MB ({held} memories) | {:.0} | {:.1} MB | {:.0} MB | {} | {} | {} | {} | {} |",
         mb(in_memory as f64),
         in_memory as f64 / held.max(1) as f64,
         mb(rss as f64),
