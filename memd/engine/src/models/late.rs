@@ -20,8 +20,8 @@
 use super::embed::{LateInteraction, QueryStates, TokenStates};
 pub use super::late_codes::Stored;
 use super::late_codes::{Codebook, QueryTable};
-pub use super::late_disk::{Digest, Full};
 use super::late_disk::FullStore;
+pub use super::late_disk::{Digest, Full};
 use anyhow::Result;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

@@ -179,7 +179,10 @@ fn the_saved_index_opens_without_a_scan_and_the_tail_is_read() {
     let dir = tempfile::tempdir().unwrap();
     let (path, store, fulls) = three(dir.path());
     let saved = store.saved_index();
-    assert_eq!(saved.slots.iter().map(|s| s.0).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(
+        saved.slots.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
     // Appended after the index was saved (then the process ended without saving again).
     let later = full(4, 4);
     store.append(4, 13, &later).unwrap();

@@ -143,7 +143,10 @@ fn read_index(r: &mut Reader) -> Result<SavedIndex> {
     let end = r.u64()?;
     let count = r.u64()?;
     let room = (r.bytes.len() - r.at) / SLOT_LEN;
-    ensure!(count <= room as u64, "index of {count} records runs past the end");
+    ensure!(
+        count <= room as u64,
+        "index of {count} records runs past the end"
+    );
     let mut slots = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let key = r.u64()?;
@@ -180,7 +183,10 @@ pub fn load(path: &Path, digest: &Digest) -> Result<Saved> {
     match bytes.get(..MAGIC.len()) {
         Some(m) if m == MAGIC => {}
         Some(m) if OLDER.iter().any(|o| m == *o) => {
-            bail!("{} is of a previous format, which does not name its model", path.display())
+            bail!(
+                "{} is of a previous format, which does not name its model",
+                path.display()
+            )
         }
         _ => bail!("{} is not a token-state file", path.display()),
     }

@@ -241,7 +241,10 @@ fn the_saved_index_spares_the_scan_and_another_models_states_are_encoded_again()
     let (s, keys) = three_notes();
     let saved = super::super::late_file::path_in(dir.path());
     let states = States::default();
-    assert!(!states.open(dir.path(), &MODEL), "a new log: nothing to save");
+    assert!(
+        !states.open(dir.path(), &MODEL),
+        "a new log: nothing to save"
+    );
     for (i, key) in keys.iter().enumerate() {
         let text = format!("note {i}");
         states
@@ -256,7 +259,10 @@ fn the_saved_index_spares_the_scan_and_another_models_states_are_encoded_again()
     drop(states);
     let states = opened_again(dir.path(), &MODEL, false);
     assert_eq!((states.size().0, states.disk_size().0), (3, 3));
-    assert!(plan(&states, &s, usize::MAX).todo.is_empty(), "nothing to encode");
+    assert!(
+        plan(&states, &s, usize::MAX).todo.is_empty(),
+        "nothing to encode"
+    );
     drop(states);
     // Another model: neither file is used, every memory is encoded again.
     let states = opened_again(dir.path(), &[9; 32], true);

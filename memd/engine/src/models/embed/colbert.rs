@@ -493,4 +493,3 @@ mod tests {
         assert_eq!(q.maxsim(&empty), 0.0);
     }
 }
-
