@@ -140,6 +140,9 @@ impl States {
     /// fsync for the whole batch, then in memory, coded when the codebook exists, else i8. An
     /// error (the disk) stores none of them.
     pub fn insert_batch(&self, batch: Vec<(u64, &str, Full)>) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
         let hashed: Vec<(u64, u32, Full)> = batch
             .into_iter()
             .map(|(key, content, full)| (key, text_hash(content), full))

@@ -101,7 +101,9 @@ impl SavedIndex {
         self.generation == generation
             && (HEADER_LEN..=len).contains(&self.end)
             && self.slots.iter().all(|(_, s)| {
-                s.offset >= HEADER_LEN && s.len >= min && s.offset + u64::from(s.len) <= self.end
+                s.offset >= HEADER_LEN
+                    && s.len >= min
+                    && (s.offset.checked_add(u64::from(s.len))).is_some_and(|e| e <= self.end)
             })
     }
 }
