@@ -103,7 +103,9 @@ impl SavedIndex {
             && self.slots.iter().all(|(_, s)| {
                 s.offset >= HEADER_LEN
                     && s.len >= min
-                    && (s.offset.checked_add(u64::from(s.len))).is_some_and(|e| e <= self.end)
+                    && s.offset
+                        .checked_add(u64::from(s.len))
+                        .is_some_and(|e| e <= self.end)
             })
     }
 }
