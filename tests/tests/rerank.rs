@@ -202,6 +202,13 @@ fn token_states_survive_a_restart_and_corrupt_files_are_rebuilt() {
         "{}",
         d.log_tail()
     );
+    // The log's index came with the codes saved at shutdown: the log was not scanned.
+    assert!(
+        d.log_text()
+            .contains("token-state log opened from its saved index and 0 records"),
+        "{}",
+        d.log_tail()
+    );
     assert_eq!(first_reranked(&d, "after-restart"), ANSWER);
 
     // A damaged file is derived data: ignored with a warning, the states encoded again.
@@ -220,10 +227,12 @@ fn token_states_survive_a_restart_and_corrupt_files_are_rebuilt() {
     );
     assert_eq!(first_reranked(&d, "after-damage"), ANSWER);
 
-    // A damaged log of full states: cut at the damaged record, what it held encoded again.
+    // A damaged log of full states, without the saved file (and the log's index in it): the
+    // log is scanned, cut at the damaged record, and what it held encoded again.
     assert!(d.terminate(), "clean exit");
     let log_file = d.data_dir().join("store/token-states.log");
     flip_middle_byte(&log_file);
+    std::fs::remove_file(&file).unwrap();
     d.spawn(&[]);
     wait_late(&d);
     assert!(

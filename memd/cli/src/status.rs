@@ -28,6 +28,7 @@ pub fn run_status(json: bool) -> Result<ExitCode> {
             Ok(s) => {
                 v["recent_hooks"] = serde_json::to_value(&s.recent_hooks)?;
                 v["prompt_rerank"] = serde_json::to_value(s.index.prompt_rerank)?;
+                v["pending_token_states"] = serde_json::Value::from(s.index.pending_token_states);
                 v["sidecar"] = serde_json::to_value(&s.sidecar)?;
             }
             Err(e) => v["stats_error"] = serde_json::Value::from(e.to_string()),
@@ -40,6 +41,7 @@ pub fn run_status(json: bool) -> Result<ExitCode> {
         Ok(s) => {
             print_hooks(s);
             println!("prompts:   {}", prompt_rerank(&s.index.prompt_rerank));
+            print_token_states(s);
             print_sidecar(s);
             print_shared_store(s);
         }
@@ -132,6 +134,21 @@ fn print_health(cfg: &Config, h: &HealthResponse) {
         "dashboard: http://127.0.0.1:{}/ui (`memd ui` logs a browser in)",
         h.port
     );
+}
+
+/// While memories' token states are being encoded in the background (new memories, or all of
+/// them after an upgrade or a change of the late-interaction model), how far along it is.
+fn print_token_states(s: &StatsResponse) {
+    let ix = &s.index;
+    if ix.pending_token_states > 0 {
+        println!(
+            "states:    encoding token states in the background: {} of {} memories done, {} \
+             waiting",
+            ix.token_states.min(ix.token_states_total),
+            ix.token_states_total,
+            ix.pending_token_states
+        );
+    }
 }
 
 fn print_hooks(s: &StatsResponse) {

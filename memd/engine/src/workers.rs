@@ -267,12 +267,33 @@ impl Workers<'_> {
             return; // no model will load: keep nothing in memory
         }
         let path = token_states_path(self.cfg);
-        {
-            let (late, dir) = (self.late.clone(), self.cfg.data_dir.join("store"));
-            tokio::task::spawn_blocking(move || late.open(&dir))
-                .await
-                .ok();
-        }
+        // The states on disk are of one model: opened once it is known (before, no prompt
+        // can be reranked anyway).
+        let digest = loop {
+            if let Some(model) = self.models.late() {
+                break model.digest();
+            }
+            tokio::select! {
+                _ = self.db.signals().late.notified() => {}
+                _ = shutdown.wait() => return,
+            }
+        };
+        let (late, dir, p) = (
+            self.late.clone(),
+            self.cfg.data_dir.join("store"),
+            path.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            // The log had to be scanned (or was started afresh): its index is saved at once,
+            // so the next open need not scan.
+            if late.open(&dir, &digest)
+                && let Err(e) = late.save(&p)
+            {
+                tracing::warn!("saving token states failed: {e:#}");
+            }
+        })
+        .await
+        .ok();
         let mut saved = self.late.changes();
         let mut saved_at = Instant::now();
         loop {
@@ -361,21 +382,21 @@ impl Workers<'_> {
         let stop = shutdown.clone();
         tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
             let mut done = 0;
+            let mut encoded = Vec::with_capacity(todo.len());
             // One memory per call: a prompt's query waits for the model behind one memory at
             // most.
-            for (key, text) in todo {
+            for (key, text) in &todo {
                 if stop.is_set() {
                     break;
                 }
-                let started = Instant::now();
-                match late::encode_memory(&model, &text) {
-                    // A disk that refuses the write fails the pass: retried after a pause.
-                    Ok(encoded) => states.insert_full(key, &text, encoded)?,
+                let (key, started) = (*key, Instant::now());
+                match late::encode_memory(&model, text) {
+                    Ok(full) => encoded.push((key, text.as_str(), full)),
                     Err(e) => {
                         // This text is skipped for good (a new text of the memory is tried
                         // anew); the memory keeps its fused place.
                         tracing::warn!("token states of memory {key} failed, skipped: {e:#}");
-                        states.remember(key, late::text_hash(&text), late::Known::Failed);
+                        states.remember(key, late::text_hash(text), late::Known::Failed);
                     }
                 }
                 done += 1;
@@ -383,6 +404,9 @@ impl Workers<'_> {
                     std::thread::sleep(started.elapsed().mul_f64(1.0 / BUSY_SHARE - 1.0));
                 }
             }
+            // One write and one fsync for the pass; the memories count as covered after it.
+            // A disk that refuses the write fails the pass: retried after a pause.
+            states.insert_batch(encoded)?;
             Ok(done)
         })
         .await?

@@ -241,7 +241,7 @@ fn codes_with_rescoring_rank_like_full_states() {
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let (full, coded) = (States::default(), States::default());
-    coded.open(dir.path());
+    coded.open(dir.path(), &model.digest());
     for (key, text) in notes.iter().enumerate() {
         let encoded = late::encode_memory(&model, text).unwrap();
         full.insert(key as u64, text, encoded.states.clone())

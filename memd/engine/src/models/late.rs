@@ -12,15 +12,16 @@
 //! first) and `reorder`: inside the head, memories with states sorted by MaxSim into the
 //! places such memories held; a memory without states (not encoded yet) keeps its place. The
 //! background pass that fills the states is a worker (`workers`); `late_file` saves the codes
-//! between runs, `late_open` brings them and the log back. Must never block a request on
+//! and the log's index between runs, `late_open` brings them and the log back, for the
+//! late-interaction model whose SHA-256 both files carry. Must never block a request on
 //! encoding a memory and never let a missing model, a late clock or an unreadable disk fail a
 //! read: the fused order (or the code order) is always an answer.
 
 use super::embed::{LateInteraction, QueryStates, TokenStates};
 pub use super::late_codes::Stored;
 use super::late_codes::{Codebook, QueryTable};
-pub use super::late_disk::Full;
 use super::late_disk::FullStore;
+pub use super::late_disk::{Digest, Full};
 use anyhow::Result;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -48,6 +49,8 @@ pub struct States {
     pub(super) codebook: RwLock<Option<Arc<Codebook>>>,
     /// The full states on disk (`None`: not opened, or it could not be: i8 in memory only).
     pub(super) disk: RwLock<Option<Arc<FullStore>>>,
+    /// The model the states are of (set by `open`; `save` writes nothing before).
+    pub(super) digest: RwLock<Option<super::late_disk::Digest>>,
     /// Bumped on every insert and eviction: the saved file is behind when it differs.
     pub(super) changes: std::sync::atomic::AtomicU64,
     /// What encoding each (key, text hash) gave, kept after eviction: its real size, so the
@@ -128,21 +131,36 @@ impl States {
         }
     }
 
-    /// Stores what the model gave for `content`: on disk first (durably), then in memory,
-    /// coded when the codebook exists, else i8. An error (the disk) stores nothing.
+    /// Stores what the model gave for `content` (`insert_batch` of one).
     pub fn insert_full(&self, key: u64, content: &str, full: Full) -> Result<()> {
-        let hash = text_hash(content);
-        if let Some(disk) = self.disk() {
-            disk.append(key, hash, &full)?;
+        self.insert_batch(vec![(key, content, full)])
+    }
+
+    /// Stores what the model gave for each (key, text): on disk first, durably and with one
+    /// fsync for the whole batch, then in memory, coded when the codebook exists, else i8. An
+    /// error (the disk) stores none of them.
+    pub fn insert_batch(&self, batch: Vec<(u64, &str, Full)>) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
         }
-        let states = match self.codebook() {
-            Some(codebook) => Stored::Coded(codebook.encode(&full.kept_rows())),
-            None => Stored::Full(full.states),
-        };
-        self.remember(key, hash, Known::Bytes(states.bytes()));
-        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-        map.insert(key, (hash, Arc::new(states)));
-        drop(map);
+        let hashed: Vec<(u64, u32, Full)> = batch
+            .into_iter()
+            .map(|(key, content, full)| (key, text_hash(content), full))
+            .collect();
+        if let Some(disk) = self.disk() {
+            let refs: Vec<(u64, u32, &Full)> = hashed.iter().map(|(k, h, f)| (*k, *h, f)).collect();
+            disk.append_batch(&refs)?;
+        }
+        let codebook = self.codebook();
+        for (key, hash, full) in hashed {
+            let states = match &codebook {
+                Some(codebook) => Stored::Coded(codebook.encode(&full.kept_rows())),
+                None => Stored::Full(full.states),
+            };
+            self.remember(key, hash, Known::Bytes(states.bytes()));
+            let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+            map.insert(key, (hash, Arc::new(states)));
+        }
         self.changed();
         Ok(())
     }

@@ -1,38 +1,52 @@
 //! The token states' life across runs and the switch to codes: opening the log of full states
-//! (`late_disk`) and the saved codes (`late_file`) at start, training the codebook on the
-//! store's first states, coding what the log holds, saving the codes, compacting the log.
+//! (`late_disk`) and the saved codes (`late_file`) at start, both of the model loaded (its
+//! digest), the log from the index saved with the codes when it still applies; training the
+//! codebook on the store's first states, coding what the log holds, saving the codes with the
+//! log's index, compacting the log.
 //!
 //! Owns `States::open`, `save`, `train_codebook`, `due_for_codebook` and `compact`. Must never
 //! fail a start (every file here is derived data: what cannot be used is encoded again), never
-//! trust codes whose full states are not in the log, and never hold i8 states of a large
-//! store in memory (a log past `TRAIN_TOKENS` is coded before anything else is loaded).
+//! use states of another model, never trust codes whose full states are not in the log, and
+//! never hold i8 states of a large store in memory (a log past `TRAIN_TOKENS` is coded before
+//! anything else is loaded).
 
 use super::late::{Known, States, TRAIN_TOKENS};
 use super::late_codes::{CENTROIDS, Codebook, Stored};
-use super::late_disk::{self, FullStore};
+use super::late_disk::{self, Digest, FullStore, Opened};
+use super::late_file::{self, Saved, ToSave};
 use std::path::Path;
 use std::sync::Arc;
 
 impl States {
-    /// Opens the log of full states and loads the codes saved in `store_dir`; what the log
-    /// holds beyond the saved codes is coded (or, before the codebook, held in i8) from it.
-    /// Without a usable log the states live in memory only (i8 within the cap).
-    pub fn open(&self, store_dir: &Path) {
-        let log = late_disk::path_in(store_dir);
-        match FullStore::open(&log) {
+    /// Opens the log of full states of the model `digest` and loads the codes saved in
+    /// `store_dir`, with the log's index saved beside them (so only what the log got after
+    /// them is read); what the log holds beyond the saved codes is coded (or, before the
+    /// codebook, held in i8) from it. Without a usable log the states live in memory only
+    /// (i8 within the cap). True when the saved file should be written again now: the log
+    /// was scanned, cut or started afresh, so the next open would repeat that.
+    pub fn open(&self, store_dir: &Path, digest: &Digest) -> bool {
+        *self.digest.write().unwrap_or_else(|p| p.into_inner()) = Some(*digest);
+        let saved_path = late_file::path_in(store_dir);
+        let mut saved = match late_file::load(&saved_path, digest) {
+            Ok(saved) => Some(saved),
+            Err(e) if saved_path.exists() => {
+                tracing::warn!("saved token states not loaded, they come from the log: {e:#}");
+                None
+            }
+            Err(_) => None,
+        };
+        let index = saved.as_mut().map(|s| std::mem::take(&mut s.index));
+        let mut resave = false;
+        match FullStore::open(&late_disk::path_in(store_dir), digest, index) {
             Ok((disk, opened)) => {
-                if opened.cut > 0 {
-                    tracing::warn!(
-                        "token-state log: {} damaged or torn bytes cut at the end; those \
-                         memories are encoded again",
-                        opened.cut
-                    );
-                }
+                resave = log_opened(&opened);
                 *self.disk.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(disk));
             }
             Err(e) => tracing::warn!("token-state log unusable, states held in memory only: {e:#}"),
         }
-        self.load(&super::late_file::path_in(store_dir));
+        if let Some(saved) = saved {
+            self.load(saved);
+        }
         if self.due_for_codebook(false) {
             self.train_codebook();
         }
@@ -42,37 +56,32 @@ impl States {
         tracing::info!(
             "token states of {n} memories loaded ({bytes} bytes in memory, {on_disk} on disk)"
         );
+        resave
     }
 
-    /// Loads the codes a previous run saved (nothing when the file is missing or unusable),
-    /// keeping only those whose full states the log holds.
-    fn load(&self, path: &Path) {
+    /// Takes the codes a previous run saved, keeping only those whose full states the log
+    /// holds.
+    fn load(&self, saved: Saved) {
         let disk = self.disk();
-        match super::late_file::load(path) {
-            Ok((codebook, entries)) => {
-                let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-                for (key, hash, states) in entries {
-                    if disk.as_ref().is_none_or(|d| d.has(key, hash)) {
-                        map.insert(key, (hash, Arc::new(states)));
-                    }
-                }
-                drop(map);
-                if let Some(codebook) = codebook {
-                    *self.codebook.write().unwrap_or_else(|p| p.into_inner()) =
-                        Some(Arc::new(codebook));
-                }
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        for (key, hash, states) in saved.entries {
+            if disk.as_ref().is_none_or(|d| d.has(key, hash)) {
+                map.insert(key, (hash, Arc::new(states)));
             }
-            Err(e) if path.exists() => {
-                tracing::warn!("saved token states not loaded, they come from the log: {e:#}")
-            }
-            Err(_) => {}
+        }
+        drop(map);
+        if let Some(codebook) = saved.codebook {
+            *self.codebook.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(codebook));
         }
     }
 
-    /// Writes every memory's states held in memory to `path` (atomically); returns the change
-    /// count saved.
+    /// Writes every memory's states held in memory, and the log's index, to `path`
+    /// (atomically); returns the change count saved. Nothing before `open`.
     pub fn save(&self, path: &Path) -> anyhow::Result<u64> {
         let changes = self.changes();
+        let Some(digest) = *self.digest.read().unwrap_or_else(|p| p.into_inner()) else {
+            return Ok(changes);
+        };
         let entries: Vec<(u64, u32, Arc<Stored>)> = {
             let map = self.map.read().unwrap_or_else(|p| p.into_inner());
             map.iter().map(|(k, (h, s))| (*k, *h, s.clone())).collect()
@@ -81,7 +90,15 @@ impl States {
             .iter()
             .map(|(k, h, s)| (*k, *h, s.as_ref()))
             .collect();
-        super::late_file::save(path, self.codebook().as_deref(), &refs)?;
+        let index = self.disk().map(|d| d.saved_index()).unwrap_or_default();
+        let codebook = self.codebook();
+        let what = ToSave {
+            digest: &digest,
+            codebook: codebook.as_deref(),
+            entries: &refs,
+            index: &index,
+        };
+        late_file::save(path, &what)?;
         Ok(changes)
     }
 
@@ -182,11 +199,41 @@ impl States {
     }
 
     /// Rewrites the log without the records of deleted, edited or evicted memories once they
-    /// outweigh the live ones; true when it did.
+    /// outweigh the live ones; true when it did (the saved index is then behind: a change).
     pub fn compact(&self) -> anyhow::Result<bool> {
-        match self.disk() {
-            Some(d) => d.compact_if_due(),
-            None => Ok(false),
+        let compacted = match self.disk() {
+            Some(d) => d.compact_if_due()?,
+            None => false,
+        };
+        if compacted {
+            self.changed();
         }
+        Ok(compacted)
     }
+}
+
+/// Says what the open of the log found; true when the saved index should be written again.
+fn log_opened(opened: &Opened) -> bool {
+    if let Some(why) = &opened.discarded {
+        tracing::warn!(
+            "token-state log {why}: discarded, every memory's token states are encoded again \
+             in the background"
+        );
+    }
+    if opened.cut > 0 && opened.discarded.is_none() {
+        tracing::warn!(
+            "token-state log: {} damaged or torn bytes cut at the end; those memories are \
+             encoded again",
+            opened.cut
+        );
+    }
+    let how = match opened.saved_index {
+        true => "its saved index and",
+        false => "a scan of",
+    };
+    tracing::info!(
+        "token-state log opened from {how} {} records",
+        opened.scanned
+    );
+    opened.scanned > 0 || opened.cut > 0 || opened.discarded.is_some()
 }

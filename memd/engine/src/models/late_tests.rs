@@ -168,10 +168,13 @@ fn retain_drops_what_is_not_kept() {
     );
 }
 
+/// The model the tests' states are of.
+pub(super) const MODEL: super::Digest = [3; 32];
+
 /// States with their log in `dir`.
 fn opened(dir: &std::path::Path) -> States {
     let states = States::default();
-    states.open(dir);
+    states.open(dir, &MODEL);
     states
 }
 
@@ -230,6 +233,49 @@ fn over_the_cap_the_states_are_coded_and_later_ones_too() {
     assert_eq!(again.codebook().unwrap().id(), book.id());
     assert_eq!(again.size(), (3, 401 * SUBVECTORS));
     assert!(plan(&again, &s, usize::MAX).todo.is_empty());
+}
+
+#[test]
+fn the_saved_index_spares_the_scan_and_another_models_states_are_encoded_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, keys) = three_notes();
+    let saved = super::super::late_file::path_in(dir.path());
+    let states = States::default();
+    assert!(
+        !states.open(dir.path(), &MODEL),
+        "a new log: nothing to save"
+    );
+    for (i, key) in keys.iter().enumerate() {
+        let text = format!("note {i}");
+        states
+            .insert(*key, &text, TokenStates::for_tests(&[0.5]))
+            .unwrap();
+    }
+    // Killed before any save: the next open scans the log, and asks for a save at once.
+    drop(states);
+    let states = opened_again(dir.path(), &MODEL, true);
+    assert_eq!((states.size().0, states.disk_size().0), (3, 3));
+    states.save(&saved).unwrap();
+    drop(states);
+    let states = opened_again(dir.path(), &MODEL, false);
+    assert_eq!((states.size().0, states.disk_size().0), (3, 3));
+    assert!(
+        plan(&states, &s, usize::MAX).todo.is_empty(),
+        "nothing to encode"
+    );
+    drop(states);
+    // Another model: neither file is used, every memory is encoded again.
+    let states = opened_again(dir.path(), &[9; 32], true);
+    assert_eq!((states.size().0, states.disk_size().0), (0, 0));
+    assert_eq!(plan(&states, &s, usize::MAX).missing, 3);
+}
+
+/// States of the model `digest` reopened from `dir`, asserting whether the open asked for
+/// the saved file to be written again.
+fn opened_again(dir: &std::path::Path, digest: &super::Digest, resave: bool) -> States {
+    let states = States::default();
+    assert_eq!(states.open(dir, digest), resave);
+    states
 }
 
 #[test]

@@ -157,7 +157,7 @@ impl Pipeline {
             _ => Some(tempfile::tempdir().context("a directory for the token-state log")?),
         };
         if let Some(d) = &dir {
-            states.open(d.path());
+            states.open(d.path(), &self.late.digest());
         }
         for (key, text) in texts {
             states.insert_full(key, &text, late::encode_memory(&self.late, &text)?)?;

@@ -4,8 +4,8 @@
 //! code order from the log.
 //!
 //! Owns synthetic memories shaped like LoCoMo turns (35 tokens, 26 kept for the codes; random
-//! unit vectors, which cost the same as a model's) and the timing of reorders over a 40-deep
-//! head. Must never write outside a temporary directory, and removes it when done.
+//! unit vectors, which cost the same as a model's), stored in the daemon's batches (one fsync
+//! per `late::ENCODE_BATCH`), and the timing of reorders over a 40-deep head. Must never write outside a temporary directory, and removes it when done.
 
 use anyhow::{Context, Result};
 use memd_engine::models::embed::{DIMS, QueryStates, TokenStates};
@@ -18,6 +18,8 @@ const KEPT: usize = 26;
 /// Query tokens of a typical prompt's opening.
 const QUERY_TOKENS: usize = 12;
 const HEAD: usize = 40;
+/// The model the synthetic states stand for (any digest: they are made and read here only).
+const MODEL: late::Digest = [0x5e; 32];
 const QUERIES: usize = 300;
 
 /// A deterministic stream of unit vectors.
@@ -104,10 +106,17 @@ fn measure(n: usize, dir: &std::path::Path, candidates: &[usize]) -> Result<(Str
     let rss_before = rss_bytes();
     let started = Instant::now();
     let states = States::default();
-    states.open(dir);
+    states.open(dir, &MODEL);
     let mut vectors = Vectors(n as u64);
-    for key in 0..n as u64 {
-        states.insert_full(key, &format!("memory {key}"), vectors.memory())?;
+    // In the daemon's batches: one fsync per `ENCODE_BATCH` memories.
+    for start in (0..n).step_by(late::ENCODE_BATCH) {
+        let keys = start..n.min(start + late::ENCODE_BATCH);
+        let texts: Vec<String> = keys.clone().map(|k| format!("memory {k}")).collect();
+        let batch = keys
+            .zip(&texts)
+            .map(|(k, text)| (k as u64, text.as_str(), vectors.memory()))
+            .collect();
+        states.insert_batch(batch)?;
         if states.due_for_codebook(false) {
             states.train_codebook();
         }
@@ -119,13 +128,14 @@ fn measure(n: usize, dir: &std::path::Path, candidates: &[usize]) -> Result<(Str
     memd_engine::heap::release_freed_memory();
     let rss = rss_bytes().saturating_sub(rss_before);
     let (_, log) = states.disk_size();
-    // A restart: the codes saved as at shutdown, then the log scanned and the codes loaded.
+    // A restart: the codes and the log's index saved as at shutdown, then loaded (the log is
+    // not scanned: nothing was appended after the save).
     let codes = dir.join(memd_engine::models::TOKEN_STATES_FILE);
     states.save(&codes)?;
     drop(states);
     let clock = Instant::now();
     let states = States::default();
-    states.open(dir);
+    states.open(dir, &MODEL);
     let reopen = clock.elapsed().as_secs_f64();
     anyhow::ensure!(states.size().0 == held, "every memory back after a reopen");
     let texts: Vec<String> = (0..n).map(|k| format!("memory {k}")).collect();
@@ -177,7 +187,7 @@ fn measure(n: usize, dir: &std::path::Path, candidates: &[usize]) -> Result<(Str
     let deeper = reorder_times(&states, n, candidates)?;
     let mb = |b: f64| b / (1024.0 * 1024.0);
     let row = format!(
-        "| {n} | {build:.0} | {reopen:.1} | {:.1} MB ({held} memories) | {:.0} | {:.1} MB | {:.0} MB | {} | {} | {} | {} | {} |",
+        "| {n} | {build:.0} | {reopen:.2} | {:.1} MB ({held} memories) | {:.0} | {:.1} MB | {:.0} MB | {} | {} | {} | {} | {} |",
         mb(in_memory as f64),
         in_memory as f64 / held.max(1) as f64,
         mb(rss as f64),
