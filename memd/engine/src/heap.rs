@@ -33,10 +33,11 @@ const MMAP_THRESHOLD: i32 = 128 * 1024;
 
 /// Sets the allocator up for a long-lived daemon; call first thing in `memd serve`, before
 /// any thread starts. Measured with ONNX Runtime's arenas shrinking after each run
-/// (`models::embed`): idle RSS at 10,000 memories 243–249 → 205–207 MB, peak 244–251 → 220–230 MB.
+/// (`models::embed`): idle RSS at 10,000 memories 243–249 → 205–207 MB, peak 244–251 →
+/// 220–230 MB.
 pub fn tune_for_daemon() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets allocator parameters; nothing has allocated on another thread yet.
+    // SAFETY: mallopt only sets allocator parameters; no other thread exists yet.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
     }

@@ -265,8 +265,8 @@ pub(super) fn cut_at_char_boundary(text: &str, max_bytes: usize) -> &str {
 /// The options of every session run: ONNX Runtime's CPU arena frees the regions it grew once
 /// the run ends, instead of keeping the largest run's buffers for the daemon's life. With
 /// `heap::tune_for_daemon` those regions are separate mappings, so the pages go back to the
-/// system (idle RSS at 10,000 memories 243–249 → 205–207 MB; without the fixed threshold, shrinking
-/// alone made it worse, 296 MB, as glibc's heaps kept the freed regions).
+/// system (idle RSS at 10,000 memories 243–249 → 205–207 MB; without the fixed threshold,
+/// shrinking alone made it worse, 296 MB, as glibc's heaps kept the freed regions).
 pub(super) fn run_options() -> Result<RunOptions> {
     let mut options = RunOptions::new()?;
     options.set("memory.enable_memory_arena_shrinkage", "cpu:0")?;
