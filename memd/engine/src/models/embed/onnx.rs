@@ -308,6 +308,9 @@ fn create_environment(lib: &Path) -> Result<Environment> {
     })?;
     builder
         .with_name("memd")
+        // ort turns ONNX Runtime's telemetry events on unless told otherwise; memd sends
+        // nothing anywhere.
+        .with_telemetry(false)
         .build()
         .map_err(|e| anyhow!("cannot create the ONNX Runtime environment: {e}"))
 }
