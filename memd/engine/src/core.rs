@@ -162,7 +162,7 @@ impl Core {
     }
 }
 
-// ---- handles, for the server and the shared store's worker ----
+// ---- handles for the shared store's worker and tests; the daemon's model loading ----
 impl Core {
     /// The store handle: named reads (`read`), commits, `settle`.
     pub fn db(&self) -> &Db {
@@ -195,6 +195,12 @@ impl Core {
     pub fn set_late_model(&self, model: Arc<LateInteraction>) {
         self.models.set_late(model);
         self.db.signals().late.notify_one();
+    }
+
+    /// Records that loading `model` grew the resident set by `bytes` (measured by the
+    /// daemon's loader), for `memd stats`.
+    pub fn note_model_footprint(&self, model: &'static str, bytes: u64) {
+        self.models.note_footprint(model, bytes);
     }
 
     /// A fresh record with neutral scores; content must already be scrubbed.

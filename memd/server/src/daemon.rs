@@ -287,8 +287,7 @@ fn note_footprint(core: &Core, model: &'static str, before: Option<(u64, u64)>) 
     if let (Some((rss, counted)), Some((rss_now, counted_now))) = (before, footprint_mark(core)) {
         let grown = rss_now.saturating_sub(rss);
         let others = counted_now.saturating_sub(counted);
-        core.models()
-            .note_footprint(model, grown.saturating_sub(others));
+        core.note_model_footprint(model, grown.saturating_sub(others));
     }
 }
 

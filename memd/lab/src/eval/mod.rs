@@ -26,6 +26,7 @@ pub mod eviction;
 pub mod evidence;
 pub mod floor;
 pub mod fusion;
+pub mod fusion_tokens;
 pub mod header;
 pub mod late;
 pub mod learning;
@@ -36,6 +37,7 @@ pub mod metrics;
 pub mod overlap;
 pub mod pipeline;
 mod probe;
+pub mod query_threads;
 pub mod scenario;
 mod state_codecs;
 pub mod state_scale;
@@ -161,6 +163,23 @@ pub enum EvalCommand {
         /// Store sizes to build (comma-separated).
         #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
         sizes: Vec<usize>,
+        /// Candidates the shipped reorder is also timed over (comma-separated; none: skipped).
+        #[arg(long, value_delimiter = ',')]
+        candidates: Vec<usize>,
+    },
+    /// How the prompt's embedding and its late-interaction encoding share the cores under
+    /// each split of ONNX Runtime intra-op threads: one prompt at a time and `--sessions` at
+    /// once (no store, no daemon).
+    QueryThreads {
+        /// Splits to compare, `EMBED/LATE` intra-op threads (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values = ["2/2", "1/1", "2/1", "1/2"])]
+        splits: Vec<query_threads::Split>,
+        /// Timed prompts per figure.
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+        /// Prompts encoded at once in the concurrent figure.
+        #[arg(long, default_value_t = 16)]
+        sessions: usize,
     },
     /// Outcome learning: a simulated session against a spawned daemon, once per prior weight
     /// and routing-boost setting.
@@ -276,7 +295,12 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             let coding = coding.unwrap_or_else(coding::default_data_dir);
             states::run(&data, &coding, &runtime)?;
         }
-        EvalCommand::StateScale { sizes } => state_scale::run(&sizes)?,
+        EvalCommand::StateScale { sizes, candidates } => state_scale::run(&sizes, &candidates)?,
+        EvalCommand::QueryThreads {
+            splits,
+            runs,
+            sessions,
+        } => query_threads::run(&runtime, &splits, runs, sessions)?,
         EvalCommand::Learning {
             turns,
             prior_weights,

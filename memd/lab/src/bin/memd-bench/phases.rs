@@ -446,6 +446,7 @@ impl Bench {
         );
         self.get_context_figure(d, &mut corpus, label, &at, self.opts.queries)?;
         self.save()?;
+        let tally_before = d.stats()?.index.prompt_rerank;
         let h = hooks::run(
             d,
             inst,
@@ -454,11 +455,15 @@ impl Bench {
             &mut corpus,
             label,
         )?;
+        let reranked = match self.opts.rerank {
+            true => rerank_tally(tally_before, d.stats()?.index.prompt_rerank),
+            false => String::from("reranking off"),
+        };
         self.report.add(
             Figure::latency(&format!("hook_prompt.{label}"), &h.prompt)
                 .with_target(Target::at_most(Stat::P50, HOOK_PROMPT_P50_MS))
                 .with_note(format!(
-                    "{at}; static binary, spawn → exit; {}/{} printed context",
+                    "{at}; static binary, spawn → exit; {}/{} printed context; {reranked}",
                     h.with_context,
                     h.prompt.len()
                 )),
@@ -670,6 +675,18 @@ fn store_breakdown(store: &Path) -> String {
         .map(|(k, b, files)| format!("{k} ×{files} {:.1} MiB", *b as f64 / MIB))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What the prompts between two tallies got: on a busy machine the query encoding misses the
+/// budget and the prompt keeps the fused order, so a reranked/plain ratio means little
+/// without it.
+fn rerank_tally(before: proto::PromptRerankStats, after: proto::PromptRerankStats) -> String {
+    format!(
+        "prompts reranked {}, over the budget {}, shed {}",
+        after.reranked - before.reranked,
+        after.over_budget - before.over_budget,
+        after.shed - before.shed
+    )
 }
 
 /// `mixed.rerank_fallback.<label>`: the share of the concurrent phase's prompts that kept the
