@@ -489,13 +489,15 @@ pub struct MemoryStats {
     /// The process's resident set now (0 where the system does not say).
     pub rss_bytes: u64,
     /// Bytes per component: `records`, `vector_index`, `lexical_index`, `token_states`,
-    /// `query_cache`, and `model.<name>` for each loaded model.
+    /// `query_cache`, `model.<name>` for each loaded model (its weights and session: anonymous
+    /// memory), and `code` (file-backed pages: the binary and shared libraries, ONNX Runtime's
+    /// among them).
     pub components: BTreeMap<String, u64>,
     /// The components that are resident-set growth measured while they loaded, not counts.
     #[serde(default)]
     pub measured_at_load: Vec<String>,
     /// Resident set not attributed to a component (allocator slack, ONNX Runtime's arenas
-    /// grown by runs, stacks, the binary itself); 0 when the components exceed it.
+    /// grown by runs, stacks); 0 when the components exceed it.
     pub unattributed_bytes: u64,
 }
 

@@ -249,8 +249,8 @@ fn token_states_survive_a_restart_and_corrupt_files_are_rebuilt() {
 }
 
 /// `/api/stats` accounts for the daemon's memory: the models (measured at load), the records,
-/// the indexes and the token states, within the resident set; the counted parts grow with the
-/// store.
+/// the indexes, the token states and the file-backed pages, within the resident set; the
+/// counted parts grow with the store.
 #[test]
 fn stats_account_for_the_daemons_memory() {
     let d = daemon(AMPLE_BUDGET);
@@ -269,6 +269,10 @@ fn stats_account_for_the_daemons_memory() {
     for part in ["records", "vector_index", "lexical_index"] {
         assert!(m.components[part] > 0, "{part}: {m:?}");
     }
+    // File-backed pages: the binary and the libraries, ONNX Runtime's (29 MB file) touched
+    // by two loaded models.
+    assert!(m.components["code"] > 10 << 20, "code: {m:?}");
+    assert!(!m.measured_at_load.iter().any(|n| n == "code"), "{m:?}");
     let sum: u64 = m.components.values().sum();
     assert!(
         sum <= m.rss_bytes,

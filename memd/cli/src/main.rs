@@ -508,6 +508,7 @@ fn run_trace(conversation: Option<&str>, limit: usize, json: bool) -> anyhow::Re
 }
 
 fn run_serve(port: Option<u16>) -> anyhow::Result<()> {
+    memd_engine::heap::tune_for_daemon();
     let cfg = memd_engine::config::Config::load(port)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

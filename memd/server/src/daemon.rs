@@ -264,21 +264,23 @@ fn load_reranker(core: &Core, paths: &embed::RuntimePaths) {
     }
 }
 
-/// The resident set and the bytes `memd stats` counts outside the models, before a load.
+/// The anonymous resident set and the bytes `memd stats` counts as anonymous outside the
+/// models, before a load. Anonymous only: the ONNX Runtime library's pages, mapped by the
+/// first load, are file-backed and counted under `code`.
 fn footprint_mark(core: &Core) -> Option<(u64, u64)> {
     let counted = core
         .stats()
         .memory
         .components
         .iter()
-        .filter(|(name, _)| !name.starts_with("model."))
+        .filter(|(name, _)| !name.starts_with("model.") && *name != "code")
         .map(|(_, bytes)| bytes)
         .sum();
-    Some((memd_engine::heap::rss_bytes()?, counted))
+    Some((memd_engine::heap::resident()?.anon, counted))
 }
 
-/// Records how much the resident set grew (after the trim) since `before` while `model`
-/// loaded: its weights, its ONNX Runtime session and, for the first model, the runtime library.
+/// Records how much the anonymous resident set grew (after the trim) since `before` while
+/// `model` loaded: its weights and its ONNX Runtime session.
 /// Other threads keep working meanwhile (token states load beside the embedder), so what the
 /// counted components grew by is taken off; still a measurement, labelled so in `memd stats`.
 fn note_footprint(core: &Core, model: &'static str, before: Option<(u64, u64)>) {

@@ -146,8 +146,8 @@ impl StatsDeps<'_> {
 }
 
 impl StatsDeps<'_> {
-    /// `counted` (bytes per data structure), the query cache and the models' load-time growth,
-    /// against the resident set.
+    /// `counted` (bytes per data structure), the query cache, the models' load-time growth and
+    /// the file-backed pages (`code`), against the resident set.
     fn memory<const N: usize>(&self, counted: [(&str, usize); N]) -> MemoryStats {
         let mut components: BTreeMap<String, u64> = counted
             .iter()
@@ -159,6 +159,10 @@ impl StatsDeps<'_> {
             let name = format!("model.{model}");
             components.insert(name.clone(), bytes);
             measured_at_load.push(name);
+        }
+        // File-backed pages are the binary and the libraries: no count of ours covers them.
+        if let Some(resident) = crate::heap::resident() {
+            components.insert("code".into(), resident.file);
         }
         let rss_bytes = crate::heap::rss_bytes().unwrap_or(0);
         let attributed: u64 = components.values().sum();

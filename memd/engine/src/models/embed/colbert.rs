@@ -247,6 +247,8 @@ unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
 /// answerai-colbert-small-v1 behind ONNX Runtime; shared between threads like the embedder.
 pub struct LateInteraction {
     session: Gate<Session>,
+    /// Shrinks the arena after each run (`onnx::run_options`).
+    run_options: ort::session::RunOptions,
     /// Queries waiting for the model, encoded together.
     queries: QueryBatch<Vec<Vec<f32>>>,
     query_tokens: usize,
@@ -276,6 +278,7 @@ impl LateInteraction {
         let digest = file_sha256(&dir.join("model.onnx"))?;
         Ok(LateInteraction {
             session: Gate::new(parts.session),
+            run_options: super::onnx::run_options()?,
             queries: QueryBatch::default(),
             query_tokens: QUERY_TOKENS,
             dims: DIMS,
@@ -457,11 +460,14 @@ impl LateInteraction {
         let type_ids = vec![0i64; rows * width];
         let mut session = self.session.lock(priority);
         let outputs = session
-            .run(ort::inputs![
-                "input_ids" => TensorRef::from_array_view((shape, &ids[..]))?,
-                "attention_mask" => TensorRef::from_array_view((shape, &mask[..]))?,
-                "token_type_ids" => TensorRef::from_array_view((shape, &type_ids[..]))?,
-            ])
+            .run_with_options(
+                ort::inputs![
+                    "input_ids" => TensorRef::from_array_view((shape, &ids[..]))?,
+                    "attention_mask" => TensorRef::from_array_view((shape, &mask[..]))?,
+                    "token_type_ids" => TensorRef::from_array_view((shape, &type_ids[..]))?,
+                ],
+                &self.run_options,
+            )
             .context("running the late-interaction model")?;
         let hidden = outputs
             .get(HIDDEN_STATE)

@@ -11,8 +11,8 @@ use std::sync::{Mutex, PoisonError};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use ort::environment::Environment;
-use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
+use ort::session::{RunOptions, Session};
 use ort::value::TensorRef;
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
@@ -47,6 +47,7 @@ static LOADED_RUNTIME: Mutex<Option<(PathBuf, Environment)>> = Mutex::new(None);
 /// session runs one batch at a time behind a mutex; tokenising happens outside it.
 pub struct OnnxEmbedder {
     session: Gate<Session>,
+    run_options: RunOptions,
     queries: QueryBatch,
     tokenizer: Tokenizer,
     /// Pool with the `[CLS]` state instead of the mean (bge models; for studies).
@@ -80,6 +81,7 @@ impl OnnxEmbedder {
         let tokenizer = load_tokenizer(&paths.tokenizer)?;
         Ok(Self {
             session: Gate::new(session),
+            run_options: run_options()?,
             queries: QueryBatch::default(),
             tokenizer,
             cls_pooling: false,
@@ -112,11 +114,14 @@ impl OnnxEmbedder {
         let shape = [batch.rows, batch.width];
         let mut session = self.session.lock(priority);
         let outputs = session
-            .run(ort::inputs![
-                INPUT_IDS => TensorRef::from_array_view((shape, &batch.ids[..]))?,
-                ATTENTION_MASK => TensorRef::from_array_view((shape, &batch.mask[..]))?,
-                TOKEN_TYPE_IDS => TensorRef::from_array_view((shape, &batch.type_ids[..]))?,
-            ])
+            .run_with_options(
+                ort::inputs![
+                    INPUT_IDS => TensorRef::from_array_view((shape, &batch.ids[..]))?,
+                    ATTENTION_MASK => TensorRef::from_array_view((shape, &batch.mask[..]))?,
+                    TOKEN_TYPE_IDS => TensorRef::from_array_view((shape, &batch.type_ids[..]))?,
+                ],
+                &self.run_options,
+            )
             .context("running the embedding model")?;
         let hidden = outputs
             .get(HIDDEN_STATE)
@@ -257,6 +262,17 @@ pub(super) fn cut_at_char_boundary(text: &str, max_bytes: usize) -> &str {
     &text[..end]
 }
 
+/// The options of every session run: ONNX Runtime's CPU arena frees the regions it grew once
+/// the run ends, instead of keeping the largest run's buffers for the daemon's life. With
+/// `heap::tune_for_daemon` those regions are separate mappings, so the pages go back to the
+/// system (idle RSS at 10,000 memories 243–249 → 205–207 MB; without the fixed threshold,
+/// shrinking alone made it worse, 296 MB, as glibc's heaps kept the freed regions).
+pub(super) fn run_options() -> Result<RunOptions> {
+    let mut options = RunOptions::new()?;
+    options.set("memory.enable_memory_arena_shrinkage", "cpu:0")?;
+    Ok(options)
+}
+
 /// Loads the ONNX Runtime library (once per process) and returns the process's environment.
 pub(super) fn shared_environment(lib: &Path) -> Result<Environment> {
     let lib = lib
@@ -292,6 +308,9 @@ fn create_environment(lib: &Path) -> Result<Environment> {
     })?;
     builder
         .with_name("memd")
+        // ort turns ONNX Runtime's telemetry events on unless told otherwise; memd sends
+        // nothing anywhere.
+        .with_telemetry(false)
         .build()
         .map_err(|e| anyhow!("cannot create the ONNX Runtime environment: {e}"))
 }
@@ -326,10 +345,10 @@ pub(super) fn build_session(
             // memd is a mostly idle daemon on machines shared with builds: pool threads must
             // sleep between requests instead of spinning on a core.
             .with_intra_op_spinning(false)?;
-        // ONNX Runtime's CPU arena stays on. It keeps each session's largest run resident
-        // (the late-interaction model's grew ~56 MB over batches of documents), but without
-        // it memd-bench's idle RSS at 1k memories measured 404 MB instead of 276 MB: the
-        // freed buffers stay in glibc's per-thread heaps instead.
+        // ONNX Runtime's CPU arena stays on; each run gives back what it grew
+        // (`run_options`). Without the arena, memd-bench's idle RSS at 1k memories measured
+        // 404 MB instead of 276 MB (glibc's dynamic threshold then kept the freed buffers
+        // in its heaps).
         match &rewritten {
             Some((bytes, _)) => builder.commit_from_memory(bytes),
             None => builder.commit_from_file(model),

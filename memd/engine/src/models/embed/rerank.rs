@@ -35,6 +35,8 @@ const LOGITS: &str = "logits";
 /// ms-marco-MiniLM-L-12-v2 behind ONNX Runtime; shared between threads like the embedder.
 pub struct CrossEncoder {
     session: Mutex<Session>,
+    /// Shrinks the arena after each run (`onnx::run_options`).
+    run_options: ort::session::RunOptions,
     tokenizer: Tokenizer,
     _environment: Environment,
 }
@@ -59,6 +61,7 @@ impl CrossEncoder {
         )?;
         Ok(CrossEncoder {
             session: Mutex::new(parts.session),
+            run_options: super::onnx::run_options()?,
             tokenizer: parts.tokenizer,
             _environment: parts.environment,
         })
@@ -93,11 +96,14 @@ impl CrossEncoder {
         let shape = [batch.rows, batch.width];
         let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
         let outputs = session
-            .run(ort::inputs![
-                "input_ids" => TensorRef::from_array_view((shape, &batch.ids[..]))?,
-                "attention_mask" => TensorRef::from_array_view((shape, &batch.mask[..]))?,
-                "token_type_ids" => TensorRef::from_array_view((shape, &batch.type_ids[..]))?,
-            ])
+            .run_with_options(
+                ort::inputs![
+                    "input_ids" => TensorRef::from_array_view((shape, &batch.ids[..]))?,
+                    "attention_mask" => TensorRef::from_array_view((shape, &batch.mask[..]))?,
+                    "token_type_ids" => TensorRef::from_array_view((shape, &batch.type_ids[..]))?,
+                ],
+                &self.run_options,
+            )
             .context("running the reranker")?;
         let logits = outputs
             .get(LOGITS)
