@@ -5,7 +5,7 @@
 //! these tests fail with the fix, unless MEMD_SKIP_MODEL_TESTS=1 says to skip them.
 
 use memd_engine::models::embed::{
-    LateInteraction, QueryStates, RuntimePaths, late_interaction_dir,
+    LateInteraction, QueryStates, RuntimePaths, colbert, late_interaction_dir,
 };
 
 fn load() -> Option<LateInteraction> {
@@ -37,6 +37,45 @@ fn meaning_beats_a_shared_word() {
         .map(|n| query.maxsim(&model.encode_doc(n).unwrap()))
         .collect();
     assert!(scores[1] > scores[0] && scores[0] > scores[2], "{scores:?}");
+}
+
+/// A query's token ids and words line up with its states' rows: a word split into pieces
+/// names the whole word on each, the markers name none, and a long query is cut alike.
+#[test]
+fn query_tokens_name_their_rows_and_words() {
+    let Some(model) = load() else { return };
+    let q = "how do we ship the payments backend to the cluster's nodes?";
+    let (ids, words) = (model.query_ids(q).unwrap(), model.query_words(q).unwrap());
+    let states = model.encode_query(q).unwrap();
+    assert_eq!((ids.len(), words.len()), (states.tokens(), states.tokens()));
+    assert_eq!(
+        (&words[0], &words[1]),
+        (&None, &None),
+        "[CLS] and the marker"
+    );
+    assert_eq!(words.last().unwrap(), &None, "[SEP]");
+    let named = |w: &str| words.iter().filter(|x| x.as_deref() == Some(w)).count();
+    assert!(named("payments") >= 1 && named("cluster") == 1 && named("?") == 1);
+    assert!(
+        model.is_stopword(
+            ids[words
+                .iter()
+                .position(|w| w.as_deref() == Some("the"))
+                .unwrap()]
+        )
+    );
+    assert!(
+        !model.is_stopword(
+            ids[words
+                .iter()
+                .position(|w| w.as_deref() == Some("ship"))
+                .unwrap()]
+        )
+    );
+    let long = "why ".repeat(500);
+    let cut = colbert::MAX_QUERY_TOKENS;
+    assert_eq!(model.query_ids(&long).unwrap().len(), cut);
+    assert_eq!(model.query_words(&long).unwrap().len(), cut);
 }
 
 #[test]

@@ -171,6 +171,24 @@ impl Lexical {
         })
     }
 
+    /// BM25's IDF of `word`'s first term over the indexed memories (a term no memory holds:
+    /// the highest); `None` when the word has no term (a stopword, punctuation). For studies
+    /// (`memd-eval fusion`'s query-token rules).
+    pub fn word_idf(&self, word: &str) -> Option<f32> {
+        let mut buf = String::new();
+        let mut first: Option<String> = None;
+        for_each_term(word, &mut buf, |t| {
+            first.get_or_insert_with(|| t.to_owned());
+        });
+        let term = first?;
+        let n = self.len() as f32;
+        let df = self
+            .term_ids
+            .get(term.as_str())
+            .map_or(0.0, |&id| self.postings[id as usize].len() as f32);
+        Some((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
+    }
+
     fn intern(&mut self, term: &str) -> u32 {
         if let Some(&id) = self.term_ids.get(term) {
             return id;
@@ -388,6 +406,21 @@ mod tests {
         ix.insert(3, "User likes short answers and dislikes long explanations");
         ix.insert(4, "Run cargo clippy before every commit in this repository");
         ix
+    }
+
+    /// A word in one memory is rarer than one in two; a word in none the rarest; a stopword or
+    /// punctuation has no term. Stemmed like documents ("repositories" is "repository").
+    #[test]
+    fn word_idf_ranks_words_by_how_few_memories_hold_them() {
+        let ix = sample();
+        let (one, two) = (
+            ix.word_idf("ripgrep").unwrap(),
+            ix.word_idf("repositories").unwrap(),
+        );
+        let none = ix.word_idf("kubernetes").unwrap();
+        assert!(none > one && one > two && two > 0.0, "{none} {one} {two}");
+        assert_eq!(ix.word_idf("the"), None);
+        assert_eq!(ix.word_idf("?"), None);
     }
 
     #[test]

@@ -46,7 +46,9 @@ const PACKED_STOPWORDS: [u64; STOPWORDS.len()] = {
     out
 };
 
-fn is_stopword(term: &str) -> bool {
+/// Whether a lowercase word is on the stopword list (also read by the query-token study,
+/// `memd-eval fusion`, through `LateInteraction::is_stopword`).
+pub fn is_stopword(term: &str) -> bool {
     term.len() <= 8 && PACKED_STOPWORDS.contains(&pack(term.as_bytes()))
 }
 

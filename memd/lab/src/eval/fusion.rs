@@ -2,16 +2,19 @@
 //! final score's mix, compared on every set at once (issue 34, "Retrieval round 2").
 //!
 //! Owns the study's grid and its tab-separated table. Per question it takes, once, the
-//! vector and BM25 lists the daemon's first stage takes (`POOL` deep), every listed memory's
-//! cosine, BM25 score and MaxSim per query token (token states computed for every memory as
-//! the daemon stores them); each configuration is then arithmetic over those numbers, so the
-//! grid costs little beside the encoding. Uniform priors are assumed (true of every set here:
+//! vector and BM25 lists (`POOL` deep; the fused order from their first `FIRST_DEPTH`, as the
+//! daemon's first stage takes them), every listed memory's cosine, BM25 score and best match
+//! per query token (token states computed for every memory as the daemon stores them); each
+//! configuration, and each rule for which query tokens count (`fusion_tokens`, bench/EVAL.md
+//! section 12), is then arithmetic over those numbers, so the grid costs little beside the
+//! encoding. Uniform priors are assumed (true of every set here:
 //! the study counts how often its RRF order agrees with `search::rank`). Its "per-query w" row
 //! calls the daemon's own `retrieve::cosine_weight`. Must never decide a default by itself
 //! (the shipped rows come from `memd-eval retrieval`), write anywhere but temporary stores and
 //! the `--features` file, or let timing decide a figure.
 
 use super::coding::{CodingIndex, CodingSet};
+use super::fusion_tokens::{QueryTokens, RULES, Rule, Vocabulary, weighted, weights};
 use super::late::TurnText;
 use super::locomo::Indexed;
 use super::metrics::{Recall, Scorer};
@@ -25,8 +28,12 @@ use memd_engine::search::{Query, RRF_K, Ranking, rank};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-/// Depth of each list, as `search::rank` takes them for a head of 40 (`(40 * 4).max(40)`).
-const POOL: usize = 160;
+/// Depth of each list the first stage fuses, as `search::rank` takes them for a head of 40
+/// (`(40 * 4).max(40)`).
+const FIRST_DEPTH: usize = 160;
+/// Depth of each list the study reads: the vector list's first 200-400 as late interaction's
+/// candidates (late interaction as a candidate generator).
+const POOL: usize = 400;
 /// Depth late interaction reorders today.
 const HEAD: usize = 40;
 
@@ -38,6 +45,8 @@ struct Cand {
     vrank: Option<usize>,
     lrank: Option<usize>,
     maxsim: f32,
+    /// Each query token's best match (MaxSim before the mean), for the token rules.
+    per_token: Vec<f32>,
 }
 
 struct Case {
@@ -46,6 +55,7 @@ struct Case {
     cands: Vec<Cand>,
     /// `search::rank`'s order (shipped first stage), as indexes into `cands`, for the check.
     shipped_first: Vec<usize>,
+    tokens: QueryTokens,
 }
 
 /// How the first stage orders candidates.
@@ -86,16 +96,20 @@ struct Config {
 
 fn first_scores(case: &Case, first: First) -> Vec<f32> {
     let max_bm = case.cands.iter().map(|c| c.bm25).fold(0f32, f32::max);
-    let listed = case.cands.iter().filter(|c| c.vrank.is_some());
+    let listed = case
+        .cands
+        .iter()
+        .filter(|c| c.vrank.is_some_and(|r| r < FIRST_DEPTH));
     let (lo, hi) = listed.fold((f32::MAX, f32::MIN), |(lo, hi), c| {
         (lo.min(c.cos), hi.max(c.cos))
     });
+    let fused = |r: Option<usize>| r.filter(|&r| r < FIRST_DEPTH);
     case.cands
         .iter()
         .map(|c| match first {
             First::Rrf(k, wl) => {
-                c.vrank.map_or(0.0, |r| 1.0 / (k + r as f32 + 1.0))
-                    + c.lrank.map_or(0.0, |r| wl / (k + r as f32 + 1.0))
+                fused(c.vrank).map_or(0.0, |r| 1.0 / (k + r as f32 + 1.0))
+                    + fused(c.lrank).map_or(0.0, |r| wl / (k + r as f32 + 1.0))
             }
             First::Sum(w) => {
                 let cn = if hi > lo {
@@ -281,7 +295,13 @@ fn grid() -> Vec<Config> {
 }
 
 /// Every question of one store as the study's cases.
-fn cases_of(ix: &Indexed, model: &LateInteraction) -> Result<Vec<Case>> {
+/// `global`: the document frequencies over every store of the set (LoCoMo: all its
+/// conversations, as one daemon store would hold them); `None`: this store's.
+fn cases_of(
+    ix: &Indexed,
+    model: &LateInteraction,
+    global: Option<&Vocabulary>,
+) -> Result<Vec<Case>> {
     let mut states: HashMap<u64, TokenStates> = HashMap::new();
     let texts: Vec<(u64, String)> = ix.store.read(|s| {
         ix.labels
@@ -289,12 +309,26 @@ fn cases_of(ix: &Indexed, model: &LateInteraction) -> Result<Vec<Case>> {
             .filter_map(|&k| Some((k, s.by_key(k)?.content.clone())))
             .collect()
     });
+    let mut vocab = Vocabulary::default();
     for (k, t) in texts {
-        states.insert(k, model.encode_doc(&t)?);
+        let (ids, rows) = model.doc_rows(&t)?;
+        vocab.add(&ids);
+        states.insert(k, TokenStates::quantize_rows(&rows));
     }
     let mut out = Vec::new();
     for (q, qvec) in ix.questions.iter().zip(&ix.question_vecs) {
         let qs = model.encode_query(&q.text)?;
+        let word_idf: Vec<Option<f32>> = ix.store.read(|s| {
+            let words = model.query_words(&q.text)?;
+            Ok::<_, anyhow::Error>(
+                words
+                    .iter()
+                    .map(|w| w.as_deref().and_then(|w| s.lexical().word_idf(w)))
+                    .collect(),
+            )
+        })?;
+        let ids = model.query_ids(&q.text)?;
+        let tokens = QueryTokens::of(model, &ids, &vocab, global.unwrap_or(&vocab), word_idf);
         let case = ix.store.read(|s| {
             let all = |_k: u64| true;
             let vec_hits = s.vectors().search(qvec, POOL, &all).unwrap_or_default();
@@ -324,6 +358,9 @@ fn cases_of(ix: &Indexed, model: &LateInteraction) -> Result<Vec<Case>> {
                         vrank,
                         lrank,
                         maxsim: states.get(&k).map_or(0.0, |st| late::score(&qs, st, 0.0)),
+                        per_token: states
+                            .get(&k)
+                            .map_or_else(|| vec![0.0; qs.tokens()], |st| qs.maxsim_per_token(st)),
                     }
                 })
                 .collect();
@@ -340,6 +377,7 @@ fn cases_of(ix: &Indexed, model: &LateInteraction) -> Result<Vec<Case>> {
                 evidence: q.evidence.clone(),
                 cands,
                 shipped_first,
+                tokens,
             }
         });
         out.push(case);
@@ -361,18 +399,33 @@ pub fn run(
     if let Some(dir) = locomo {
         let files = super::dataset::conversation_files(&dir)?;
         let text = |turns: &[super::dataset::Turn], i: usize| TurnText::Speaker.text(turns, i);
+        let indexed = super::late::index_files(&files, &embedder, &text)?;
+        let mut global = Vocabulary::default();
+        for ix in &indexed {
+            let texts: Vec<String> = ix.store.read(|s| {
+                let keys = ix.labels.keys();
+                keys.filter_map(|&k| Some(s.by_key(k)?.content.clone()))
+                    .collect()
+            });
+            for t in texts {
+                global.add(&model.doc_ids(&t)?);
+            }
+        }
         let mut cases = Vec::new();
-        for ix in super::late::index_files(&files, &embedder, &text)? {
-            cases.extend(cases_of(&ix, &model)?);
+        for ix in &indexed {
+            cases.extend(cases_of(ix, &model, Some(&global))?);
         }
         sets.push(("locomo".into(), cases));
     }
     for (name, dir) in super::summary::repository_sets() {
         let index = CodingIndex::build(CodingSet::load(&dir)?, &embedder)?;
-        sets.push((name.replace(' ', "_"), cases_of(index.indexed(), &model)?));
+        sets.push((
+            name.replace(' ', "_"),
+            cases_of(index.indexed(), &model, None)?,
+        ));
     }
     let probe = super::summary::probe_index(&embedder)?;
-    sets.push(("probe".into(), cases_of(&probe, &model)?));
+    sets.push(("probe".into(), cases_of(&probe, &model, None)?));
     for (name, cases) in &sets {
         let agree = cases
             .iter()
@@ -391,24 +444,58 @@ pub fn run(
     }
     println!("config\tset\tr1\tr5\tr10\tmrr\tpool");
     for cfg in grid() {
-        for (name, cases) in &sets {
-            let (r, pool) = evaluate(cases, &cfg);
-            println!(
-                "{:?} | head {} + vectors {} + BM25 {} | {:?}\t{name}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}",
-                cfg.first,
-                cfg.head,
-                cfg.plus_v,
-                cfg.plus_l,
-                cfg.last,
-                r.r1,
-                r.r5,
-                r.r10,
-                r.mrr,
-                pool
-            );
+        print_rows("", &cfg, &sets);
+    }
+    for rule in RULES {
+        for (_, cases) in sets.iter_mut() {
+            apply_rule(cases, rule);
+        }
+        for cfg in token_grid() {
+            print_rows(&format!("tokens {rule:?} | "), &cfg, &sets);
         }
     }
     Ok(())
+}
+
+fn print_rows(prefix: &str, cfg: &Config, sets: &[(String, Vec<Case>)]) {
+    for (name, cases) in sets {
+        let (r, pool) = evaluate(cases, cfg);
+        println!(
+            "{prefix}{:?} | head {} + vectors {} + BM25 {} | {:?}\t{name}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}",
+            cfg.first, cfg.head, cfg.plus_v, cfg.plus_l, cfg.last, r.r1, r.r5, r.r10, r.mrr, pool
+        );
+    }
+}
+
+/// Every candidate's MaxSim recomputed from its per-token matches under `rule`.
+fn apply_rule(cases: &mut [Case], rule: Rule) {
+    for case in cases {
+        let w = weights(rule, &case.tokens);
+        for c in &mut case.cands {
+            c.maxsim = weighted(&c.per_token, &w);
+        }
+    }
+}
+
+/// The configurations each query-token rule is measured with: what ships (the fused 40 and
+/// the vector list's first 100), section 7's fixed weight, and the vector list's first
+/// 200-400 as candidates.
+fn token_grid() -> Vec<Config> {
+    let at = |plus_v, last| Config {
+        first: First::Rrf(RRF_K, 1.0),
+        head: 40,
+        plus_v,
+        plus_l: 0,
+        last,
+    };
+    vec![
+        at(100, Final::Shipped),
+        at(100, Final::Lin(0.05, 0.0)),
+        at(160, Final::Shipped),
+        at(200, Final::Shipped),
+        at(300, Final::Shipped),
+        at(400, Final::Shipped),
+    ]
 }
 
 /// Every candidate's numbers, one tab-separated line each (set, question, category, relevant,

@@ -26,6 +26,7 @@ pub mod eviction;
 pub mod evidence;
 pub mod floor;
 pub mod fusion;
+pub mod fusion_tokens;
 pub mod header;
 pub mod late;
 pub mod learning;
@@ -161,6 +162,9 @@ pub enum EvalCommand {
         /// Store sizes to build (comma-separated).
         #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
         sizes: Vec<usize>,
+        /// Candidates the shipped reorder is also timed over (comma-separated; none: skipped).
+        #[arg(long, value_delimiter = ',')]
+        candidates: Vec<usize>,
     },
     /// Outcome learning: a simulated session against a spawned daemon, once per prior weight
     /// and routing-boost setting.
@@ -276,7 +280,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             let coding = coding.unwrap_or_else(coding::default_data_dir);
             states::run(&data, &coding, &runtime)?;
         }
-        EvalCommand::StateScale { sizes } => state_scale::run(&sizes)?,
+        EvalCommand::StateScale { sizes, candidates } => state_scale::run(&sizes, &candidates)?,
         EvalCommand::Learning {
             turns,
             prior_weights,

@@ -56,21 +56,51 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Builds a store of each size in `sizes` and prints one row per size.
-pub fn run(sizes: &[usize]) -> Result<()> {
+/// Builds a store of each size in `sizes` and prints one row per size; then, per size, the
+/// shipped reorder over each number of candidates in `candidates` (the fused 40 plus the
+/// vector list's extra ones: late interaction as a candidate generator, bench/EVAL.md
+/// section 12).
+pub fn run(sizes: &[usize], candidates: &[usize]) -> Result<()> {
     println!(
         "| memories | build s | reopen s | in memory (codes + codebook) | bytes/memory | RSS growth | log on disk | shipped reorder of 40, ms p50 / p99 | of which: codes of 40 (table + MaxSim) | 20 reads | and their MaxSim | before: MaxSim of 40 i8 in memory |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut deeper = Vec::new();
     for &n in sizes {
         let dir = tempfile::tempdir().context("a directory for the log")?;
-        let row = measure(n, dir.path())?;
+        let (row, rows) = measure(n, dir.path(), candidates)?;
         println!("{row}");
+        deeper.extend(rows);
+    }
+    if !deeper.is_empty() {
+        println!("\n| memories | candidates | shipped reorder, ms p50 / p99 |\n|---:|---:|---|");
+        deeper.iter().for_each(|r| println!("{r}"));
     }
     Ok(())
 }
 
-fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
+/// The shipped reorder's time over heads of each size in `candidates`, spread over the store
+/// as `measure`'s head of 40 is.
+fn reorder_times(states: &States, n: usize, candidates: &[usize]) -> Result<Vec<String>> {
+    let texts: Vec<String> = (0..n).map(|k| format!("memory {k}")).collect();
+    let mut vectors = Vectors(n as u64 + 1);
+    let mut rows = Vec::new();
+    for &depth in candidates {
+        let mut times = Vec::with_capacity(QUERIES);
+        for q in 0..QUERIES {
+            let query = QueryStates::from_rows((0..QUERY_TOKENS).map(|_| vectors.next()).collect());
+            let head = spread(q, depth, &texts);
+            let clock = Instant::now();
+            let (_, finished) = late::reorder_within(states, &query, &head, depth, None);
+            times.push(ms(clock));
+            anyhow::ensure!(finished, "a reorder without a deadline finishes");
+        }
+        rows.push(format!("| {n} | {depth} | {} |", p50_p99(&mut times)));
+    }
+    Ok(rows)
+}
+
+fn measure(n: usize, dir: &std::path::Path, candidates: &[usize]) -> Result<(String, Vec<String>)> {
     let rss_before = rss_bytes();
     let started = Instant::now();
     let states = States::default();
@@ -103,12 +133,7 @@ fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
     for q in 0..QUERIES {
         let query = QueryStates::from_rows((0..QUERY_TOKENS).map(|_| vectors.next()).collect());
         // A head of 40 spread over the whole store (what a prompt's first stage returns).
-        let head: Vec<late::Candidate> = (0..HEAD)
-            .map(|i| {
-                let key = ((q * 7_919 + i * 104_729) % n) as u64;
-                (key, texts[key as usize].as_str(), 0.5)
-            })
-            .collect();
+        let head = spread(q, HEAD, &texts);
         let clock = Instant::now();
         let (_, finished) = late::reorder_within(&states, &query, &head, HEAD, None);
         t.reorder.push(ms(clock));
@@ -149,8 +174,9 @@ fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
         }
         t.before.push(ms(clock));
     }
+    let deeper = reorder_times(&states, n, candidates)?;
     let mb = |b: f64| b / (1024.0 * 1024.0);
-    Ok(format!(
+    let row = format!(
         "| {n} | {build:.0} | {reopen:.1} | {:.1} MB ({held} memories) | {:.0} | {:.1} MB | {:.0} MB | {} | {} | {} | {} | {} |",
         mb(in_memory as f64),
         in_memory as f64 / held.max(1) as f64,
@@ -161,7 +187,8 @@ fn measure(n: usize, dir: &std::path::Path) -> Result<String> {
         p50_p99(&mut t.reads),
         p50_p99(&mut t.rescore),
         p50_p99(&mut t.before),
-    ))
+    );
+    Ok((row, deeper))
 }
 
 /// Milliseconds per query of each step.
@@ -177,6 +204,17 @@ struct Timings {
     rescore: Vec<f64>,
     /// MaxSim of all 40 in i8 held in memory (the form before the log).
     before: Vec<f64>,
+}
+
+/// Query `q`'s head of `depth` memories spread over the whole store of `texts` (what a
+/// prompt's first stage returns), each at cosine 0.5.
+fn spread(q: usize, depth: usize, texts: &[String]) -> Vec<late::Candidate<'_>> {
+    (0..depth)
+        .map(|i| {
+            let key = (q * 7_919 + i * 104_729) % texts.len();
+            (key as u64, texts[key].as_str(), 0.5)
+        })
+        .collect()
 }
 
 fn ms(since: Instant) -> f64 {

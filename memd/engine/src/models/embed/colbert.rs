@@ -187,6 +187,33 @@ impl QueryStates {
         }
         total
     }
+
+    /// For every query token, its best dot product with one of the memory's tokens (what
+    /// `maxsim` sums). For studies that weigh query tokens.
+    pub fn maxsim_per_token(&self, doc: &TokenStates) -> Vec<f32> {
+        let q = &self.states;
+        let w = q.width();
+        if w == 0 || doc.width() != w {
+            return vec![0.0; q.tokens()];
+        }
+        q.values
+            .chunks_exact(w)
+            .zip(&q.scales)
+            .map(|(q_row, q_scale)| {
+                let best = doc
+                    .values
+                    .chunks_exact(w)
+                    .zip(&doc.scales)
+                    .map(|(d_row, d_scale)| dot_i8(q_row, d_row) as f32 * d_scale)
+                    .fold(f32::NEG_INFINITY, f32::max);
+                if best.is_finite() {
+                    best * q_scale
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
 }
 
 /// i8 dot product, with AVX2 when the CPU has it (detected once; the portable build targets
@@ -319,6 +346,11 @@ impl LateInteraction {
         )?))
     }
 
+    /// A memory's token ids as `doc_rows` gives them, without running the model. For studies.
+    pub fn doc_ids(&self, text: &str) -> Result<Vec<i64>> {
+        self.token_ids(text, DOC_MARKER)
+    }
+
     /// A memory's token ids and unit-length f32 states, before quantizing. For studies.
     pub fn doc_rows(&self, text: &str) -> Result<(Vec<i64>, Vec<Vec<f32>>)> {
         let ids = self.token_ids(text, DOC_MARKER)?;
@@ -333,6 +365,43 @@ impl LateInteraction {
         ids.truncate(MAX_QUERY_TOKENS);
         let mask = vec![1; ids.len()];
         self.run(&ids, &mask, Priority::Urgent)
+    }
+
+    /// A query's token ids, one per row of its states (`[CLS] [unused0] query [SEP]`, cut as
+    /// `encode_query` cuts it; no padding). For studies.
+    pub fn query_ids(&self, query: &str) -> Result<Vec<i64>> {
+        let mut ids = self.token_ids(query, QUERY_MARKER)?;
+        ids.truncate(MAX_QUERY_TOKENS);
+        Ok(ids)
+    }
+
+    /// For each row of a query's states (as `query_ids` cuts them), the whole word of the
+    /// query its token belongs to; `None` for `[CLS]`, the marker and `[SEP]`. For studies.
+    pub fn query_words(&self, query: &str) -> Result<Vec<Option<String>>> {
+        let text = cut_at_char_boundary(query, MAX_INPUT_BYTES);
+        let encoding = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| anyhow!("tokenizing text for late interaction: {e}"))?;
+        let (words, offsets) = (encoding.get_word_ids(), encoding.get_offsets());
+        let span = |w: u32| {
+            let of_word = words.iter().zip(offsets).filter(|(x, _)| **x == Some(w));
+            let (lo, hi) = of_word.fold((usize::MAX, 0), |(lo, hi), (_, o)| {
+                (lo.min(o.0), hi.max(o.1))
+            });
+            text.get(lo..hi).map(str::to_owned)
+        };
+        let mut out: Vec<Option<String>> = words.iter().map(|w| w.and_then(&span)).collect();
+        out.insert(1.min(out.len()), None);
+        out.truncate(MAX_QUERY_TOKENS);
+        Ok(out)
+    }
+
+    /// Whether `id` is a whole word the lexical index drops as a stopword ("the", "do"). For
+    /// studies.
+    pub fn is_stopword(&self, id: i64) -> bool {
+        self.token_text(id)
+            .is_some_and(|t| crate::index::tokenize::is_stopword(&t))
     }
 
     /// The vocabulary entry of `id` (`None` when out of range).
@@ -461,5 +530,14 @@ mod tests {
         assert!((q.maxsim(&doc) - 2.0).abs() < 1e-3);
         let empty = TokenStates::quantize(&[]);
         assert_eq!(q.maxsim(&empty), 0.0);
+        // Per token: what `maxsim` sums.
+        let per = q.maxsim_per_token(&doc);
+        assert_eq!(per.len(), 3);
+        assert!(
+            (per[0] - 1.0).abs() < 1e-3 && (per[1] - 1.0).abs() < 1e-3,
+            "{per:?}"
+        );
+        assert!(per[2].abs() < 1e-3, "{per:?}");
+        assert_eq!(q.maxsim_per_token(&empty), vec![0.0; 3]);
     }
 }
