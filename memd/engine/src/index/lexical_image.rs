@@ -1,13 +1,17 @@
 //! The BM25 index as bytes, so a start loads it instead of tokenising every memory again.
 //!
 //! Owns the image layout (all integers little-endian): `u32` term count, then each term as
-//! `u32` byte length + UTF-8; then per term id its posting list as `u32` length + `(u32 slot,
-//! u32 tf)` pairs, in list order (so a loaded index scores in exactly the saved order); then
-//! `u32` slot count and per slot `u8` present, and if present `u64 key`, `u32 len`. Each
-//! document's distinct terms are rebuilt from the posting lists. Must never panic or build an
-//! inconsistent index from bytes it did not write: every id, slot and count is bounds-checked,
-//! and a failed check is an error (the caller rebuilds from the records). Framing, checksum
-//! and generation are the caller's (`store::side_file`).
+//! `u32` byte length + UTF-8 (its position is its id); then `u32` slot count and per slot `u8`
+//! present, and if present `u64 key`, `u32 len`, `u32` distinct-term count and that many
+//! `(u32 term id, u32 tf)` pairs, term ids ascending. Each document's term list is what
+//! `insert` keeps, so loading reads the documents in one sequential pass and then appends to
+//! the posting lists in slot order; an earlier layout stored the posting lists and rebuilt
+//! the term lists from them, which scattered every posting over the documents (8 s at 1M).
+//! Posting-list order does not change results: each document's score sums its terms in query
+//! order, and ties are broken by key. Must never panic or build an inconsistent index from
+//! bytes it did not write: every id, slot and count is bounds-checked, and a failed check is an
+//! error (the caller rebuilds from the records). Framing, checksum and generation are the
+//! caller's (`store::side_file`).
 
 use super::{Doc, FastHash, Lexical, Posting};
 use std::collections::HashMap;
@@ -17,7 +21,7 @@ impl Lexical {
     pub fn to_image(&self) -> Vec<u8> {
         let postings: usize = self.postings.iter().map(Vec::len).sum();
         let mut out = Vec::with_capacity(
-            8 + self.heap_bytes / 2 + postings * 8 + self.postings.len() * 8 + self.docs.len() * 13,
+            8 + self.heap_bytes / 2 + postings * 8 + self.postings.len() * 8 + self.docs.len() * 17,
         );
         let mut terms: Vec<(&str, u32)> = self.term_ids.iter().map(|(t, &i)| (&**t, i)).collect();
         terms.sort_unstable_by_key(|t| t.1);
@@ -26,25 +30,48 @@ impl Lexical {
             put_u32(&mut out, term.len() as u32);
             out.extend_from_slice(term.as_bytes());
         }
-        for list in &self.postings {
-            put_u32(&mut out, list.len() as u32);
-            for p in list {
-                put_u32(&mut out, p.slot);
-                put_u32(&mut out, p.tf);
-            }
-        }
+        let (offsets, tfs) = self.tf_table();
         put_u32(&mut out, self.docs.len() as u32);
-        for doc in &self.docs {
+        for (slot, doc) in self.docs.iter().enumerate() {
             match doc {
                 None => out.push(0),
                 Some(d) => {
                     out.push(1);
                     out.extend_from_slice(&d.key.to_le_bytes());
                     put_u32(&mut out, d.len);
+                    put_u32(&mut out, d.terms.len() as u32);
+                    let at = offsets[slot];
+                    for (&term, &tf) in d.terms.iter().zip(&tfs[at..at + d.terms.len()]) {
+                        put_u32(&mut out, term);
+                        put_u32(&mut out, tf);
+                    }
                 }
             }
         }
         out
+    }
+
+    /// Each document's term counts, in the order of its term list, one flat array (with each
+    /// slot's start in it). Walking the terms in ascending id order meets each document's
+    /// terms in the order its list holds them, so a per-slot cursor is the position.
+    fn tf_table(&self) -> (Vec<usize>, Vec<u32>) {
+        let mut offsets = Vec::with_capacity(self.docs.len() + 1);
+        let mut total = 0;
+        for doc in &self.docs {
+            offsets.push(total);
+            total += doc.as_ref().map_or(0, |d| d.terms.len());
+        }
+        offsets.push(total);
+        let mut cursor = vec![0u32; self.docs.len()];
+        let mut tfs = vec![0u32; total];
+        for list in &self.postings {
+            for p in list {
+                let c = &mut cursor[p.slot as usize];
+                tfs[offsets[p.slot as usize] + *c as usize] = p.tf;
+                *c += 1;
+            }
+        }
+        (offsets, tfs)
     }
 
     /// Rebuilds an index from `to_image`'s bytes; `Err` says what is inconsistent.
@@ -62,34 +89,22 @@ impl Lexical {
             }
             ix.heap_bytes += len;
         }
-        ix.postings = Vec::with_capacity(n_terms);
-        for _ in 0..n_terms {
-            let n = r.u32()? as usize;
-            r.fits(n, 8)?;
-            let list: Vec<Posting> = (0..n)
-                .map(|_| {
-                    Ok(Posting {
-                        slot: r.u32()?,
-                        tf: r.u32()?,
-                    })
-                })
-                .collect::<Result<_, String>>()?;
-            ix.heap_bytes += list.capacity() * size_of::<Posting>();
-            ix.postings.push(list);
-        }
-        ix.read_docs(&mut r)?;
+        let tfs = ix.read_docs(&mut r, n_terms)?;
         if r.at != bytes.len() {
             return Err(format!("{} bytes after the image", bytes.len() - r.at));
         }
-        ix.attach_terms()?;
+        ix.build_postings(n_terms, &tfs);
         Ok(ix)
     }
 
-    /// The slot table: documents' keys and lengths, free slots, key → slot.
-    fn read_docs(&mut self, r: &mut Reader) -> Result<(), String> {
+    /// The slot table: documents' keys, lengths and term lists, free slots, key → slot.
+    /// Returns every document's term counts, flat in slot and term-list order.
+    fn read_docs(&mut self, r: &mut Reader, n_terms: usize) -> Result<Vec<u32>, String> {
         let n_slots = r.u32()? as usize;
         r.fits(n_slots, 1)?;
         self.docs = Vec::with_capacity(n_slots);
+        self.slot_of = HashMap::with_capacity_and_hasher(n_slots, FastHash::default());
+        let mut tfs = Vec::new();
         for slot in 0..n_slots as u32 {
             if r.take(1)?[0] == 0 {
                 self.docs.push(None);
@@ -98,53 +113,54 @@ impl Lexical {
             }
             let key = u64::from_le_bytes(r.take(8)?.try_into().map_err(|_| "short key")?);
             let len = r.u32()?;
+            let n = r.u32()? as usize;
+            r.fits(n, 8)?;
+            let mut terms = Vec::with_capacity(n);
+            for _ in 0..n {
+                let (term, tf) = (r.u32()?, r.u32()?);
+                if term as usize >= n_terms || terms.last().is_some_and(|&t| t >= term) {
+                    return Err(format!("slot {slot}: term {term} out of range or order"));
+                }
+                terms.push(term);
+                tfs.push(tf);
+            }
             if self.slot_of.insert(key, slot).is_some() {
                 return Err(format!("key {key} indexed twice"));
             }
             self.total_len += u64::from(len);
+            self.heap_bytes += n * size_of::<u32>();
             self.docs.push(Some(Doc {
                 key,
                 len,
-                terms: Box::default(),
+                terms: terms.into_boxed_slice(),
             }));
         }
         // `take_slot` pops from the end: hand out the lowest free slot first, as a fresh index would.
         self.free_slots.reverse();
-        Ok(())
+        Ok(tfs)
     }
 
-    /// Gives every document its distinct term ids (ascending, as `insert` stores them), from
-    /// the posting lists; checks that every posting names a live document once per term.
-    fn attach_terms(&mut self) -> Result<(), String> {
-        let mut counts = vec![0u32; self.docs.len()];
-        for list in &self.postings {
-            for p in list {
-                match self.docs.get(p.slot as usize) {
-                    Some(Some(_)) => counts[p.slot as usize] += 1,
-                    _ => return Err(format!("posting for empty slot {}", p.slot)),
-                }
+    /// The posting lists from the documents' term lists (`tfs` as `read_docs` returns them),
+    /// each allocated once at its final length and filled in slot order.
+    fn build_postings(&mut self, n_terms: usize, tfs: &[u32]) {
+        let mut df = vec![0usize; n_terms];
+        for d in self.docs.iter().flatten() {
+            for &t in d.terms.iter() {
+                df[t as usize] += 1;
             }
         }
-        let mut terms: Vec<Vec<u32>> = counts
-            .iter()
-            .map(|&n| Vec::with_capacity(n as usize))
-            .collect();
-        for (term, list) in self.postings.iter().enumerate() {
-            for p in list {
-                let doc_terms = &mut terms[p.slot as usize];
-                if doc_terms.last() == Some(&(term as u32)) {
-                    return Err(format!("slot {} listed twice for term {term}", p.slot));
-                }
-                doc_terms.push(term as u32);
+        self.postings = df.iter().map(|&n| Vec::with_capacity(n)).collect();
+        let mut tfs = tfs.iter();
+        for (slot, doc) in self.docs.iter().enumerate() {
+            let Some(d) = doc else { continue };
+            for (&t, &tf) in d.terms.iter().zip(&mut tfs) {
+                self.postings[t as usize].push(Posting {
+                    slot: slot as u32,
+                    tf,
+                });
             }
         }
-        for (doc, t) in self.docs.iter_mut().zip(terms) {
-            if let Some(d) = doc {
-                self.heap_bytes += t.len() * size_of::<u32>();
-                d.terms = t.into_boxed_slice();
-            }
-        }
-        Ok(())
+        self.heap_bytes += df.iter().sum::<usize>() * size_of::<Posting>();
     }
 }
 
@@ -256,5 +272,44 @@ mod tests {
             }
         }
         assert!(Lexical::from_image(&[0xff, 0xff, 0xff, 0x7f]).is_err());
+    }
+
+    /// A document naming a term twice, out of order or past the dictionary would give a
+    /// posting list the scorer cannot trust.
+    #[test]
+    fn a_document_term_list_out_of_order_or_range_is_an_error() {
+        let mut ix = Lexical::new();
+        ix.insert(7, "alpha beta gamma");
+        let good = ix.to_image();
+        assert!(Lexical::from_image(&good).is_ok());
+        // The first document's pairs start after the terms, the slot count and the slot's
+        // present flag, key, length and term count.
+        let terms_end = 4 + ["alpha", "beta", "gamma"]
+            .iter()
+            .map(|t| 4 + t.len())
+            .sum::<usize>();
+        let first_pair = terms_end + 4 + 1 + 8 + 4 + 4;
+        let term_at = |i: usize| first_pair + 8 * i;
+        for (i, value) in [(1, 0u32), (0, 3), (2, 1)] {
+            let mut bad = good.clone();
+            bad[term_at(i)..term_at(i) + 4].copy_from_slice(&value.to_le_bytes());
+            let err = Lexical::from_image(&bad).err().expect("refused");
+            assert!(err.contains("out of range or order"), "{err}");
+        }
+    }
+
+    /// Saved term counts are the document's own, not another's of the same term.
+    #[test]
+    fn term_counts_survive_the_round_trip() {
+        let mut ix = Lexical::new();
+        ix.insert(1, "cache cache cache miss");
+        ix.insert(2, "cache miss miss");
+        ix.remove(1);
+        ix.insert(3, "cache cache miss");
+        let back = Lexical::from_image(&ix.to_image()).unwrap();
+        for q in ["cache", "miss", "cache miss"] {
+            assert_eq!(back.search(q, 5, &all), ix.search(q, 5, &all), "{q}");
+        }
+        assert_eq!(back.tf_table(), ix.tf_table());
     }
 }

@@ -15,10 +15,11 @@ use crate::store::side_file::{self, SideKind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The image's layout (1) and the tokenizer's version, so either change rebuilds the index.
+/// The image's layout (2: term lists per document) and the tokenizer's version, so either
+/// change rebuilds the index.
 pub(super) const KIND: SideKind = SideKind {
     magic: *b"MEMDBM25",
-    version: 1000 * crate::index::tokenize::TERMS_VERSION + 1,
+    version: 1000 * crate::index::tokenize::TERMS_VERSION + 2,
 };
 
 impl MemState {

@@ -69,20 +69,19 @@ impl MemState {
     pub(super) fn decode_snapshot(&mut self, bytes: &[u8]) -> Result<()> {
         let started = Instant::now();
         let mut p: Persisted = rmp_serde::from_slice(bytes)?;
-        let decoded = on_all_cores(&p.record_chunks, |c| {
-            rmp_serde::from_slice::<Vec<Record>>(c)
-        });
-        let mut records = std::mem::take(&mut p.records);
-        for chunk in decoded {
-            records.extend(chunk.map_err(|e| anyhow!("a chunk of records: {e}"))?);
-        }
-        let slices: Vec<&[Record]> = records.chunks(CHUNK).collect();
-        let hashes: Vec<u64> = on_all_cores(&slices, |rs| {
-            rs.iter()
-                .map(|r| scoped_hash(r.project.as_deref(), &r.content))
-                .collect::<Vec<u64>>()
+        // Each chunk is decoded and hashed on one core and stays its own vector until its
+        // records move into the map: no copy of every record into one list first.
+        let mut chunks = on_all_cores(&p.record_chunks, |c| {
+            let records: Vec<Record> = rmp_serde::from_slice(c)?;
+            Ok::<_, rmp_serde::decode::Error>(with_hashes(records))
         })
-        .concat();
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("a chunk of records: {e}"))?;
+        let old_records = std::mem::take(&mut p.records);
+        if !old_records.is_empty() {
+            chunks.push(with_hashes(old_records));
+        }
         self.next_key = p.next_key.max(1);
         self.sessions = p.sessions;
         self.graph = p.graph;
@@ -91,7 +90,7 @@ impl MemState {
         self.projects = p.projects;
         self.sync = p.sync;
         self.cleanup_clock = p.cleanup_clock;
-        self.rebuild_lookups(records, hashes);
+        self.rebuild_lookups(chunks);
         self.open_note = format!(
             "{} records decoded in {} ms",
             self.records.len(),
@@ -100,9 +99,9 @@ impl MemState {
         Ok(())
     }
 
-    /// Takes `records` (with the content hash of each) and rebuilds every lookup but the
-    /// search indexes: ids, duplicate hashes, per-collection counts, mirrored uids.
-    fn rebuild_lookups(&mut self, records: Vec<Record>, hashes: Vec<u64>) {
+    /// Takes the records in chunks (with the content hash of each) and rebuilds every lookup
+    /// but the search indexes: ids, duplicate hashes, per-collection counts, mirrored uids.
+    fn rebuild_lookups(&mut self, chunks: Vec<(Vec<Record>, Vec<u64>)>) {
         self.records.clear();
         self.ids.clear();
         self.hashes.clear();
@@ -110,23 +109,35 @@ impl MemState {
         self.mirrored.clear();
         self.pending.clear();
         self.lexical = crate::index::Lexical::new();
-        self.records.reserve(records.len());
-        self.ids.reserve(records.len());
-        self.hashes.reserve(records.len());
-        for (r, hash) in records.into_iter().zip(hashes) {
-            let key = r.key;
-            if let Some(o) = &r.origin {
-                self.mirrored.insert(o.uid.clone(), key);
+        let n: usize = chunks.iter().map(|c| c.0.len()).sum();
+        self.records.reserve(n);
+        self.ids.reserve(n);
+        self.hashes.reserve(n);
+        for (records, hashes) in chunks {
+            for (r, hash) in records.into_iter().zip(hashes) {
+                let key = r.key;
+                if let Some(o) = &r.origin {
+                    self.mirrored.insert(o.uid.clone(), key);
+                }
+                self.ids.insert(r.id.clone(), key);
+                for old in &r.former_ids {
+                    self.ids.insert(old.clone(), key);
+                }
+                *self.per_collection.entry(r.collection).or_default() += 1;
+                self.hashes.insert((r.collection, hash), key);
+                self.records.insert(key, r);
             }
-            self.ids.insert(r.id.clone(), key);
-            for old in &r.former_ids {
-                self.ids.insert(old.clone(), key);
-            }
-            *self.per_collection.entry(r.collection).or_default() += 1;
-            self.hashes.insert((r.collection, hash), key);
-            self.records.insert(key, r);
         }
     }
+}
+
+/// `records` with the duplicate-lookup hash of each.
+fn with_hashes(records: Vec<Record>) -> (Vec<Record>, Vec<u64>) {
+    let hashes = records
+        .iter()
+        .map(|r| scoped_hash(r.project.as_deref(), &r.content))
+        .collect();
+    (records, hashes)
 }
 
 /// `f` over every item, the items spread over the available cores (at most 8 threads, none
@@ -183,6 +194,85 @@ mod tests {
             assert_eq!(dup, Some(r.id.as_str()));
         }
         assert_eq!(back.count(Collection::Working), s.len());
+    }
+
+    /// What a start spends decoding records, in parts (not a pass/fail test: run with
+    /// `--ignored --nocapture` in release, `MEMD_DECODE_N` records shaped like the bench's).
+    #[test]
+    #[ignore]
+    fn decode_timing() {
+        let n: usize = std::env::var("MEMD_DECODE_N").map_or(100_000, |v| v.parse().unwrap());
+        let mut s = MemState::new(4).unwrap();
+        for i in 0..n {
+            let text = format!(
+                "takeaway {i}: the deploy of service {} failed because port {} was taken by \
+                 the old worker; restarting the unit after freeing it fixed the rollout",
+                i % 500,
+                5000 + i % 97
+            );
+            let mut r = Record::new(Collection::Working, text, 1);
+            r.metadata
+                .insert("memory_type".into(), "key_takeaway".into());
+            let conv = format!("bench-bulk-{}", i % 97);
+            r.metadata.insert("conversation_id".into(), conv.into());
+            s.apply(&super::super::ops::Op::Insert(Box::new(r)));
+        }
+        let bytes = s.encode_snapshot().unwrap();
+        let p: Persisted = rmp_serde::from_slice(&bytes).unwrap();
+        let t = Instant::now();
+        let decoded: Vec<Vec<Record>> = p
+            .record_chunks
+            .iter()
+            .map(|c| rmp_serde::from_slice(c).unwrap())
+            .collect();
+        let decode = t.elapsed();
+        let t = Instant::now();
+        let _h: Vec<u64> = decoded
+            .iter()
+            .flatten()
+            .map(|r| scoped_hash(r.project.as_deref(), &r.content))
+            .collect();
+        let hash = t.elapsed();
+        drop(decoded);
+        // The metadata alone, read as now and as serde's untagged enum read it before.
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        #[allow(dead_code)]
+        enum Untagged {
+            Null,
+            Bool(bool),
+            Number(f64),
+            String(String),
+            List(Vec<Untagged>),
+            Map(BTreeMap<String, Untagged>),
+        }
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Meta<V> {
+            metadata: BTreeMap<String, V>,
+        }
+        let t = Instant::now();
+        for c in &p.record_chunks {
+            let _: Vec<Meta<proto::Value>> = rmp_serde::from_slice(c).unwrap();
+        }
+        let meta_now = t.elapsed();
+        let t = Instant::now();
+        for c in &p.record_chunks {
+            let _: Vec<Meta<Untagged>> = rmp_serde::from_slice(c).unwrap();
+        }
+        let meta_before = t.elapsed();
+        eprintln!("metadata only: {meta_now:?} (untagged derive: {meta_before:?})");
+        let t = Instant::now();
+        let mut back = MemState::new(4).unwrap();
+        back.decode_snapshot(&bytes).unwrap();
+        eprintln!(
+            "{n} records of {} bytes, {} MB: decode (one core) {decode:?}, hash (one core) {hash:?}, \
+             whole decode_snapshot {:?}",
+            size_of::<Record>(),
+            bytes.len() >> 20,
+            t.elapsed()
+        );
+        assert_eq!(back.len(), n);
     }
 
     #[test]
