@@ -13,13 +13,18 @@
 //! late-interaction model that made the states (32 bytes; a log of another model, or of
 //! `memdtsl1` which named none, is started afresh), the log's generation (u64, random, new at
 //! every compaction and every cut, so an index saved before either is never applied); then per
-//! record its payload's length (u32), the CRC-32 of the payload (u32) and the payload: key
-//! (u64), text hash (u32), token count (u32), a bit per token (kept for the codes: not a
-//! marker, not punctuation), the scales (f32 each), the values (i8 each). All little-endian.
+//! record (its bytes: `late_record`) its payload's length (u32), the CRC-32 of the payload
+//! (u32) and the payload: key (u64), text hash (u32), token count (u32), a bit per token (kept
+//! for the codes: not a marker, not punctuation), the scales (f32 each), the values (i8 each).
+//! All little-endian.
 //! Must never trust a record whose checksum fails, never apply states of another model, and
 //! never block a reader on an fsync (appends write outside the index lock).
 
-use super::embed::{DIMS, TokenStates};
+use super::embed::DIMS;
+pub use super::late_record::Full;
+use super::late_record::{
+    MAX_TOKENS, PAYLOAD_HEAD, RECORD_HEAD, encode_record, max_payload, parse_record,
+};
 use crate::store::{read_exact_at, write_all_at};
 use anyhow::{Context, Result, bail, ensure};
 use std::collections::HashMap;
@@ -35,44 +40,12 @@ const MAGIC_V1: &[u8; 8] = b"memdtsl1";
 const HEADER_LEN: u64 = 8 + 4 + 32 + 8;
 /// Where the generation lies in the header.
 const GENERATION_AT: u64 = 8 + 4 + 32;
-/// Payload length and checksum before each payload.
-const RECORD_HEAD: usize = 8;
-/// Key, text hash, token count.
-const PAYLOAD_HEAD: usize = 16;
 /// Compaction once dropped records hold more than the live ones and at least this much.
 const COMPACT_MIN_GARBAGE: u64 = 1024 * 1024;
 pub const FILE_NAME: &str = "token-states.log";
 
 /// SHA-256 of the late-interaction model file whose states a log or a codes file holds.
 pub type Digest = [u8; 32];
-
-/// A memory's full states as stored: every token in i8, and which tokens its codes keep.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Full {
-    pub states: TokenStates,
-    pub kept: Vec<bool>,
-}
-
-impl Full {
-    /// The kept tokens' vectors (what the codes stand for); the first token when none is kept.
-    pub fn kept_rows(&self) -> Vec<Vec<f32>> {
-        let rows = self.states.rows();
-        let kept: Vec<Vec<f32>> = rows
-            .iter()
-            .zip(&self.kept)
-            .filter(|(_, k)| **k)
-            .map(|(r, _)| r.clone())
-            .collect();
-        match kept.is_empty() {
-            true => rows.into_iter().take(1).collect(),
-            false => kept,
-        }
-    }
-
-    pub fn kept_count(&self) -> usize {
-        self.kept.iter().filter(|k| **k).count().max(1)
-    }
-}
 
 /// Where one memory's record lies.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -538,67 +511,6 @@ fn scan(file: &File, from: u64, index: &mut HashMap<u64, Slot>) -> Result<(u64, 
         records += 1;
     }
     Ok((at, records))
-}
-
-/// Tokens a record may hold: well over the model's cut (`colbert::MAX_DOC_TOKENS`), so a
-/// length read from a damaged head cannot ask for gigabytes.
-const MAX_TOKENS: usize = 1024;
-
-/// The largest payload a record can take.
-fn max_payload() -> usize {
-    PAYLOAD_HEAD + MAX_TOKENS.div_ceil(8) + MAX_TOKENS * (4 + DIMS)
-}
-
-fn encode_record(key: u64, hash: u32, full: &Full) -> Vec<u8> {
-    let (values, scales) = full.states.parts();
-    let tokens = scales.len();
-    let mut payload =
-        Vec::with_capacity(PAYLOAD_HEAD + tokens.div_ceil(8) + values.len() + 4 * tokens);
-    payload.extend(key.to_le_bytes());
-    payload.extend(hash.to_le_bytes());
-    payload.extend((tokens as u32).to_le_bytes());
-    let mut bits = vec![0u8; tokens.div_ceil(8)];
-    for (t, k) in full.kept.iter().enumerate() {
-        bits[t / 8] |= u8::from(*k) << (t % 8);
-    }
-    payload.extend(bits);
-    scales.iter().for_each(|s| payload.extend(s.to_le_bytes()));
-    payload.extend(values.iter().map(|&v| v as u8));
-    let mut record = Vec::with_capacity(RECORD_HEAD + payload.len());
-    record.extend((payload.len() as u32).to_le_bytes());
-    record.extend(crc32fast::hash(&payload).to_le_bytes());
-    record.extend(payload);
-    record
-}
-
-/// A whole record (head and payload) back: (key, text hash, states); `None` when its length
-/// or checksum is off or its states are malformed.
-fn parse_record(record: &[u8]) -> Option<(u64, u32, Full)> {
-    let len = u32::from_le_bytes(record.get(..4)?.try_into().ok()?) as usize;
-    let crc = u32::from_le_bytes(record.get(4..8)?.try_into().ok()?);
-    let payload = record.get(RECORD_HEAD..)?;
-    if payload.len() != len || len < PAYLOAD_HEAD || crc32fast::hash(payload) != crc {
-        return None;
-    }
-    let key = u64::from_le_bytes(payload[..8].try_into().ok()?);
-    let hash = u32::from_le_bytes(payload[8..12].try_into().ok()?);
-    let tokens = u32::from_le_bytes(payload[12..16].try_into().ok()?) as usize;
-    let bits_end = PAYLOAD_HEAD + tokens.div_ceil(8);
-    let scales_end = bits_end + tokens.checked_mul(4)?;
-    if payload.len() != scales_end + tokens.checked_mul(DIMS)? {
-        return None;
-    }
-    let bits = &payload[PAYLOAD_HEAD..bits_end];
-    let kept = (0..tokens)
-        .map(|t| bits[t / 8] >> (t % 8) & 1 == 1)
-        .collect();
-    let scales = payload[bits_end..scales_end]
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
-    let values = payload[scales_end..].iter().map(|&b| b as i8).collect();
-    let states = TokenStates::from_parts(values, scales)?;
-    Some((key, hash, Full { states, kept }))
 }
 
 pub fn path_in(store_dir: &Path) -> PathBuf {

@@ -2,6 +2,7 @@
 //! the saved index and when it is not applied; states of another model.
 
 use super::*;
+use crate::models::embed::TokenStates;
 use crate::models::late_codes::tests::unit_vectors;
 
 const MODEL: Digest = [1; 32];

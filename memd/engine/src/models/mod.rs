@@ -14,6 +14,7 @@ pub mod late_codes;
 mod late_disk;
 mod late_file;
 mod late_open;
+mod late_record;
 mod query;
 
 pub use late_file::{FILE_NAME as TOKEN_STATES_FILE, path_in as token_states_path_in};
