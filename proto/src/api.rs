@@ -1,7 +1,8 @@
 //! Search, memory bank, books, health and stats: the general memory API.
 
 use crate::memory::MemoryView;
-use crate::value::{Metadata, Value};
+use crate::metadata::Metadata;
+use crate::value::Value;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -27,6 +27,7 @@
 pub mod api;
 pub mod hooks;
 pub mod memory;
+pub mod metadata;
 pub mod paths;
 pub mod settings;
 pub mod tools;
@@ -35,5 +36,6 @@ pub mod value;
 pub use api::*;
 pub use hooks::*;
 pub use memory::*;
+pub use metadata::Metadata;
 pub use tools::*;
-pub use value::{Metadata, Value};
+pub use value::Value;

@@ -1,6 +1,6 @@
 //! Collections, outcomes and the normalized memory shape every read returns.
 
-use crate::value::Metadata;
+use crate::metadata::Metadata;
 use serde::{Deserialize, Serialize};
 
 /// The five collections. The string form is also the id prefix (`working_3fa9c2e1b07d`).

@@ -62,9 +62,6 @@ impl From<bool> for Value {
     }
 }
 
-/// Free-form metadata attached to a memory.
-pub type Metadata = BTreeMap<String, Value>;
-
 impl<'de> Deserialize<'de> for Value {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
         d.deserialize_any(ValueVisitor)

@@ -113,7 +113,9 @@ impl Record {
         let ids = (1 + self.former_ids.len()) * size_of::<(String, u64)>()
             + text(&self.id)
             + self.former_ids.iter().map(String::capacity).sum::<usize>();
-        size_of::<(u64, Record)>()
+        // The key map holds a pointer to the boxed record (`state::MemState::records`).
+        size_of::<(u64, Box<Record>)>()
+            + size_of::<Record>()
             + size_of::<((Collection, u64), u64)>()
             + text(&self.id)
             + text(&self.content)

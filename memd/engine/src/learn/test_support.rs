@@ -2,7 +2,7 @@
 
 use crate::record::Record;
 use proto::Collection;
-use proto::value::Metadata;
+use proto::Metadata;
 
 pub const DAY: i64 = 86_400_000;
 pub const HOUR: i64 = 3_600_000;

@@ -444,6 +444,13 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
 
 /// Metadata keys and string values get the same redaction as content.
 pub fn scrub_metadata(m: proto::Metadata) -> proto::Metadata {
+    scrub_entries(m)
+}
+
+/// A map's keys and values scrubbed, collected into any map type (metadata or a nested map).
+fn scrub_entries<M: FromIterator<(String, proto::Value)>>(
+    m: impl IntoIterator<Item = (String, proto::Value)>,
+) -> M {
     m.into_iter()
         .map(|(k, v)| (scrub(&k).text, scrub_value(v)))
         .collect()
@@ -454,7 +461,7 @@ fn scrub_value(v: proto::Value) -> proto::Value {
     match v {
         Value::String(s) => Value::String(scrub(&s).text),
         Value::List(l) => Value::List(l.into_iter().map(scrub_value).collect()),
-        Value::Map(m) => Value::Map(scrub_metadata(m)),
+        Value::Map(m) => Value::Map(scrub_entries(m)),
         other => other,
     }
 }

@@ -45,7 +45,9 @@ pub use sync::{Outbox, OutboxRow, OutcomeEvent, SyncState};
 const SIDECAR_ATTEMPTS_KEPT: usize = 50;
 
 pub struct MemState {
-    records: HashMap<u64, Record>,
+    /// Boxed: the map then holds 16 bytes a slot instead of a whole record, and hashbrown keeps
+    /// up to twice the slots it needs (at 1M memories ~350 MB less resident).
+    records: HashMap<u64, Box<Record>>,
     /// Current and former ids → key.
     ids: HashMap<String, u64>,
     /// (collection, hash of project and content) → key, for exact-duplicate detection. The
@@ -116,16 +118,16 @@ impl MemState {
     }
 
     pub fn by_key(&self, key: u64) -> Option<&Record> {
-        self.records.get(&key)
+        self.records.get(&key).map(|r| &**r)
     }
 
     /// Finds a memory by its current id or any id it had before a promotion.
     pub fn by_id(&self, id: &str) -> Option<&Record> {
-        self.ids.get(id).and_then(|k| self.records.get(k))
+        self.ids.get(id).and_then(|k| self.by_key(*k))
     }
 
     pub fn records(&self) -> impl Iterator<Item = &Record> {
-        self.records.values()
+        self.records.values().map(|r| &**r)
     }
 
     pub fn len(&self) -> usize {
@@ -209,7 +211,7 @@ impl MemState {
         }
         let key = self.next_key;
         self.next_key += 1;
-        let mut rec = rec.clone();
+        let mut rec = Box::new(rec.clone());
         rec.key = key;
         self.ids.insert(rec.id.clone(), key);
         for old in &rec.former_ids {
@@ -305,7 +307,7 @@ impl MemState {
         self.unindex_record(key);
         self.vectors.remove(key).ok();
         self.pending.remove(&key);
-        let r = self.records.remove(&key)?;
+        let r = *self.records.remove(&key)?;
         self.forget_ids(&r, key);
         if let Some(o) = &r.origin {
             self.mirrored.remove(&o.uid);
@@ -346,7 +348,7 @@ impl MemState {
         };
         self.unindex_record(key);
         self.ids.insert(new_id.to_string(), key);
-        self.records.insert(key, moved);
+        self.records.insert(key, Box::new(moved));
         self.index_record(key);
         self.touch(key);
         let kind = if rank(to) > rank(from) {

@@ -72,7 +72,7 @@ impl MemState {
         // Each chunk is decoded and hashed on one core and stays its own vector until its
         // records move into the map: no copy of every record into one list first.
         let mut chunks = on_all_cores(&p.record_chunks, |c| {
-            let records: Vec<Record> = rmp_serde::from_slice(c)?;
+            let records: Vec<Box<Record>> = rmp_serde::from_slice(c)?;
             Ok::<_, rmp_serde::decode::Error>(with_hashes(records))
         })
         .into_iter()
@@ -80,7 +80,7 @@ impl MemState {
         .map_err(|e| anyhow!("a chunk of records: {e}"))?;
         let old_records = std::mem::take(&mut p.records);
         if !old_records.is_empty() {
-            chunks.push(with_hashes(old_records));
+            chunks.push(with_hashes(old_records.into_iter().map(Box::new).collect()));
         }
         self.next_key = p.next_key.max(1);
         self.sessions = p.sessions;
@@ -101,7 +101,7 @@ impl MemState {
 
     /// Takes the records in chunks (with the content hash of each) and rebuilds every lookup
     /// but the search indexes: ids, duplicate hashes, per-collection counts, mirrored uids.
-    fn rebuild_lookups(&mut self, chunks: Vec<(Vec<Record>, Vec<u64>)>) {
+    fn rebuild_lookups(&mut self, chunks: Vec<(Vec<Box<Record>>, Vec<u64>)>) {
         self.records.clear();
         self.ids.clear();
         self.hashes.clear();
@@ -132,7 +132,7 @@ impl MemState {
 }
 
 /// `records` with the duplicate-lookup hash of each.
-fn with_hashes(records: Vec<Record>) -> (Vec<Record>, Vec<u64>) {
+fn with_hashes(records: Vec<Box<Record>>) -> (Vec<Box<Record>>, Vec<u64>) {
     let hashes = records
         .iter()
         .map(|r| scoped_hash(r.project.as_deref(), &r.content))

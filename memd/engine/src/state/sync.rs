@@ -395,7 +395,7 @@ impl MemState {
         self.mirrored.insert(row.uid.clone(), key);
         // The old embedding still fits an unchanged text until the owner's arrives.
         let same_text = same_text && self.vectors.contains(key);
-        self.records.insert(key, rec);
+        self.records.insert(key, Box::new(rec));
         match &row.vector {
             Some(v) => {
                 let q: Vec<i8> = v.iter().map(|&c| c as i8).collect();
