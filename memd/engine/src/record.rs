@@ -99,17 +99,13 @@ impl Record {
         let strings = |v: &Vec<String>| {
             v.capacity() * size_of::<String>() + v.iter().map(String::capacity).sum::<usize>()
         };
-        let metadata: usize = self
-            .metadata
-            .iter()
-            .map(|(k, v)| {
-                // A B-tree entry: key, value and about a node pointer's share.
-                k.capacity()
-                    + size_of::<(String, proto::Value)>()
-                    + 8
-                    + v.as_str().map_or(0, str::len)
-            })
-            .sum();
+        // The entries' table, then what each key and text value holds.
+        let metadata: usize = self.metadata.table_bytes()
+            + self
+                .metadata
+                .iter()
+                .map(|(k, v)| k.capacity() + v.as_str().map_or(0, str::len))
+                .sum::<usize>();
         let ids = (1 + self.former_ids.len()) * size_of::<(String, u64)>()
             + text(&self.id)
             + self.former_ids.iter().map(String::capacity).sum::<usize>();

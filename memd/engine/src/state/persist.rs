@@ -45,7 +45,7 @@ struct Persisted<'a> {
 
 impl MemState {
     pub(super) fn encode_snapshot(&self) -> Result<Vec<u8>> {
-        let mut records: Vec<&Record> = self.records.values().collect();
+        let mut records: Vec<&Record> = self.records().collect();
         records.sort_unstable_by_key(|r| r.key);
         let chunks: Vec<&[&Record]> = records.chunks(CHUNK).collect();
         let encoded = on_all_cores(&chunks, rmp_serde::to_vec_named)
