@@ -161,6 +161,8 @@ impl Pipeline {
         }
         for (key, text) in texts {
             states.insert_full(key, &text, late::encode_memory(&self.late, &text)?)?;
+            // The daemon's pass counts the token ids of what it encodes (`late_counts`).
+            states.count_texts(&self.late, &[(key, &text)]);
             // The daemon's pass trains as soon as the log holds enough (`due_for_codebook`).
             if states.due_for_codebook(false) {
                 states.train_codebook();
