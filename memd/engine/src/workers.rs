@@ -355,23 +355,9 @@ impl Workers<'_> {
             keep,
             live,
             over_cap,
-            uncounted,
             ..
         } = self.db.read(|s| late::plan(self.late, s, cap));
         self.late.retain(&keep, &live);
-        if !uncounted.is_empty() {
-            // States that came back at start without their token counts: tokenise them (no
-            // model run) before encoding more, so the weights cover every memory scored.
-            let (states, m) = (self.late.clone(), model.clone());
-            let n = uncounted.len();
-            tokio::task::spawn_blocking(move || {
-                let texts: Vec<(u64, &str)> =
-                    uncounted.iter().map(|(k, t)| (*k, t.as_str())).collect();
-                states.count_texts(&m, &texts);
-            })
-            .await?;
-            return Ok(n);
-        }
         if self.late.due_for_codebook(over_cap && todo.is_empty()) {
             // Enough states on disk (or the cap full of i8 ones): train the codebook on the
             // store's first states and code every memory (~450 bytes each instead of ~14 KB).
@@ -420,9 +406,7 @@ impl Workers<'_> {
             }
             // One write and one fsync for the pass; the memories count as covered after it.
             // A disk that refuses the write fails the pass: retried after a pause.
-            let texts: Vec<(u64, &str)> = encoded.iter().map(|(k, t, _)| (*k, *t)).collect();
             states.insert_batch(encoded)?;
-            states.count_texts(&model, &texts);
             Ok(done)
         })
         .await?

@@ -10,8 +10,7 @@
 //! `RESCORE` of the code order (`memd-eval states`, bench/EVAL.md section 10: the same R@5 and
 //! MRR as i8 in memory). Also which memories should have states within the cap (`plan`: newest
 //! first) and `reorder`: inside the head, memories with states sorted by MaxSim into the
-//! places such memories held (each query token weighed by its IDF over the memories with
-//! states: `late_counts`); a memory without states (not encoded yet) keeps its place. The
+//! places such memories held; a memory without states (not encoded yet) keeps its place. The
 //! background pass that fills the states is a worker (`workers`); `late_file` saves the codes
 //! and the log's index between runs, `late_open` brings them and the log back, for the
 //! late-interaction model whose SHA-256 both files carry. Must never block a request on
@@ -58,9 +57,6 @@ pub struct States {
     /// cap is planned with it instead of an estimate (which could admit, encode and evict the
     /// same memory on every pass), or that it failed (never retried for that text).
     known: std::sync::Mutex<HashMap<(u64, u32), Known>>,
-    /// Memories per token id over the memories with states: MaxSim's query-token weights
-    /// (`late_counts`).
-    pub(super) counts: RwLock<super::late_counts::TokenCounts>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -209,9 +205,6 @@ impl States {
         if let Some(disk) = self.disk() {
             disk.retain(|k, _| keep.contains(&k));
         }
-        let mut counts = self.counts.write().unwrap_or_else(|p| p.into_inner());
-        counts.retain(|k| keep.contains(&k));
-        drop(counts);
         let mut k = self.known.lock().unwrap_or_else(|p| p.into_inner());
         k.retain(|(key, _), _| live.contains(key));
     }
@@ -250,7 +243,7 @@ pub const COSINE_WEIGHT: f32 = 0.05;
 /// A memory's late-interaction score: MaxSim per query token plus `COSINE_WEIGHT` × its
 /// cosine similarity to the query (0 when the vector signal is missing).
 pub fn score(query: &QueryStates, states: &TokenStates, cosine: f32) -> f32 {
-    query.maxsim(states) / query.norm() + COSINE_WEIGHT * cosine
+    query.maxsim(states) / query.tokens().max(1) as f32 + COSINE_WEIGHT * cosine
 }
 
 /// `score` of a stored form: coded states through `table` (the query against the codebook
@@ -265,7 +258,7 @@ pub fn score_stored(
         Stored::Full(s) => Some(score(query, s, cosine)),
         Stored::Coded(c) => {
             let t = table?;
-            Some(t.maxsim(c) / query.norm() + COSINE_WEIGHT * cosine)
+            Some(t.maxsim(c) / query.tokens().max(1) as f32 + COSINE_WEIGHT * cosine)
         }
     }
 }
@@ -304,8 +297,7 @@ pub fn reorder_within(
 }
 
 /// MaxSim per query token of the first `depth` of `keyed` that have current states, as
-/// (index, score) in `keyed`'s order, and whether it got through them before `deadline`; each
-/// query token weighed by its IDF over the memories with states (`States::weigh`). The
+/// (index, score) in `keyed`'s order, and whether it got through them before `deadline`. The
 /// caller mixes in what else it scores by (`reorder_within`: the cosine).
 pub fn maxsim_within(
     states: &States,
@@ -315,7 +307,6 @@ pub fn maxsim_within(
     deadline: Option<Instant>,
 ) -> (Vec<(usize, f32)>, bool) {
     let n = depth.min(keyed.len());
-    let query = &states.weigh(query);
     // Built once per query (~0.1 M multiply-adds for a 16-token query), read per memory.
     let table = match n {
         0 => None,
@@ -388,7 +379,7 @@ fn rescore(
         }
         let (key, text, _) = keyed[i];
         match states.read_full(key, text) {
-            Ok(Some(f)) => full.push((j, query.maxsim(&f.states) / query.norm())),
+            Ok(Some(f)) => full.push((j, query.maxsim(&f.states) / query.tokens().max(1) as f32)),
             Ok(None) => return true,
             Err(e) => {
                 tracing::warn!("rescoring from the code order: {e:#}");
@@ -421,13 +412,7 @@ pub struct Plan {
     pub live: std::collections::HashSet<u64>,
     /// Some live memory does not fit the cap (in i8: time to train the codebook).
     pub over_cap: bool,
-    /// Up to `COUNT_BATCH` memories with current states whose token ids are not counted
-    /// (after a restart: the states came back without them), to tokenise.
-    pub uncounted: Vec<(u64, String)>,
 }
-
-/// Memories tokenised per pass to count their token ids (~30 µs each).
-pub const COUNT_BATCH: usize = 2048;
 
 /// Live memories within the cap (`search.token_states_mb`) that still lack token states.
 pub fn pending(states: &States, s: &crate::state::MemState, cap_mb: usize) -> usize {
@@ -446,9 +431,7 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
         keep: std::collections::HashSet::new(),
         live: live.iter().map(|r| r.key).collect(),
         over_cap: false,
-        uncounted: Vec::new(),
     };
-    let counts = states.counts.read().unwrap_or_else(|p| p.into_inner());
     let coded = states.codebook().is_some();
     let mut used = states.codebook_bytes();
     for r in live {
@@ -467,9 +450,6 @@ pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
         used += bytes;
         if current.is_some() {
             plan.keep.insert(r.key);
-            if !counts.has(r.key, hash) && plan.uncounted.len() < COUNT_BATCH {
-                plan.uncounted.push((r.key, r.content.clone()));
-            }
         } else {
             plan.missing += 1;
             if plan.todo.len() < ENCODE_BATCH {

@@ -11,7 +11,6 @@
 pub mod embed;
 pub mod late;
 pub mod late_codes;
-mod late_counts;
 mod late_disk;
 mod late_file;
 mod late_open;

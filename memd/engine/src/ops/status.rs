@@ -102,10 +102,7 @@ impl StatsDeps<'_> {
                 pending_embeddings: s.pending_len(),
                 lexical_docs: s.lexical().len(),
                 token_states: late_size.0,
-                // The codebook and the token counts MaxSim's weights come from count with them.
-                token_state_bytes: late_size.1
-                    + self.late.codebook_bytes()
-                    + self.late.counts_size().1,
+                token_state_bytes: late_size.1 + self.late.codebook_bytes(),
                 token_states_total: s.records().filter(|r| !r.archived).count(),
                 token_states_coded: self.late.codebook().is_some(),
                 token_states_on_disk: late_disk.0,

@@ -122,10 +122,6 @@ pub enum EvalCommand {
         /// full states; `coded`: codes and the log whatever the store's size).
         #[arg(long, value_enum, default_value = "shipped")]
         states: pipeline::StatesForm,
-        /// Count late interaction's token weights (IDF) over one store mixing every set's
-        /// memories, as a user's daemon holding them all would, instead of each set's own.
-        #[arg(long)]
-        mixed_counts: bool,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
     /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
@@ -265,13 +261,11 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             locomo,
             turn_text,
             states,
-            mixed_counts,
         } => {
             let sets = summary::Sets {
                 locomo: summary::locomo_files(locomo.as_deref())?,
                 turn_text,
                 states,
-                mixed_counts,
                 coding: summary::repository_sets(),
             };
             print!("{}", summary::run(&sets, &runtime, 0)?);

@@ -80,10 +80,6 @@ pub enum StatesForm {
 pub struct Pipeline {
     pub settings: Settings,
     pub states_form: StatesForm,
-    /// The token ids of every memory of a store mixing every set (`memd-eval retrieval
-    /// --token-counts mixed`): MaxSim's token weights are counted over them instead of over
-    /// the set's own store, as a user's daemon holding every set would count them.
-    pub counts_over: Option<Arc<Vec<Vec<i64>>>>,
     late: LateInteraction,
     cross: Option<Arc<CrossEncoder>>,
     runtime: tokio::runtime::Runtime,
@@ -116,7 +112,6 @@ impl Pipeline {
         Ok(Pipeline {
             settings,
             states_form: StatesForm::default(),
-            counts_over: None,
             late,
             cross,
             runtime: tokio::runtime::Builder::new_current_thread()
@@ -166,10 +161,6 @@ impl Pipeline {
         }
         for (key, text) in texts {
             states.insert_full(key, &text, late::encode_memory(&self.late, &text)?)?;
-            // The daemon's pass counts the token ids of what it encodes (`late_counts`).
-            if self.counts_over.is_none() {
-                states.count_texts(&self.late, &[(key, &text)]);
-            }
             // The daemon's pass trains as soon as the log holds enough (`due_for_codebook`).
             if states.due_for_codebook(false) {
                 states.train_codebook();
@@ -178,16 +169,7 @@ impl Pipeline {
         if self.states_form == StatesForm::Coded {
             states.train_codebook();
         }
-        // Keys of their own, out of the way of the store's.
-        for (i, ids) in self.counts_over.iter().flat_map(|m| m.iter()).enumerate() {
-            states.count_ids(u64::MAX - i as u64, "", ids);
-        }
         Ok((states, dir))
-    }
-
-    /// The late-interaction model's token ids of `texts` (tokenised only), for `counts_over`.
-    pub fn token_ids(&self, texts: &[String]) -> Result<Vec<Vec<i64>>> {
-        texts.iter().map(|t| self.late.doc_ids(t)).collect()
     }
 
     /// Question `text` (embedded as `vector`) ranked through `stages`; the first `k` hits.

@@ -1,7 +1,7 @@
 //! `memd-eval state-scale`: what the token states of a large store cost, through the engine's
 //! own `late::States` (its log on disk, its codes in memory): bytes in memory and on disk, the
-//! resident-set growth, the prompt path's price of rescoring the best `late::RESCORE` of a
-//! code order from the log, and of weighing a query's tokens by their IDF.
+//! resident-set growth, and the prompt path's price of rescoring the best `late::RESCORE` of a
+//! code order from the log.
 //!
 //! Owns synthetic memories shaped like LoCoMo turns (35 tokens, 26 kept for the codes; random
 //! unit vectors, which cost the same as a model's), stored in the daemon's batches (one fsync
@@ -67,62 +67,18 @@ pub fn run(sizes: &[usize], candidates: &[usize]) -> Result<()> {
         "| memories | build s | reopen s | in memory (codes + codebook) | bytes/memory | RSS growth | log on disk | shipped reorder of 40, ms p50 / p99 | of which: codes of 40 (table + MaxSim) | 20 reads | and their MaxSim | before: MaxSim of 40 i8 in memory |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let (mut deeper, mut weighed) = (Vec::new(), Vec::new());
+    let mut deeper = Vec::new();
     for &n in sizes {
         let dir = tempfile::tempdir().context("a directory for the log")?;
-        let (row, mut rows) = measure(n, dir.path(), candidates)?;
+        let (row, rows) = measure(n, dir.path(), candidates)?;
         println!("{row}");
-        weighed.extend(rows.pop());
         deeper.extend(rows);
     }
-    println!(
-        "\n| memories | IDF weights of a query, µs p50 / p99 | reorder of 40 unweighed, ms p50 / p99 | weighed |\n|---:|---|---|---|"
-    );
-    weighed.iter().for_each(|r| println!("{r}"));
     if !deeper.is_empty() {
         println!("\n| memories | candidates | shipped reorder, ms p50 / p99 |\n|---:|---:|---|");
         deeper.iter().for_each(|r| println!("{r}"));
     }
     Ok(())
-}
-
-/// The price of weighing the query's tokens by their IDF (`States::weigh`, `late_counts`):
-/// every memory counted with `TOKENS` synthetic token ids, then per query the weights alone
-/// and the shipped reorder of 40 with the query's ids (weighed) and without (not), alternated.
-fn weigh_times(states: &States, n: usize) -> Result<String> {
-    let texts: Vec<String> = (0..n).map(|k| format!("memory {k}")).collect();
-    let mut ids = Vectors(n as u64 + 2);
-    // Token ids spread over the vocabulary's ~30k like a text's (the spread does not matter:
-    // the cost is a lookup per query token).
-    let mut token = move || 1000 + (ids.next()[0].abs() * 58_000.0) as i64 % 29_000;
-    for (k, text) in texts.iter().enumerate() {
-        let memory: Vec<i64> = (0..TOKENS).map(|_| token()).collect();
-        states.count_ids(k as u64, text, &memory);
-    }
-    let mut vectors = Vectors(n as u64 + 3);
-    let (mut weigh, mut plain, mut weighed) = (Vec::new(), Vec::new(), Vec::new());
-    for q in 0..QUERIES {
-        let rows = (0..QUERY_TOKENS).map(|_| vectors.next()).collect();
-        let query_ids = (0..QUERY_TOKENS).map(|_| token()).collect();
-        let query = QueryStates::from_rows(rows);
-        let with_ids = query.clone().with_ids(query_ids);
-        let head = spread(q, HEAD, &texts);
-        let clock = Instant::now();
-        std::hint::black_box(states.weigh(&with_ids));
-        weigh.push(ms(clock) * 1e3);
-        for (q, out) in [(&query, &mut plain), (&with_ids, &mut weighed)] {
-            let clock = Instant::now();
-            let (_, finished) = late::reorder_within(states, q, &head, HEAD, None);
-            out.push(ms(clock));
-            anyhow::ensure!(finished, "a reorder without a deadline finishes");
-        }
-    }
-    Ok(format!(
-        "| {n} | {} | {} | {} |",
-        p50_p99(&mut weigh),
-        p50_p99(&mut plain),
-        p50_p99(&mut weighed)
-    ))
 }
 
 /// The shipped reorder's time over heads of each size in `candidates`, spread over the store
@@ -228,9 +184,7 @@ fn measure(n: usize, dir: &std::path::Path, candidates: &[usize]) -> Result<(Str
         }
         t.before.push(ms(clock));
     }
-    let mut deeper = reorder_times(&states, n, candidates)?;
-    // Last: it counts every memory's token ids into the states.
-    deeper.push(weigh_times(&states, n)?);
+    let deeper = reorder_times(&states, n, candidates)?;
     let mb = |b: f64| b / (1024.0 * 1024.0);
     let row = format!(
         "| {n} | {build:.0} | {reopen:.2} | {:.1} MB ({held} memories) | {:.0} | {:.1} MB | {:.0} MB | {} | {} | {} | {} | {} |",

@@ -44,8 +44,6 @@ pub struct Sets {
     pub coding: Vec<(String, PathBuf)>,
     /// How the token states are held (`Shipped`: as the daemon does).
     pub states: super::pipeline::StatesForm,
-    /// MaxSim's token weights counted over one store mixing every set, not each set's own.
-    pub mixed_counts: bool,
 }
 
 /// Measures every set with the first stage alone and with the shipped pipeline.
@@ -55,27 +53,11 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
     let mut pipeline = Pipeline::shipped(runtime, threads)?;
     pipeline.states_form = sets.states;
     let ranking = pipeline.settings.ranking;
-    let turn_text = sets.turn_text;
-    let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
-    let indexed = match sets.locomo.is_empty() {
-        true => Vec::new(),
-        false => super::late::index_files(&sets.locomo, &embedder, &text)?,
-    };
-    let mut coding_sets = Vec::new();
-    for (name, dir) in &sets.coding {
-        coding_sets.push((name, CodingIndex::build(CodingSet::load(dir)?, &embedder)?));
-    }
-    if sets.mixed_counts {
-        let notes = coding_sets.iter().map(|(_, c)| c.indexed());
-        let texts: Vec<String> = indexed
-            .iter()
-            .chain(notes)
-            .flat_map(|ix| ix.texts().into_iter().map(|(_, t)| t))
-            .collect();
-        pipeline.counts_over = Some(Arc::new(pipeline.token_ids(&texts)?));
-    }
     let mut rows = Vec::new();
-    if !indexed.is_empty() {
+    if !sets.locomo.is_empty() {
+        let turn_text = sets.turn_text;
+        let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
+        let indexed = super::late::index_files(&sets.locomo, &embedder, &text)?;
         let form = match turn_text {
             TurnText::Speaker => String::new(),
             other => format!(", turns {other:?}"),
@@ -86,7 +68,8 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
             shipped: locomo::score_shipped(&indexed, &pipeline)?,
         });
     }
-    for (name, index) in &coding_sets {
+    for (name, dir) in &sets.coding {
+        let index = CodingIndex::build(CodingSet::load(dir)?, &embedder)?;
         let first = index.rank(&ranking, coding::CANDIDATE_DEPTH);
         let shipped = index.shipped(&pipeline, coding::CANDIDATE_DEPTH)?;
         let score = |name: &str, lists| coding::score(index.set(), name, lists).result;
@@ -95,11 +78,6 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
             first_stage: score(FIRST_STAGE, first),
             shipped: score(SHIPPED, shipped),
         });
-    }
-    if sets.mixed_counts {
-        for row in &mut rows {
-            row.shipped.name = format!("{}, token weights over every set", row.shipped.name);
-        }
     }
     if sets.states != super::pipeline::StatesForm::Shipped {
         for row in &mut rows {
