@@ -26,7 +26,7 @@ pub struct QueryTokens {
     marker: Vec<bool>,
     /// ln(1 + (N - df + 0.5) / (df + 0.5)) over the store's memories' tokens.
     idf: Vec<f32>,
-    /// The same over one store mixing every set's memories (LoCoMo's ten conversations, the
+    /// The same over one store mixing every set's memories (every LoCoMo conversation given, the
     /// coding and holdout notes, the probe's three).
     global_idf: Vec<f32>,
     /// Per token, (memories holding it, memories) in the question's own store and in the
@@ -182,7 +182,7 @@ pub enum Rule {
     Idf,
     /// `Idf`, square-rooted.
     SqrtIdf,
-    /// `Idf` with the document frequencies of every store of the set together.
+    /// `Idf` with the document frequencies of one store mixing every set's memories.
     GlobalIdf,
     /// `NoStop`, the rest weighed by IDF.
     NoStopIdf,
