@@ -294,12 +294,22 @@ fn grid() -> Vec<Config> {
     v
 }
 
+/// Every memory of one store: (key, text).
+fn texts_of(ix: &Indexed) -> Vec<(u64, String)> {
+    ix.store.read(|s| {
+        ix.labels
+            .keys()
+            .filter_map(|&k| Some((k, s.by_key(k)?.content.clone())))
+            .collect()
+    })
+}
+
 /// Every question of one store as the study's cases. `mixed`: the document frequencies over
 /// one store mixing every set's memories, as a user's daemon would count them.
 fn cases_of(ix: &Indexed, model: &LateInteraction, mixed: &Vocabulary) -> Result<Vec<Case>> {
     let mut states: HashMap<u64, TokenStates> = HashMap::new();
     let mut vocab = Vocabulary::default();
-    for (k, t) in ix.texts() {
+    for (k, t) in texts_of(ix) {
         let (ids, rows) = model.doc_rows(&t)?;
         vocab.add(&ids);
         states.insert(k, TokenStates::quantize_rows(&rows));
@@ -405,7 +415,7 @@ pub fn run(
     };
     let mut mixed = Vocabulary::default();
     for ix in every() {
-        for (_, t) in ix.texts() {
+        for (_, t) in texts_of(ix) {
             mixed.add(&model.doc_ids(&t)?);
         }
     }

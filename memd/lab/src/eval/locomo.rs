@@ -354,16 +354,6 @@ pub(super) struct Indexed {
 }
 
 impl Indexed {
-    /// Every memory of the store: (key, text).
-    pub(super) fn texts(&self) -> Vec<(u64, String)> {
-        self.store.read(|s| {
-            self.labels
-                .keys()
-                .filter_map(|&k| Some((k, s.by_key(k)?.content.clone())))
-                .collect()
-        })
-    }
-
     fn build(conv: &Conversation, embedder: &dyn Embed) -> Result<Indexed> {
         let memories = conv
             .turns
