@@ -96,6 +96,18 @@ impl Metadata {
     }
 }
 
+impl<Q: Ord + ?Sized> std::ops::Index<&Q> for Metadata
+where
+    String: Borrow<Q>,
+{
+    type Output = Value;
+
+    /// The value of `key`; panics when there is none, as a `BTreeMap` does.
+    fn index(&self, key: &Q) -> &Value {
+        self.get(key).expect("no entry found for key")
+    }
+}
+
 impl FromIterator<(String, Value)> for Metadata {
     /// Later entries win over earlier ones with the same key, as a `BTreeMap` collects.
     fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
@@ -203,6 +215,7 @@ mod tests {
         assert_eq!(m.insert("b".into(), 3.0.into()), Some(Value::Number(2.0)));
         assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(m.get("b").and_then(Value::as_f64), Some(3.0));
+        assert_eq!(m["a"], Value::from("x"));
         assert!(m.contains_key("a") && !m.contains_key("c"));
         assert_eq!(m.remove("a"), Some(Value::from("x")));
         assert_eq!(m.len(), 1);
