@@ -76,10 +76,42 @@ pub enum StatesForm {
     Coded,
 }
 
+/// What the token-state log's records keep (`memd-eval retrieval --log-form`, bench/EVAL.md
+/// section 13): every token or only the kept ones (the words' tokens the codes stand for),
+/// values in 8 or 4 bits.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogForm {
+    /// Every token in i8 (the log before `memdtsl3`).
+    I8All,
+    /// Every token, 4-bit values with the token's scale.
+    I4All,
+    /// The kept tokens only, in i8.
+    I8Kept,
+    /// The kept tokens only, in 4 bits.
+    I4Kept,
+}
+
+impl LogForm {
+    pub fn engine(self) -> late::LogForm {
+        let (kept_only, four_bit) = match self {
+            LogForm::I8All => (false, false),
+            LogForm::I4All => (false, true),
+            LogForm::I8Kept => (true, false),
+            LogForm::I4Kept => (true, true),
+        };
+        late::LogForm {
+            kept_only,
+            four_bit,
+        }
+    }
+}
+
 /// The daemon's retrieval pipeline with its models loaded.
 pub struct Pipeline {
     pub settings: Settings,
     pub states_form: StatesForm,
+    /// What the log's records keep (`None`: what the daemon writes).
+    pub log_form: Option<LogForm>,
     late: LateInteraction,
     cross: Option<Arc<CrossEncoder>>,
     runtime: tokio::runtime::Runtime,
@@ -112,6 +144,7 @@ impl Pipeline {
         Ok(Pipeline {
             settings,
             states_form: StatesForm::default(),
+            log_form: None,
             late,
             cross,
             runtime: tokio::runtime::Builder::new_current_thread()
@@ -156,6 +189,9 @@ impl Pipeline {
             StatesForm::I8 => None,
             _ => Some(tempfile::tempdir().context("a directory for the token-state log")?),
         };
+        if let Some(form) = self.log_form {
+            states.set_log_form(form.engine());
+        }
         if let Some(d) = &dir {
             states.open(d.path(), &self.late.digest());
         }
