@@ -9,18 +9,20 @@
 //! the records appended after it, or else scans the whole log, keeping every whole record and
 //! cutting a torn or damaged tail (what it held is encoded again); the checksum of every read
 //! (a damaged record is dropped from the index, never scored); compaction once dropped records
-//! outweigh live ones. Format: `memdtsl3`, the values per token (u32), the SHA-256 of the
-//! late-interaction model that made the states (32 bytes; a log of another model, or of an
-//! earlier format, is started afresh: `memdtsl1` named no model, `memdtsl2` held every token
-//! in i8), the log's generation (u64, random, new at every compaction and every cut, so an
-//! index saved before either is never applied); then the records (`late_record`: by default
-//! only the kept tokens, 4 bits a value). All little-endian.
+//! outweigh live ones. Format: `memdtsl2`, the values per token (u32), the SHA-256 of the
+//! late-interaction model that made the states (32 bytes; a log of another model, or of
+//! `memdtsl1` which named none, is started afresh), the log's generation (u64, random, new at
+//! every compaction and every cut, so an index saved before either is never applied); then per
+//! record (its bytes: `late_record`) its payload's length (u32), the CRC-32 of the payload
+//! (u32) and the payload: key (u64), text hash (u32), token count (u32), a bit per token (kept
+//! for the codes: not a marker, not punctuation), the scales (f32 each), the values (i8 each).
+//! All little-endian.
 //! Must never trust a record whose checksum fails, never apply states of another model, and
 //! never block a reader on an fsync (appends write outside the index lock).
 
 use super::embed::DIMS;
 pub use super::late_record::Full;
-pub use super::late_record::Form;
+use super::late_record::Form;
 use super::late_record::{
     MAX_TOKENS, PAYLOAD_HEAD, RECORD_HEAD, encode_record, max_payload, parse_record,
 };
@@ -32,11 +34,9 @@ use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-const MAGIC: &[u8; 8] = b"memdtsl3";
+const MAGIC: &[u8; 8] = b"memdtsl2";
 /// The format before the model's digest: its states may be of any model.
 const MAGIC_V1: &[u8; 8] = b"memdtsl1";
-/// The format before `Form`: every token in i8 (~3x the bytes); re-encoded, not converted.
-const MAGIC_V2: &[u8; 8] = b"memdtsl2";
 /// Magic, values per token, the model's digest, the generation.
 const HEADER_LEN: u64 = 8 + 4 + 32 + 8;
 /// Where the generation lies in the header.
@@ -98,8 +98,8 @@ pub struct FullStore {
     path: PathBuf,
     /// The model whose states the log holds.
     digest: Digest,
-    /// What the records appended keep of the states.
-    form: Form,
+    /// The coarser form reads give the states back in (studies; `None`: as stored).
+    view: Option<Form>,
     inner: RwLock<Inner>,
     /// Held by an append and by compaction (never by a reader).
     writer: Mutex<()>,
@@ -134,21 +134,22 @@ impl FullStore {
     /// Opens (or creates) the log at `path` for the states of the model `digest`. With `saved`
     /// (the index saved with the codes) of this log's generation, only the records after it
     /// are read; else every record is. A torn or damaged tail is cut off; a file of another
-    /// model or format is started afresh. Records are appended in `Form::SHIPPED`.
+    /// model or format is started afresh.
+    #[cfg(test)]
     pub fn open(
         path: &Path,
         digest: &Digest,
         saved: Option<SavedIndex>,
     ) -> Result<(FullStore, Opened)> {
-        Self::open_with(path, digest, saved, Form::SHIPPED)
+        Self::open_with(path, digest, saved, None)
     }
 
-    /// `open`, appending records in `form` (studies; records of any form are read).
+    /// `open`, reading records back as a record of `view` would hold them (studies).
     pub fn open_with(
         path: &Path,
         digest: &Digest,
         saved: Option<SavedIndex>,
-        form: Form,
+        view: Option<Form>,
     ) -> Result<(FullStore, Opened)> {
         let file = OpenOptions::new()
             .read(true)
@@ -188,7 +189,7 @@ impl FullStore {
         let store = FullStore {
             path: path.to_path_buf(),
             digest: *digest,
-            form,
+            view,
             inner: RwLock::new(Inner {
                 file: Arc::new(file),
                 index,
@@ -229,7 +230,7 @@ impl FullStore {
         }
         let records: Vec<Vec<u8>> = batch
             .iter()
-            .map(|(key, hash, full)| encode_record(*key, *hash, full, self.form))
+            .map(|(key, hash, full)| encode_record(*key, *hash, full))
             .collect();
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let (file, end) = {
@@ -303,7 +304,10 @@ impl FullStore {
                 false => bail!("record of another memory"),
             });
         match parsed {
-            Ok(full) => Ok(Some(full)),
+            Ok(full) => Ok(Some(match self.view {
+                Some(form) => form.apply(&full),
+                None => full,
+            })),
             Err(e) => {
                 self.drop_if(key, slot);
                 Err(e).with_context(|| format!("token states of memory {key} in the log"))
@@ -454,10 +458,7 @@ fn read_header(file: &File, digest: &Digest) -> Header {
     let mut h = [0u8; HEADER_LEN as usize];
     let whole = read_exact_at(file, &mut h, 0).is_ok();
     if h[..8] == *MAGIC_V1 {
-        return Header::Other("of a previous format, which does not name its model".into());
-    }
-    if h[..8] == *MAGIC_V2 {
-        return Header::Other("of the previous format, every token in 8 bits".into());
+        return Header::Other("of the previous format, which does not name its model".into());
     }
     if !whole || h[..8] != *MAGIC || h[8..12] != (DIMS as u32).to_le_bytes() {
         return Header::Other("not a token-state log of this format".into());

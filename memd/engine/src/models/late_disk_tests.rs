@@ -19,14 +19,8 @@ fn scanned(records: usize) -> Opened {
     }
 }
 
-/// `tokens` tokens of seeded vectors, every other one kept, as the shipped form keeps them
-/// (so what is read back equals it: `Form::apply` of its own output changes nothing).
+/// `tokens` tokens of seeded vectors, every other one kept.
 fn full(tokens: usize, seed: u64) -> Full {
-    Form::SHIPPED.apply(&every_token(tokens, seed))
-}
-
-/// `tokens` tokens of seeded vectors, every other one kept, all in i8.
-fn every_token(tokens: usize, seed: u64) -> Full {
     Full {
         states: TokenStates::quantize(&unit_vectors(tokens, seed)),
         kept: (0..tokens).map(|t| t % 2 == 0).collect(),
@@ -46,7 +40,7 @@ fn three(dir: &Path) -> (PathBuf, FullStore, Vec<Full>) {
 }
 
 fn record_len(f: &Full) -> u64 {
-    encode_record(0, 0, f, Form::SHIPPED).len() as u64
+    encode_record(0, 0, f).len() as u64
 }
 
 #[test]
@@ -67,7 +61,7 @@ fn what_was_appended_reads_back_after_a_reopen() {
     }
     let keys: Vec<u64> = store.entries().iter().map(|e| e.0).collect();
     assert_eq!(keys, vec![1, 2, 3], "in the order written");
-    // Kept tokens: every other one (3 of 5, 3 of 6, 4 of 7), the only ones stored.
+    // Kept tokens: every other one (3 of 5, 3 of 6, 4 of 7).
     assert_eq!(store.size().1, 10);
     assert_eq!(fulls[0].kept_rows().len(), 3);
     // A newer record of the same key supersedes the older one, across a reopen too.
@@ -147,8 +141,8 @@ fn compaction_keeps_live_records_only() {
     let dir = tempfile::tempdir().unwrap();
     let path = path_in(dir.path());
     let (store, _) = open(&path);
-    // 200 kept tokens in 4 bits (~39 KB): 40 of them, then all but key 0 and key 39 dropped.
-    let big = full(400, 1);
+    // 180-token records (~70 KB): 40 of them, then all but key 0 and key 39 dropped.
+    let big = full(180, 1);
     for key in 0..40 {
         store.append(key, key as u32, &big).unwrap();
     }
@@ -298,21 +292,11 @@ fn states_of_another_model_or_of_the_previous_format_are_discarded() {
     // The previous release's log named no model.
     let mut v1 = MAGIC_V1.to_vec();
     v1.extend((DIMS as u32).to_le_bytes());
-    v1.extend(encode_record(1, 10, &full(3, 1), Form::FULL));
+    v1.extend(encode_record(1, 10, &full(3, 1)));
     fs::write(&path, &v1).unwrap();
     let (store, opened) = open(&path);
     assert!(opened.discarded.unwrap().contains("previous format"));
     assert_eq!(store.size(), (0, 0, HEADER_LEN));
-    drop(store);
-    // Nor is the log of every token in i8 (`memdtsl2`) converted: it is encoded again.
-    let mut v2 = header(&MODEL, 7);
-    v2[..8].copy_from_slice(MAGIC_V2);
-    v2.extend(encode_record(1, 10, &full(3, 1), Form::FULL));
-    fs::write(&path, &v2).unwrap();
-    let (store, opened) = open(&path);
-    assert!(opened.discarded.unwrap().contains("every token in 8 bits"));
-    assert_eq!(store.size(), (0, 0, HEADER_LEN));
-    assert_eq!(&fs::read(&path).unwrap()[..8], MAGIC);
     // An empty file is new, not discarded.
     fs::write(&path, b"").unwrap();
     assert_eq!(open(&path).1, Opened::default());
@@ -417,21 +401,21 @@ fn what_was_reported_on_disk_survives_sigkill() {
 }
 
 #[test]
-fn a_log_of_another_form_writes_it_and_reads_every_form() {
+fn a_study_view_reads_records_back_coarser_and_leaves_the_file_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
     let path = path_in(dir.path());
-    let all = every_token(6, 3);
-    let (store, _) = FullStore::open_with(&path, &MODEL, None, Form::FULL).unwrap();
-    store.append(1, 10, &all).unwrap();
-    assert_eq!(store.read(1, 10).unwrap(), Some(all.clone()), "every token, in i8");
+    let (store, _) = open(&path);
+    let f = full(9, 4);
+    store.append(1, 10, &f).unwrap();
     drop(store);
-    // Reopened for the shipped form: the old record reads as it was, new ones are smaller.
-    let (store, opened) = open(&path);
+    let len = fs::metadata(&path).unwrap().len();
+    let four = Form {
+        kept_only: true,
+        four_bit: true,
+    };
+    let (store, opened) = FullStore::open_with(&path, &MODEL, None, Some(four)).unwrap();
     assert_eq!(opened, scanned(1));
-    store.append(2, 20, &all).unwrap();
-    assert_eq!(store.read(1, 10).unwrap(), Some(all.clone()));
-    assert_eq!(store.read(2, 20).unwrap(), Some(Form::SHIPPED.apply(&all)));
-    let (_, _, end) = store.size();
-    let full_len = encode_record(1, 10, &all, Form::FULL).len() as u64;
-    assert!(end - HEADER_LEN - full_len < full_len / 3, "{end}");
+    assert_eq!(store.read(1, 10).unwrap(), Some(four.apply(&f)));
+    assert_ne!(four.apply(&f), f);
+    assert_eq!(fs::metadata(&path).unwrap().len(), len);
 }
