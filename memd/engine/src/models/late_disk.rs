@@ -21,8 +21,8 @@
 //! never block a reader on an fsync (appends write outside the index lock).
 
 use super::embed::DIMS;
-pub use super::late_record::Full;
 use super::late_record::Form;
+pub use super::late_record::Full;
 use super::late_record::{
     MAX_TOKENS, PAYLOAD_HEAD, RECORD_HEAD, encode_record, max_payload, parse_record,
 };

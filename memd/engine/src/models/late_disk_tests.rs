@@ -411,7 +411,7 @@ fn a_study_view_reads_records_back_coarser_and_leaves_the_file_as_it_was() {
     let len = fs::metadata(&path).unwrap().len();
     let four = Form {
         kept_only: true,
-        four_bit: true,
+        bits: 4,
     };
     let (store, opened) = FullStore::open_with(&path, &MODEL, None, Some(four)).unwrap();
     assert_eq!(opened, scanned(1));

@@ -112,8 +112,9 @@ pub(super) fn parse_record(record: &[u8]) -> Option<(u64, u32, Full)> {
 pub struct Form {
     /// Only the tokens the codes keep (the words'), not the markers and punctuation.
     pub kept_only: bool,
-    /// Values in 4 bits (-7..7) with the token's scale, instead of 8.
-    pub four_bit: bool,
+    /// Bits a value (4-8): values rounded to ±(2^(bits-1) - 1) against the token's largest,
+    /// the scale grown to match; 8 is i8 as stored.
+    pub bits: u8,
 }
 
 impl Form {
@@ -123,8 +124,8 @@ impl Form {
             true => full.kept_only(),
             false => full.clone(),
         };
-        if self.four_bit {
-            out.states = to_four_bits(&out.states);
+        if self.bits < 8 {
+            out.states = to_bits(&out.states, self.bits.max(2));
         }
         out
     }
@@ -150,9 +151,10 @@ impl Full {
     }
 }
 
-/// Each token's i8 values rounded to -7..7 against its largest magnitude (the scale grows to
-/// match): the i8 form of what 4 bits a value hold.
-fn to_four_bits(states: &TokenStates) -> TokenStates {
+/// Each token's i8 values rounded to ±(2^(bits-1) - 1) against its largest magnitude (the
+/// scale grows to match): the i8 form of what `bits` a value hold.
+fn to_bits(states: &TokenStates, bits: u8) -> TokenStates {
+    let top = f32::from((1u8 << (bits - 1)) - 1);
     let (values, scales) = states.parts();
     let mut out_values = Vec::with_capacity(values.len());
     let mut out_scales = Vec::with_capacity(scales.len());
@@ -163,10 +165,10 @@ fn to_four_bits(states: &TokenStates) -> TokenStates {
             out_scales.push(scale);
             continue;
         }
-        let step = f32::from(max) / 7.0;
+        let step = f32::from(max) / top;
         out_values.extend(
             row.iter()
-                .map(|&v| (f32::from(v) / step).round().clamp(-7.0, 7.0) as i8),
+                .map(|&v| (f32::from(v) / step).round().clamp(-top, top) as i8),
         );
         out_scales.push(scale * step);
     }
@@ -174,17 +176,14 @@ fn to_four_bits(states: &TokenStates) -> TokenStates {
 }
 
 /// Bytes a record of `form` would take for `full` (head, kept bits unless only kept tokens
-/// are stored, scales, values in 8 or 4 bits).
+/// are stored, scales, values packed at `bits` each).
 pub fn record_bytes(full: &Full, form: Form) -> usize {
     let tokens = form.apply(full).states.tokens();
     let bits = match form.kept_only {
         true => 0,
         false => tokens.div_ceil(8),
     };
-    let values = match form.four_bit {
-        true => tokens * DIMS / 2,
-        false => tokens * DIMS,
-    };
+    let values = (tokens * DIMS * usize::from(form.bits.clamp(2, 8))).div_ceil(8);
     RECORD_HEAD + PAYLOAD_HEAD + bits + 4 * tokens + values
 }
 
@@ -202,7 +201,7 @@ mod tests {
 
     const EVERY_I8: Form = Form {
         kept_only: false,
-        four_bit: false,
+        bits: 8,
     };
 
     #[test]
@@ -217,14 +216,14 @@ mod tests {
         let f = full(20, 2);
         let kept = Form {
             kept_only: true,
-            four_bit: false,
+            bits: 8,
         };
         let k = kept.apply(&f);
         assert_eq!(k.kept_rows(), f.kept_rows());
         assert_eq!((k.states.tokens(), k.kept_count()), (13, f.kept_count()));
         let four = Form {
             kept_only: false,
-            four_bit: true,
+            bits: 4,
         };
         let (a, b) = (f.states.rows(), four.apply(&f).states.rows());
         for (x, y) in a.iter().zip(&b) {

@@ -76,33 +76,32 @@ pub enum StatesForm {
     Coded,
 }
 
-/// What the token-state log's records keep (`memd-eval retrieval --log-form`, bench/EVAL.md
-/// section 13): every token or only the kept ones (the words' tokens the codes stand for),
-/// values in 8 or 4 bits.
+/// What the token-state log's records would keep (`memd-eval retrieval --log-form`,
+/// bench/EVAL.md section 13): every token or only the kept ones (the words' tokens the codes
+/// stand for), values in 8 bits (as stored) or fewer with the token's scale.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogForm {
-    /// Every token in i8 (the log before `memdtsl3`).
+    /// Every token in i8: what the log stores.
     I8All,
-    /// Every token, 4-bit values with the token's scale.
+    I6All,
+    I5All,
     I4All,
-    /// The kept tokens only, in i8.
+    /// The kept tokens only.
     I8Kept,
-    /// The kept tokens only, in 4 bits.
     I4Kept,
 }
 
 impl LogForm {
     pub fn engine(self) -> late::LogForm {
-        let (kept_only, four_bit) = match self {
-            LogForm::I8All => (false, false),
-            LogForm::I4All => (false, true),
-            LogForm::I8Kept => (true, false),
-            LogForm::I4Kept => (true, true),
+        let (kept_only, bits) = match self {
+            LogForm::I8All => (false, 8),
+            LogForm::I6All => (false, 6),
+            LogForm::I5All => (false, 5),
+            LogForm::I4All => (false, 4),
+            LogForm::I8Kept => (true, 8),
+            LogForm::I4Kept => (true, 4),
         };
-        late::LogForm {
-            kept_only,
-            four_bit,
-        }
+        late::LogForm { kept_only, bits }
     }
 }
 
