@@ -77,7 +77,7 @@ pub enum StatesForm {
 }
 
 /// What the token-state log's records would keep (`memd-eval retrieval --log-form`,
-/// bench/EVAL.md section 13): every token or only the kept ones (the words' tokens the codes
+/// bench/EVAL.md section 14): every token or only the kept ones (the words' tokens the codes
 /// stand for), values in 8 bits (as stored) or fewer with the token's scale.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogForm {
