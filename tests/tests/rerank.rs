@@ -130,6 +130,34 @@ fn off_or_out_of_budget_keeps_the_fused_order() {
     assert_eq!(first_found(&spent).results[0].content, ANSWER);
 }
 
+/// A prompt whose first stage finds fewer than two candidates has nothing to reorder: it does
+/// not wait for its query's token states, and is counted apart from the reranked ones.
+#[test]
+fn a_prompt_with_nothing_to_rerank_does_not_wait_for_late_interaction() {
+    let d = daemon(AMPLE_BUDGET);
+    wait_late(&d);
+    let nothing = || {
+        d.get::<StatsResponse>("/api/stats")
+            .index
+            .prompt_rerank
+            .nothing_to_rerank
+    };
+    let r: GetContextResponse = d.post(
+        "/api/hooks/get-context",
+        &json!({"query": "What's a good name for a cat?", "conversation_id": "cat"}),
+    );
+    assert!(r.relevant_memories.is_empty(), "{r:?}");
+    assert_eq!(
+        prompt_tally(&d),
+        (0, 0, 0),
+        "neither reranked nor over budget"
+    );
+    assert_eq!(nothing(), 1);
+    // A prompt with candidates still waits and reranks.
+    assert_eq!(first_reranked(&d, "port"), ANSWER);
+    assert_eq!(nothing(), 1);
+}
+
 #[test]
 fn the_cross_encoder_reorders_searches_when_asked() {
     let d = daemon("[search]\ncross_encoder_depth = 3\n");
