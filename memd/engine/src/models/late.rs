@@ -22,6 +22,7 @@ pub use super::late_codes::Stored;
 use super::late_codes::{Codebook, QueryTable};
 use super::late_disk::FullStore;
 pub use super::late_disk::{Digest, Full};
+pub use super::late_record::{Form as LogForm, record_bytes};
 use anyhow::Result;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -51,6 +52,8 @@ pub struct States {
     pub(super) disk: RwLock<Option<Arc<FullStore>>>,
     /// The model the states are of (set by `open`; `save` writes nothing before).
     pub(super) digest: RwLock<Option<super::late_disk::Digest>>,
+    /// A coarser form the log's records are read back in (studies only; `None`: as stored).
+    pub(super) log_form: RwLock<Option<LogForm>>,
     /// Bumped on every insert and eviction: the saved file is behind when it differs.
     pub(super) changes: std::sync::atomic::AtomicU64,
     /// What encoding each (key, text hash) gave, kept after eviction: its real size, so the
@@ -92,6 +95,12 @@ impl States {
     pub(super) fn changed(&self) {
         self.changes
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Reads the log's records back as a record of `form` would hold them, from `open` on
+    /// (studies: `memd-eval retrieval --log-form`; the daemon reads them as stored).
+    pub fn set_log_form(&self, form: LogForm) {
+        *self.log_form.write().unwrap_or_else(|p| p.into_inner()) = Some(form);
     }
 
     pub fn codebook(&self) -> Option<Arc<Codebook>> {
@@ -207,6 +216,14 @@ impl States {
         }
         let mut k = self.known.lock().unwrap_or_else(|p| p.into_inner());
         k.retain(|(key, _), _| live.contains(key));
+    }
+
+    /// Whether no memory has states in memory (nothing for MaxSim to score).
+    pub fn is_empty(&self) -> bool {
+        self.map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
     }
 
     /// (memories with states in memory, bytes their states hold). The codebook is counted

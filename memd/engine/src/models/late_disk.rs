@@ -21,6 +21,7 @@
 //! never block a reader on an fsync (appends write outside the index lock).
 
 use super::embed::DIMS;
+use super::late_record::Form;
 pub use super::late_record::Full;
 use super::late_record::{
     MAX_TOKENS, PAYLOAD_HEAD, RECORD_HEAD, encode_record, max_payload, parse_record,
@@ -97,6 +98,8 @@ pub struct FullStore {
     path: PathBuf,
     /// The model whose states the log holds.
     digest: Digest,
+    /// The coarser form reads give the states back in (studies; `None`: as stored).
+    view: Option<Form>,
     inner: RwLock<Inner>,
     /// Held by an append and by compaction (never by a reader).
     writer: Mutex<()>,
@@ -132,10 +135,21 @@ impl FullStore {
     /// (the index saved with the codes) of this log's generation, only the records after it
     /// are read; else every record is. A torn or damaged tail is cut off; a file of another
     /// model or format is started afresh.
+    #[cfg(test)]
     pub fn open(
         path: &Path,
         digest: &Digest,
         saved: Option<SavedIndex>,
+    ) -> Result<(FullStore, Opened)> {
+        Self::open_with(path, digest, saved, None)
+    }
+
+    /// `open`, reading records back as a record of `view` would hold them (studies).
+    pub fn open_with(
+        path: &Path,
+        digest: &Digest,
+        saved: Option<SavedIndex>,
+        view: Option<Form>,
     ) -> Result<(FullStore, Opened)> {
         let file = OpenOptions::new()
             .read(true)
@@ -175,6 +189,7 @@ impl FullStore {
         let store = FullStore {
             path: path.to_path_buf(),
             digest: *digest,
+            view,
             inner: RwLock::new(Inner {
                 file: Arc::new(file),
                 index,
@@ -289,7 +304,10 @@ impl FullStore {
                 false => bail!("record of another memory"),
             });
         match parsed {
-            Ok(full) => Ok(Some(full)),
+            Ok(full) => Ok(Some(match self.view {
+                Some(form) => form.apply(&full),
+                None => full,
+            })),
             Err(e) => {
                 self.drop_if(key, slot);
                 Err(e).with_context(|| format!("token states of memory {key} in the log"))

@@ -399,3 +399,23 @@ fn what_was_reported_on_disk_survives_sigkill() {
         assert_eq!(read, Some(child_full(key)), "memory {key}");
     }
 }
+
+#[test]
+fn a_study_view_reads_records_back_coarser_and_leaves_the_file_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = path_in(dir.path());
+    let (store, _) = open(&path);
+    let f = full(9, 4);
+    store.append(1, 10, &f).unwrap();
+    drop(store);
+    let len = fs::metadata(&path).unwrap().len();
+    let four = Form {
+        kept_only: true,
+        bits: 4,
+    };
+    let (store, opened) = FullStore::open_with(&path, &MODEL, None, Some(four)).unwrap();
+    assert_eq!(opened, scanned(1));
+    assert_eq!(store.read(1, 10).unwrap(), Some(four.apply(&f)));
+    assert_ne!(four.apply(&f), f);
+    assert_eq!(fs::metadata(&path).unwrap().len(), len);
+}

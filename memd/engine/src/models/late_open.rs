@@ -37,7 +37,8 @@ impl States {
         };
         let index = saved.as_mut().map(|s| std::mem::take(&mut s.index));
         let mut resave = false;
-        match FullStore::open(&late_disk::path_in(store_dir), digest, index) {
+        let view = *self.log_form.read().unwrap_or_else(|p| p.into_inner());
+        match FullStore::open_with(&late_disk::path_in(store_dir), digest, index, view) {
             Ok((disk, opened)) => {
                 resave = log_opened(&opened);
                 *self.disk.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(disk));

@@ -122,6 +122,9 @@ pub enum EvalCommand {
         /// full states; `coded`: codes and the log whatever the store's size).
         #[arg(long, value_enum, default_value = "shipped")]
         states: pipeline::StatesForm,
+        /// What the token-state log's records keep (default: what the daemon writes).
+        #[arg(long, value_enum)]
+        log_form: Option<pipeline::LogForm>,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
     /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
@@ -261,11 +264,13 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             locomo,
             turn_text,
             states,
+            log_form,
         } => {
             let sets = summary::Sets {
                 locomo: summary::locomo_files(locomo.as_deref())?,
                 turn_text,
                 states,
+                log_form,
                 coding: summary::repository_sets(),
             };
             print!("{}", summary::run(&sets, &runtime, 0)?);

@@ -76,10 +76,41 @@ pub enum StatesForm {
     Coded,
 }
 
+/// What the token-state log's records would keep (`memd-eval retrieval --log-form`,
+/// bench/EVAL.md section 14): every token or only the kept ones (the words' tokens the codes
+/// stand for), values in 8 bits (as stored) or fewer with the token's scale.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogForm {
+    /// Every token in i8: what the log stores.
+    I8All,
+    I6All,
+    I5All,
+    I4All,
+    /// The kept tokens only.
+    I8Kept,
+    I4Kept,
+}
+
+impl LogForm {
+    pub fn engine(self) -> late::LogForm {
+        let (kept_only, bits) = match self {
+            LogForm::I8All => (false, 8),
+            LogForm::I6All => (false, 6),
+            LogForm::I5All => (false, 5),
+            LogForm::I4All => (false, 4),
+            LogForm::I8Kept => (true, 8),
+            LogForm::I4Kept => (true, 4),
+        };
+        late::LogForm { kept_only, bits }
+    }
+}
+
 /// The daemon's retrieval pipeline with its models loaded.
 pub struct Pipeline {
     pub settings: Settings,
     pub states_form: StatesForm,
+    /// What the log's records keep (`None`: what the daemon writes).
+    pub log_form: Option<LogForm>,
     late: LateInteraction,
     cross: Option<Arc<CrossEncoder>>,
     runtime: tokio::runtime::Runtime,
@@ -112,6 +143,7 @@ impl Pipeline {
         Ok(Pipeline {
             settings,
             states_form: StatesForm::default(),
+            log_form: None,
             late,
             cross,
             runtime: tokio::runtime::Builder::new_current_thread()
@@ -156,6 +188,9 @@ impl Pipeline {
             StatesForm::I8 => None,
             _ => Some(tempfile::tempdir().context("a directory for the token-state log")?),
         };
+        if let Some(form) = self.log_form {
+            states.set_log_form(form.engine());
+        }
         if let Some(d) = &dir {
             states.open(d.path(), &self.late.digest());
         }

@@ -44,6 +44,8 @@ pub struct Sets {
     pub coding: Vec<(String, PathBuf)>,
     /// How the token states are held (`Shipped`: as the daemon does).
     pub states: super::pipeline::StatesForm,
+    /// What the log's records keep (`None`: what the daemon writes).
+    pub log_form: Option<super::pipeline::LogForm>,
 }
 
 /// Measures every set with the first stage alone and with the shipped pipeline.
@@ -52,6 +54,7 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
         .context("memd-eval retrieval needs the embedding runtime")?;
     let mut pipeline = Pipeline::shipped(runtime, threads)?;
     pipeline.states_form = sets.states;
+    pipeline.log_form = sets.log_form;
     let ranking = pipeline.settings.ranking;
     let mut rows = Vec::new();
     if !sets.locomo.is_empty() {
@@ -82,6 +85,11 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
     if sets.states != super::pipeline::StatesForm::Shipped {
         for row in &mut rows {
             row.shipped.name = format!("{SHIPPED}, token states {:?}", sets.states);
+        }
+    }
+    if let Some(form) = sets.log_form {
+        for row in &mut rows {
+            row.shipped.name = format!("{}, log {form:?}", row.shipped.name);
         }
     }
     let probe = probe(&pipeline, runtime, &embedder)?;
