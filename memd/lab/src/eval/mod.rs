@@ -122,6 +122,11 @@ pub enum EvalCommand {
         /// full states; `coded`: codes and the log whatever the store's size).
         #[arg(long, value_enum, default_value = "shipped")]
         states: pipeline::StatesForm,
+        /// Which embedder makes the vectors (`fp32-matmuls`: memd's before its matrix weights
+        /// stayed int8; `upgraded`: memories by that one, questions by today's, as a store
+        /// made before the change is queried after it).
+        #[arg(long, value_enum, default_value = "shipped")]
+        vectors: summary::Vectors,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
     /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
@@ -261,11 +266,13 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             locomo,
             turn_text,
             states,
+            vectors,
         } => {
             let sets = summary::Sets {
                 locomo: summary::locomo_files(locomo.as_deref())?,
                 turn_text,
                 states,
+                vectors,
                 coding: summary::repository_sets(),
             };
             print!("{}", summary::run(&sets, &runtime, 0)?);
