@@ -189,14 +189,21 @@ fn the_matrix_weights_run_as_int8_and_the_vectors_stay_close() {
         assert_eq!(embedder().int8_matmuls(), 0);
         return;
     }
-    assert_eq!(embedder().int8_matmuls(), 36, "six matrix weights in each of six layers");
+    assert_eq!(
+        embedder().int8_matmuls(),
+        36,
+        "six matrix weights in each of six layers"
+    );
     let texts: Vec<&str> = fixture().iter().map(|r| r.text.as_str()).collect();
     let want = fp32.embed(&texts).expect("embed with fp32 matmuls");
     let got = embedder().embed(&texts).expect("embed");
     let mut moved = 0;
     for ((text, got), want) in texts.iter().zip(&got).zip(&want) {
         let cos = cosine(got, want);
-        assert!(cos >= 0.998, "cosine {cos:.5} to the fp32 product for {text:?}");
+        assert!(
+            cos >= 0.998,
+            "cosine {cos:.5} to the fp32 product for {text:?}"
+        );
         moved += usize::from(got != want);
     }
     assert!(moved > 0, "no vector moved: the int8 kernel did not run");

@@ -5,12 +5,12 @@
 //! sub-graph at load, so the six layers' weights sit in memory as fp32 (42 MB instead of 11).
 //! This rewrite states the same dequantisation as one standard `DequantizeLinear` (per column,
 //! `axis` 1). ONNX Runtime then fuses `DequantizeLinear` → `MatMul` into its int8 kernel
-//! (`MatMulNBits`, 8 bits, blocks of 32 along K): the weights stay int8 and each block of 32
-//! activations is quantised to int8 on the fly. The weights are exactly the file's; the
-//! activations' rounding moves the vectors slightly (cosine to the fp32 product ≥ 0.999, and
-//! retrieval within 0.001 on memd's three sets, bench/EVAL.md section 13). Where ONNX Runtime
-//! does not fuse, it folds the `DequantizeLinear` as it folded `Cast` → `Mul`: the same fp32
-//! weights as before.
+//! (`MatMulNBits`, 8 bits; blocks of 16 along K, set in `onnx::build_session`): the weights
+//! stay int8 (the session holds 23 MB less) and each block of 16 activations is quantised to
+//! int8 on the fly. The weights are exactly the file's; the activations' rounding moves the
+//! vectors slightly (cosine to the fp32 product ≥ 0.999; retrieval on memd's three sets within
+//! 0.005 of the fp32 figures, bench/EVAL.md section 13). Where ONNX Runtime does not fuse, it
+//! folds the `DequantizeLinear` as it folded `Cast` → `Mul`: the same fp32 weights as before.
 //!
 //! Owns the pattern match and its byte-level rewrite (untouched parts are copied as they are).
 //! Must never rewrite a weight it does not fully understand (a scale shared with another node,
