@@ -444,13 +444,17 @@ pub struct IndexStats {
 
 /// How prompts fared against `search.prompt_budget_ms` since the daemon started: reranked in
 /// full, over budget (query encoding or MaxSim ran out of time: the fused order kept, at least
-/// for part of the head), or shed (another prompt's query was still encoding).
+/// for part of the head), or shed (another prompt's query was still encoding); besides them,
+/// the prompts with nothing to rerank (no memory had token states yet, or the first stage
+/// found fewer than two candidates), which did not wait for their query's token states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PromptRerankStats {
     pub reranked: u64,
     pub over_budget: u64,
     pub shed: u64,
+    #[serde(default)]
+    pub nothing_to_rerank: u64,
 }
 
 /// `GET /api/stats`.

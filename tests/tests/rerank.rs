@@ -130,6 +130,36 @@ fn off_or_out_of_budget_keeps_the_fused_order() {
     assert_eq!(first_found(&spent).results[0].content, ANSWER);
 }
 
+/// A prompt whose first stage finds fewer than two candidates has nothing to reorder: it does
+/// not wait for its query's token states (the one memory keeps its fused place), and is
+/// counted apart from the reranked ones.
+#[test]
+fn a_prompt_with_nothing_to_rerank_does_not_wait_for_late_interaction() {
+    let d = Daemon::start(Spec {
+        config_toml: Some(AMPLE_BUDGET.into()),
+        ..Spec::new()
+    })
+    .expect("daemon");
+    let _: MemoryBankResponse = d.post(
+        "/api/memory-bank/add",
+        &json!({"content": ANSWER, "scope": "global"}),
+    );
+    d.wait_embedded(tests::EVENTUALLY_LIMIT);
+    wait_late(&d);
+    let r: GetContextResponse = d.post(
+        "/api/hooks/get-context",
+        &json!({"query": QUERY, "conversation_id": "one"}),
+    );
+    assert_eq!(r.relevant_memories.len(), 1, "{r:?}");
+    assert_eq!(
+        prompt_tally(&d),
+        (0, 0, 0),
+        "neither reranked nor over budget"
+    );
+    let stats: StatsResponse = d.get("/api/stats");
+    assert_eq!(stats.index.prompt_rerank.nothing_to_rerank, 1);
+}
+
 #[test]
 fn the_cross_encoder_reorders_searches_when_asked() {
     let d = daemon("[search]\ncross_encoder_depth = 3\n");

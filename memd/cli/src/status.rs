@@ -52,7 +52,8 @@ pub fn run_status(json: bool) -> Result<ExitCode> {
 }
 
 /// `3 reranked, 1 over budget, 0 shed (25.0% kept the fused order)`: how prompts fared against
-/// the reranking budget since the daemon started (the share only once there was a prompt).
+/// the reranking budget since the daemon started (the share only once there was a prompt), and
+/// how many had nothing to rerank (when any).
 fn prompt_rerank(pr: &proto::PromptRerankStats) -> String {
     let fell_back = pr.over_budget + pr.shed;
     let share = match pr.reranked + fell_back {
@@ -62,8 +63,12 @@ fn prompt_rerank(pr: &proto::PromptRerankStats) -> String {
             fell_back as f64 * 100.0 / n as f64
         ),
     };
+    let nothing = match pr.nothing_to_rerank {
+        0 => String::new(),
+        n => format!("; {n} with nothing to rerank"),
+    };
     format!(
-        "{} reranked, {} over budget, {} shed{share}",
+        "{} reranked, {} over budget, {} shed{share}{nothing}",
         pr.reranked, pr.over_budget, pr.shed
     )
 }

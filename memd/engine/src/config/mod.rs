@@ -196,8 +196,9 @@ pub struct SearchConfig {
     /// How many of those the cross-encoder then reorders on searches (0-100; 0: never, and the
     /// model is not loaded). Not on the prompt path: ~9 ms a pair.
     pub cross_encoder_depth: usize,
-    /// Milliseconds the prompt path may spend reranking (query encoding and MaxSim); what is
-    /// not done by then keeps the fused order (0-1000).
+    /// Milliseconds reranking may add to a prompt, counted from the end of the first stage:
+    /// the wait for the query's late-interaction states (encoded beside its embedding) and
+    /// MaxSim; what is not done by then keeps the fused order (0-1000).
     pub prompt_budget_ms: u64,
     /// Memory the token states may take, in MiB (1-4096). Once a store has ~300 memories
     /// they are 16-byte codes of the words' tokens (~450 bytes a LoCoMo turn; the full states
@@ -221,7 +222,10 @@ pub const CROSS_ENCODER_DEPTH: usize = 0;
 pub const TOKEN_STATES_MB: usize = 64;
 /// See `SearchConfig::prompt_budget_ms`. About 3x the idle cost at p99 (`memd-eval rerankers`,
 /// bench/EVAL.md section 7: query encoding 5.8 ms, MaxSim over 60 memories 1.2 ms), so an idle
-/// machine always reranks and a busy one gives up before a prompt waits much longer.
+/// machine always reranks and a busy one gives up before a prompt waits much longer. Counted
+/// from the first stage's end: the query's embedding, and its wait behind a background run of
+/// the embedder, are not reranking's (from the request, 27 of 50 prompts at 10,000 memories
+/// went over on an idle machine).
 pub const PROMPT_BUDGET_MS: u64 = 20;
 
 impl Default for SearchConfig {

@@ -209,6 +209,14 @@ impl States {
         k.retain(|(key, _), _| live.contains(key));
     }
 
+    /// Whether no memory has states in memory (nothing for MaxSim to score).
+    pub fn is_empty(&self) -> bool {
+        self.map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
     /// (memories with states in memory, bytes their states hold). The codebook is counted
     /// apart (`codebook_bytes`).
     pub fn size(&self) -> (usize, usize) {

@@ -18,7 +18,7 @@ mod late_record;
 mod query;
 
 pub use late_file::{FILE_NAME as TOKEN_STATES_FILE, path_in as token_states_path_in};
-pub use query::{Load, PromptRerank, PromptTally};
+pub use query::{LateQuery, Load, PromptRerank, PromptTally};
 
 use embed::{CrossEncoder, Embed, LateInteraction};
 use std::collections::HashMap;

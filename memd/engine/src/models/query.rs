@@ -9,7 +9,7 @@ use super::Models;
 use super::embed::QueryStates;
 use super::embed::colbert::QUERY_BATCH;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// While prompts are arriving (one within `BUSY_WINDOW`), the background token-state encoding
@@ -65,6 +65,7 @@ pub struct PromptTally {
     reranked: std::sync::atomic::AtomicU64,
     over_budget: std::sync::atomic::AtomicU64,
     shed: std::sync::atomic::AtomicU64,
+    nothing_to_rerank: std::sync::atomic::AtomicU64,
 }
 
 /// What one prompt's reranking came to.
@@ -77,6 +78,9 @@ pub enum PromptRerank {
     /// A full batch of queries was already encoding or waiting: the fused order at once
     /// (load shedding).
     Shed,
+    /// Nothing to reorder (no memory has token states yet, or the first stage found fewer
+    /// than two candidates): the prompt did not wait for its query's token states.
+    NothingToRerank,
 }
 
 impl PromptTally {
@@ -85,6 +89,7 @@ impl PromptTally {
             PromptRerank::Reranked => &self.reranked,
             PromptRerank::OverBudget => &self.over_budget,
             PromptRerank::Shed => &self.shed,
+            PromptRerank::NothingToRerank => &self.nothing_to_rerank,
         };
         counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
@@ -95,75 +100,123 @@ impl PromptTally {
             reranked: get(&self.reranked),
             over_budget: get(&self.over_budget),
             shed: get(&self.shed),
+            nothing_to_rerank: get(&self.nothing_to_rerank),
         }
     }
 }
 
 impl Models {
-    /// The query's token states, if the model is loaded and they arrive before `deadline`. The
-    /// encoding cannot be interrupted: past the deadline it finishes on its blocking thread and
-    /// is thrown away, while the caller goes on with the fused order. Queries arriving while
-    /// one is encoding are encoded together in the next run (`colbert::QUERY_BATCH`). With
-    /// `shed`, a query that would not fit that next run gets `None` at once: under load the
-    /// prompt path keeps the fused order instead of piling up work it would not wait for.
+    /// The query's token states, if the model is loaded and they arrive before `deadline`
+    /// (`start_late_query`, then `wait_late_query`).
     pub async fn encode_late_query(
         &self,
         text: &str,
         deadline: Instant,
         shed: bool,
     ) -> Option<QueryStates> {
+        if Instant::now() >= deadline {
+            self.missed_budget(shed);
+            return None;
+        }
+        let started = self.start_late_query(text, shed)?;
+        self.wait_late_query(started, deadline).await
+    }
+
+    /// Starts encoding the query's token states on a blocking thread, so the caller can embed
+    /// the query and take the first stage meanwhile; `None` when there is no model or the
+    /// encoding is not worth starting. Queries arriving while one is encoding are encoded
+    /// together in the next run (`colbert::QUERY_BATCH`). With `shed` (the prompt path), a
+    /// query that would not fit that next run, or one arriving while prompts back off after
+    /// a miss, is not started: under load the prompt keeps the fused order instead of piling
+    /// up work it would not wait for.
+    pub fn start_late_query(&self, text: &str, shed: bool) -> Option<LateQuery> {
         let model = self.late()?;
-        // Only the prompt path sheds, and only its outcomes are tallied.
-        let tally = |what| {
-            if shed {
-                self.prompts.count(what)
-            }
-        };
         if shed {
             self.load.prompt_seen();
             if self.load.backing_off() {
-                tally(PromptRerank::Shed);
+                self.prompts.count(PromptRerank::Shed);
                 return None;
             }
-        }
-        if Instant::now() >= deadline {
-            tally(PromptRerank::OverBudget);
-            if shed {
-                self.load.missed();
-            }
-            return None;
         }
         let in_flight = InFlight::enter(self.queries.clone());
         if shed && in_flight.others >= QUERY_BATCH {
             tracing::debug!("late-interaction query skipped: a full batch is waiting");
-            tally(PromptRerank::Shed);
+            self.prompts.count(PromptRerank::Shed);
             return None;
         }
         let text = text.to_string();
+        let wanted = Arc::new(AtomicBool::new(true));
+        let still_wanted = wanted.clone();
         // The guard moves into the work: it counts until the encoding ends, however it ends.
         let work = tokio::task::spawn_blocking(move || {
             let _in_flight = in_flight;
-            model.encode_query(&text)
+            // Abandoned before its turn on a blocking thread: the model never runs for it.
+            still_wanted
+                .load(Ordering::Acquire)
+                .then(|| model.encode_query(&text))
         });
-        match tokio::time::timeout_at(deadline.into(), work).await {
-            Ok(Ok(Ok(q))) => Some(q),
-            Ok(Ok(Err(e))) => {
+        Some(LateQuery { work, wanted, shed })
+    }
+
+    /// The states of a started encoding, if they arrive before `deadline`. The encoding cannot
+    /// be interrupted: past the deadline it finishes on its blocking thread and is thrown
+    /// away, while the caller goes on with the fused order.
+    pub async fn wait_late_query(
+        &self,
+        mut started: LateQuery,
+        deadline: Instant,
+    ) -> Option<QueryStates> {
+        match tokio::time::timeout_at(deadline.into(), &mut started.work).await {
+            Ok(Ok(Some(Ok(q)))) => Some(q),
+            Ok(Ok(Some(Err(e)))) => {
                 tracing::warn!("late-interaction query encoding failed: {e:#}");
                 None
             }
+            Ok(Ok(None)) => None,
             Ok(Err(e)) => {
                 tracing::warn!("late-interaction query encoding crashed: {e}");
                 None
             }
             Err(_) => {
                 tracing::debug!("late-interaction query missed the reranking budget");
-                tally(PromptRerank::OverBudget);
-                if shed {
-                    self.load.missed();
-                }
+                self.missed_budget(started.shed);
                 None
             }
         }
+    }
+
+    /// A prompt that asked for reranking but has nothing to reorder (no memory has token
+    /// states yet, or its first stage found fewer than two candidates): it did not wait for
+    /// its query's token states. Counted only while the late-interaction model is loaded.
+    pub fn nothing_to_rerank(&self) {
+        if self.late().is_some() {
+            self.load.prompt_seen();
+            self.prompts.count(PromptRerank::NothingToRerank);
+        }
+    }
+
+    /// A query encoding ran out of time: a prompt's is tallied, and the next prompts back off.
+    fn missed_budget(&self, shed: bool) {
+        if shed {
+            self.prompts.count(PromptRerank::OverBudget);
+            self.load.missed();
+        }
+    }
+}
+
+/// A late-interaction query encoding started and not waited for yet. Dropped without
+/// `Models::wait_late_query` it is abandoned: if no blocking thread has taken it up yet, the
+/// model never runs for it (one already running finishes and is thrown away).
+pub struct LateQuery {
+    work: tokio::task::JoinHandle<Option<anyhow::Result<QueryStates>>>,
+    wanted: Arc<AtomicBool>,
+    /// The prompt path's: tallied and shed.
+    shed: bool,
+}
+
+impl Drop for LateQuery {
+    fn drop(&mut self) {
+        self.wanted.store(false, Ordering::Release);
     }
 }
 

@@ -2,7 +2,8 @@
 //! and the dashboard all find memories through it.
 //!
 //! Stages, in order: the query's encodings (its embedding and its late-interaction states,
-//! computed in parallel: `encode`) → the first stage (vectors + BM25, fused, filtered; when
+//! computed in parallel: `encode`; a prompt waits for the late states only after the first
+//! stage, and not when its head has fewer than two candidates) → the first stage (vectors + BM25, fused, filtered; when
 //! reranking, the vector list's first `VECTOR_CANDIDATES` join the fused head) with the
 //! candidates' views, taken under one short read of the store (`first_stage`) → late
 //! interaction over all of them → the optional cross-encoder over the best of that
@@ -17,7 +18,7 @@
 mod encode;
 mod second;
 
-pub use encode::{Encoded, LateWait, encode};
+pub use encode::{Encoded, LateWait, PromptEncoding, encode, encode_prompt, late_for_head};
 pub use second::{
     COSINE_GAP_SCALE, COSINE_WEIGHT_MAX, Second, SecondReport, cosine_weight, second_stage,
 };

@@ -14,7 +14,7 @@
 //! the `--features` file, or let timing decide a figure.
 
 use super::coding::{CodingIndex, CodingSet};
-use super::fusion_tokens::{QueryTokens, RULES, Rule, Vocabulary, weighted, weights};
+use super::fusion_tokens::{QueryTokens, RULES, Rule, Vocabulary, weigh_grid, weighted, weights};
 use super::late::TurnText;
 use super::locomo::Indexed;
 use super::metrics::{Recall, Scorer};
@@ -294,23 +294,22 @@ fn grid() -> Vec<Config> {
     v
 }
 
-/// Every question of one store as the study's cases.
-/// `global`: the document frequencies over every store of the set (LoCoMo: all its
-/// conversations, as one daemon store would hold them); `None`: this store's.
-fn cases_of(
-    ix: &Indexed,
-    model: &LateInteraction,
-    global: Option<&Vocabulary>,
-) -> Result<Vec<Case>> {
-    let mut states: HashMap<u64, TokenStates> = HashMap::new();
-    let texts: Vec<(u64, String)> = ix.store.read(|s| {
+/// Every memory of one store: (key, text).
+fn texts_of(ix: &Indexed) -> Vec<(u64, String)> {
+    ix.store.read(|s| {
         ix.labels
             .keys()
             .filter_map(|&k| Some((k, s.by_key(k)?.content.clone())))
             .collect()
-    });
+    })
+}
+
+/// Every question of one store as the study's cases. `mixed`: the document frequencies over
+/// one store mixing every set's memories, as a user's daemon would count them.
+fn cases_of(ix: &Indexed, model: &LateInteraction, mixed: &Vocabulary) -> Result<Vec<Case>> {
+    let mut states: HashMap<u64, TokenStates> = HashMap::new();
     let mut vocab = Vocabulary::default();
-    for (k, t) in texts {
+    for (k, t) in texts_of(ix) {
         let (ids, rows) = model.doc_rows(&t)?;
         vocab.add(&ids);
         states.insert(k, TokenStates::quantize_rows(&rows));
@@ -328,7 +327,7 @@ fn cases_of(
             )
         })?;
         let ids = model.query_ids(&q.text)?;
-        let tokens = QueryTokens::of(model, &ids, &vocab, global.unwrap_or(&vocab), word_idf);
+        let tokens = QueryTokens::of(model, &ids, &vocab, mixed, word_idf);
         let case = ix.store.read(|s| {
             let all = |_k: u64| true;
             let vec_hits = s.vectors().search(qvec, POOL, &all).unwrap_or_default();
@@ -395,37 +394,43 @@ pub fn run(
     let embedder = OnnxEmbedder::load(runtime, 0).context("the study needs the embedder")?;
     let model = LateInteraction::load(&runtime.ort_lib, &late_interaction_dir(), 0)
         .context("the study needs the late-interaction model")?;
-    let mut sets: Vec<(String, Vec<Case>)> = Vec::new();
-    if let Some(dir) = locomo {
-        let files = super::dataset::conversation_files(&dir)?;
-        let text = |turns: &[super::dataset::Turn], i: usize| TurnText::Speaker.text(turns, i);
-        let indexed = super::late::index_files(&files, &embedder, &text)?;
-        let mut global = Vocabulary::default();
-        for ix in &indexed {
-            let texts: Vec<String> = ix.store.read(|s| {
-                let keys = ix.labels.keys();
-                keys.filter_map(|&k| Some(s.by_key(k)?.content.clone()))
-                    .collect()
-            });
-            for t in texts {
-                global.add(&model.doc_ids(&t)?);
-            }
+    let locomo_ix = match locomo {
+        Some(dir) => {
+            let files = super::dataset::conversation_files(&dir)?;
+            let text = |turns: &[super::dataset::Turn], i: usize| TurnText::Speaker.text(turns, i);
+            super::late::index_files(&files, &embedder, &text)?
         }
+        None => Vec::new(),
+    };
+    let mut coding = Vec::new();
+    for (name, dir) in super::summary::repository_sets() {
+        let index = CodingIndex::build(CodingSet::load(&dir)?, &embedder)?;
+        coding.push((name.replace(' ', "_"), index));
+    }
+    let probe = super::summary::probe_index(&embedder)?;
+    // One store holding every set's memories, as a user's daemon mixes conversations and notes.
+    let every = || {
+        let notes = coding.iter().map(|(_, c)| c.indexed());
+        locomo_ix.iter().chain(notes).chain([&probe])
+    };
+    let mut mixed = Vocabulary::default();
+    for ix in every() {
+        for (_, t) in texts_of(ix) {
+            mixed.add(&model.doc_ids(&t)?);
+        }
+    }
+    let mut sets: Vec<(String, Vec<Case>)> = Vec::new();
+    if !locomo_ix.is_empty() {
         let mut cases = Vec::new();
-        for ix in &indexed {
-            cases.extend(cases_of(ix, &model, Some(&global))?);
+        for ix in &locomo_ix {
+            cases.extend(cases_of(ix, &model, &mixed)?);
         }
         sets.push(("locomo".into(), cases));
     }
-    for (name, dir) in super::summary::repository_sets() {
-        let index = CodingIndex::build(CodingSet::load(&dir)?, &embedder)?;
-        sets.push((
-            name.replace(' ', "_"),
-            cases_of(index.indexed(), &model, None)?,
-        ));
+    for (name, index) in &coding {
+        sets.push((name.clone(), cases_of(index.indexed(), &model, &mixed)?));
     }
-    let probe = super::summary::probe_index(&embedder)?;
-    sets.push(("probe".into(), cases_of(&probe, &model, None)?));
+    sets.push(("probe".into(), cases_of(&probe, &model, &mixed)?));
     for (name, cases) in &sets {
         let agree = cases
             .iter()
@@ -453,6 +458,13 @@ pub fn run(
         for cfg in token_grid() {
             print_rows(&format!("tokens {rule:?} | "), &cfg, &sets);
         }
+    }
+    // The weighing grid with what ships only (the fused 40 + the vector list's first 100).
+    for rule in weigh_grid() {
+        for (_, cases) in sets.iter_mut() {
+            apply_rule(cases, rule);
+        }
+        print_rows(&format!("tokens {rule:?} | "), &token_grid()[0], &sets);
     }
     Ok(())
 }

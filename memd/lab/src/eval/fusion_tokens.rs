@@ -3,6 +3,9 @@
 //! ColBERT's markers (`[CLS]`, `[unused0]`, `[SEP]`) left out, or every token weighed by its
 //! IDF over the store's memories' tokens.
 //!
+//! The `Weigh` family (section 13) reads document frequencies either from the question's own
+//! store or from one store mixing every set's memories, as a user's daemon holds them.
+//!
 //! Owns the rules and the per-query weights they give; the rows are printed by `fusion`. Must
 //! never decide a default by itself (the shipped rows come from `memd-eval retrieval`).
 
@@ -23,8 +26,13 @@ pub struct QueryTokens {
     marker: Vec<bool>,
     /// ln(1 + (N - df + 0.5) / (df + 0.5)) over the store's memories' tokens.
     idf: Vec<f32>,
-    /// The same over every store of the set (LoCoMo: all its conversations together).
+    /// The same over one store mixing every set's memories (every LoCoMo conversation given, the
+    /// coding and holdout notes, the probe's three).
     global_idf: Vec<f32>,
+    /// Per token, (memories holding it, memories) in the question's own store and in the
+    /// mixed one, for the `Weigh` forms.
+    local_df: Vec<(f32, f32)>,
+    mixed_df: Vec<(f32, f32)>,
     /// The same over the lexical index's terms: the IDF of the word the token belongs to
     /// (`None`: a marker, or a word without a term: a stopword, punctuation).
     word_idf: Vec<Option<f32>>,
@@ -47,10 +55,83 @@ impl Vocabulary {
     }
 
     fn idf(&self, id: i64) -> f32 {
-        let n = self.docs as f32;
-        let df = self.df.get(&id).copied().unwrap_or(0) as f32;
+        let (df, n) = self.df(id);
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
+
+    /// (memories holding `id`, memories).
+    fn df(&self, id: i64) -> (f32, f32) {
+        let df = self.df.get(&id).copied().unwrap_or(0);
+        (df as f32, self.docs as f32)
+    }
+}
+
+/// Which store's document frequencies a `Weigh` rule reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Source {
+    /// The question's own store (LoCoMo: its conversation): the upper bound.
+    Own,
+    /// One store mixing every set's memories, as a user's daemon holds them.
+    Mixed,
+}
+
+/// How a document frequency becomes a weight.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Form {
+    /// ln((N + 1) / (df + 0.5)): BM25's IDF (what `Rule::Idf` uses).
+    Smooth,
+    /// ln(N / df), df at least 1: unsmoothed.
+    Plain,
+    /// ln((N + 1) / (df + 1)) + 1: every token keeps at least weight 1.
+    PlusOne,
+}
+
+/// A token's weight: `form`'s IDF over `source`, held within [`floor`, `cap`], raised to
+/// `alpha`. The markers take the mean of the query's other tokens' weights.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Weigh {
+    pub source: Source,
+    pub form: Form,
+    pub floor: f32,
+    pub cap: f32,
+    pub alpha: f32,
+}
+
+impl Weigh {
+    pub fn weight(&self, (df, n): (f32, f32)) -> f32 {
+        let idf = match self.form {
+            Form::Smooth => ((n + 1.0) / (df + 0.5)).ln(),
+            Form::Plain => (n.max(1.0) / df.max(1.0)).ln(),
+            Form::PlusOne => ((n + 1.0) / (df + 1.0)).ln() + 1.0,
+        };
+        idf.clamp(self.floor, self.cap.max(self.floor))
+            .max(0.0)
+            .powf(self.alpha)
+    }
+}
+
+/// The `Weigh` grid `memd-eval fusion` measures: both sources, every form, floors 0 / 1 / 2,
+/// caps none / 3 / 5, α 0.5 and 1.
+pub fn weigh_grid() -> Vec<Rule> {
+    let mut out = Vec::new();
+    for source in [Source::Own, Source::Mixed] {
+        for form in [Form::Smooth, Form::Plain, Form::PlusOne] {
+            for floor in [0.0, 1.0, 2.0] {
+                for cap in [f32::INFINITY, 3.0, 5.0] {
+                    for alpha in [1.0, 0.5] {
+                        out.push(Rule::Weigh(Weigh {
+                            source,
+                            form,
+                            floor,
+                            cap,
+                            alpha,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 impl QueryTokens {
@@ -61,6 +142,7 @@ impl QueryTokens {
         global: &Vocabulary,
         word_idf: Vec<Option<f32>>,
     ) -> QueryTokens {
+        let df = |v: &Vocabulary| ids.iter().map(|&id| v.df(id)).collect();
         let text = |id: i64| model.token_text(id).unwrap_or_default();
         QueryTokens {
             punct: ids
@@ -78,6 +160,8 @@ impl QueryTokens {
                 .collect(),
             idf: ids.iter().map(|&id| vocab.idf(id)).collect(),
             global_idf: ids.iter().map(|&id| global.idf(id)).collect(),
+            local_df: df(vocab),
+            mixed_df: df(global),
             word_idf,
         }
     }
@@ -98,7 +182,7 @@ pub enum Rule {
     Idf,
     /// `Idf`, square-rooted.
     SqrtIdf,
-    /// `Idf` with the document frequencies of every store of the set together.
+    /// `Idf` with the document frequencies of one store mixing every set's memories.
     GlobalIdf,
     /// `NoStop`, the rest weighed by IDF.
     NoStopIdf,
@@ -107,6 +191,8 @@ pub enum Rule {
     LexIdf,
     /// `LexIdf`, tokens of words without a term left out.
     LexIdfDrop,
+    /// Every word token weighed by `Weigh`; the markers by the mean of the others.
+    Weigh(Weigh),
 }
 
 pub const RULES: [Rule; 11] = [
@@ -128,10 +214,13 @@ pub fn weights(rule: Rule, q: &QueryTokens) -> Vec<f32> {
     if matches!(rule, Rule::LexIdf | Rule::LexIdfDrop) {
         return lexical_weights(rule, q);
     }
+    if let Rule::Weigh(weigh) = rule {
+        return weigh_weights(weigh, q);
+    }
     let n = q.idf.len();
     let dropped = |i: usize| match rule {
         Rule::All | Rule::Idf | Rule::SqrtIdf | Rule::GlobalIdf => false,
-        Rule::LexIdf | Rule::LexIdfDrop => false,
+        Rule::LexIdf | Rule::LexIdfDrop | Rule::Weigh(_) => false,
         Rule::NoPunct => q.punct[i],
         Rule::NoPunctMarkers => q.punct[i] || q.marker[i],
         Rule::NoStop | Rule::NoStopIdf => q.punct[i] || q.stop[i],
@@ -173,6 +262,29 @@ pub fn weighted(per_token: &[f32], weights: &[f32]) -> f32 {
     sum / total.max(f32::MIN_POSITIVE)
 }
 
+fn weigh_weights(weigh: Weigh, q: &QueryTokens) -> Vec<f32> {
+    let df = match weigh.source {
+        Source::Own => &q.local_df,
+        Source::Mixed => &q.mixed_df,
+    };
+    let n = df.len();
+    let words: Vec<f32> = (0..n)
+        .filter(|&i| !q.marker[i])
+        .map(|i| weigh.weight(df[i]))
+        .collect();
+    let mean = words.iter().sum::<f32>() / words.len().max(1) as f32;
+    let mut w: Vec<f32> = (0..n)
+        .map(|i| match q.marker[i] {
+            true => mean,
+            false => weigh.weight(df[i]),
+        })
+        .collect();
+    if w.iter().sum::<f32>() <= 0.0 {
+        w = vec![1.0; n];
+    }
+    w
+}
+
 fn lexical_weights(rule: Rule, q: &QueryTokens) -> Vec<f32> {
     let n = q.word_idf.len().min(q.marker.len());
     let known: Vec<f32> = q.word_idf.iter().flatten().copied().collect();
@@ -205,6 +317,22 @@ mod tests {
             marker: vec![true, true, false, false, false, true],
             idf: vec![0.0, 5.0, 0.1, 2.0, 0.3, 0.0],
             global_idf: vec![0.0, 5.0, 0.2, 4.0, 0.6, 0.0],
+            local_df: vec![
+                (9.0, 9.0),
+                (0.0, 9.0),
+                (8.0, 9.0),
+                (1.0, 9.0),
+                (3.0, 9.0),
+                (9.0, 9.0),
+            ],
+            mixed_df: vec![
+                (90.0, 99.0),
+                (0.0, 99.0),
+                (50.0, 99.0),
+                (1.0, 99.0),
+                (9.0, 99.0),
+                (99.0, 99.0),
+            ],
             word_idf: vec![None, None, None, Some(2.5), None, None],
         }
     }
@@ -239,6 +367,39 @@ mod tests {
     }
 
     #[test]
+    fn weigh_reads_its_source_and_holds_the_weight_within_floor_and_cap() {
+        let q = query();
+        let rule = |source, form, floor, cap, alpha| Weigh {
+            source,
+            form,
+            floor,
+            cap,
+            alpha,
+        };
+        let own = rule(Source::Own, Form::Smooth, 0.0, f32::INFINITY, 1.0);
+        let w = weights(Rule::Weigh(own), &q);
+        // "ship" (df 1 of 9) weighs ln(10 / 1.5); "the" (8 of 9) ln(10 / 8.5).
+        assert!((w[3] - (10.0f32 / 1.5).ln()).abs() < 1e-5, "{w:?}");
+        assert!((w[2] - (10.0f32 / 8.5).ln()).abs() < 1e-5, "{w:?}");
+        let words = (w[2] + w[3] + w[4]) / 3.0;
+        assert!((w[0] - words).abs() < 1e-5 && (w[5] - words).abs() < 1e-5);
+        let mixed = Weigh {
+            source: Source::Mixed,
+            ..own
+        };
+        assert!((weights(Rule::Weigh(mixed), &q)[3] - (100.0f32 / 1.5).ln()).abs() < 1e-5);
+        let held = rule(Source::Mixed, Form::Smooth, 1.0, 3.0, 0.5);
+        let w = weights(Rule::Weigh(held), &q);
+        assert!((w[3] - 3f32.sqrt()).abs() < 1e-5, "cap: {w:?}");
+        assert!((w[2] - 1.0).abs() < 1e-5, "floor: {w:?}");
+        assert!((held.weight((0.0, 0.0)) - 1.0).abs() < 1e-6);
+        let plain = rule(Source::Own, Form::Plain, 0.0, f32::INFINITY, 1.0);
+        assert!((plain.weight((3.0, 9.0)) - 3f32.ln()).abs() < 1e-6);
+        let plus = rule(Source::Own, Form::PlusOne, 0.0, f32::INFINITY, 1.0);
+        assert!((plus.weight((9.0, 9.0)) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
     fn a_rule_that_leaves_no_token_counts_every_one() {
         let q = QueryTokens {
             punct: vec![true],
@@ -246,6 +407,8 @@ mod tests {
             marker: vec![false],
             idf: vec![1.0],
             global_idf: vec![1.0],
+            local_df: vec![(1.0, 1.0)],
+            mixed_df: vec![(1.0, 1.0)],
             word_idf: vec![None],
         };
         assert_eq!(weights(Rule::NoPunct, &q), [1.0]);

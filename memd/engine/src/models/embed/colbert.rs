@@ -247,8 +247,8 @@ unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
 /// answerai-colbert-small-v1 behind ONNX Runtime; shared between threads like the embedder.
 pub struct LateInteraction {
     session: Gate<Session>,
-    /// Shrinks the arena after each run (`onnx::run_options`).
-    run_options: ort::session::RunOptions,
+    /// Shrinks the arena after background runs only (`onnx::RunModes`).
+    run_options: super::onnx::RunModes,
     /// Queries waiting for the model, encoded together.
     queries: QueryBatch<Vec<Vec<f32>>>,
     query_tokens: usize,
@@ -278,7 +278,7 @@ impl LateInteraction {
         let digest = file_sha256(&dir.join("model.onnx"))?;
         Ok(LateInteraction {
             session: Gate::new(parts.session),
-            run_options: super::onnx::run_options()?,
+            run_options: super::onnx::RunModes::new()?,
             queries: QueryBatch::default(),
             query_tokens: QUERY_TOKENS,
             dims: DIMS,
@@ -466,7 +466,7 @@ impl LateInteraction {
                     "attention_mask" => TensorRef::from_array_view((shape, &mask[..]))?,
                     "token_type_ids" => TensorRef::from_array_view((shape, &type_ids[..]))?,
                 ],
-                &self.run_options,
+                self.run_options.of(priority),
             )
             .context("running the late-interaction model")?;
         let hidden = outputs

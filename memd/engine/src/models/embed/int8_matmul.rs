@@ -9,7 +9,7 @@
 //! stay int8 (the session holds 23 MB less) and each block of 16 activations is quantised to
 //! int8 on the fly. The weights are exactly the file's; the activations' rounding moves the
 //! vectors slightly (cosine to the fp32 product ≥ 0.999; retrieval on memd's three sets within
-//! 0.005 of the fp32 figures, bench/EVAL.md section 13). Where ONNX Runtime does not fuse, it
+//! 0.005 of the fp32 figures, bench/EVAL.md section 14). Where ONNX Runtime does not fuse, it
 //! folds the `DequantizeLinear` as it folded `Cast` → `Mul`: the same fp32 weights as before.
 //!
 //! Owns the pattern match and its byte-level rewrite (untouched parts are copied as they are).

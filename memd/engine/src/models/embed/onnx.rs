@@ -47,7 +47,7 @@ static LOADED_RUNTIME: Mutex<Option<(PathBuf, Environment)>> = Mutex::new(None);
 /// session runs one batch at a time behind a mutex; tokenising happens outside it.
 pub struct OnnxEmbedder {
     session: Gate<Session>,
-    run_options: RunOptions,
+    run_options: RunModes,
     queries: QueryBatch,
     tokenizer: Tokenizer,
     /// Pool with the `[CLS]` state instead of the mean (bge models; for studies).
@@ -87,7 +87,7 @@ impl OnnxEmbedder {
         let tokenizer = load_tokenizer(&paths.tokenizer)?;
         Ok(Self {
             session: Gate::new(session),
-            run_options: run_options()?,
+            run_options: RunModes::new()?,
             queries: QueryBatch::default(),
             tokenizer,
             cls_pooling: false,
@@ -138,7 +138,7 @@ impl OnnxEmbedder {
                     ATTENTION_MASK => TensorRef::from_array_view((shape, &batch.mask[..]))?,
                     TOKEN_TYPE_IDS => TensorRef::from_array_view((shape, &batch.type_ids[..]))?,
                 ],
-                &self.run_options,
+                self.run_options.of(priority),
             )
             .context("running the embedding model")?;
         let hidden = outputs
@@ -280,12 +280,39 @@ pub(super) fn cut_at_char_boundary(text: &str, max_bytes: usize) -> &str {
     &text[..end]
 }
 
-/// The options of every session run: ONNX Runtime's CPU arena frees the regions it grew once
-/// the run ends, instead of keeping the largest run's buffers for the daemon's life. With
+/// The options of a session run, by who waits for it. After a background run (embedding new
+/// memories, their token states: large batches) ONNX Runtime's CPU arena frees the regions
+/// it holds unused instead of keeping the largest run's buffers for the daemon's life. With
 /// `heap::tune_for_daemon` those regions are separate mappings, so the pages go back to the
 /// system (idle RSS at 10,000 memories 243–249 → 205–207 MB; without the fixed threshold,
-/// shrinking alone made it worse, 296 MB, as glibc's heaps kept the freed regions).
-pub(super) fn run_options() -> Result<RunOptions> {
+/// shrinking alone made it worse, 296 MB, as glibc's heaps kept the freed regions). An urgent
+/// run (a query someone waits for: small) keeps them, so the next prompt reuses the pages
+/// instead of faulting fresh ones in (shrinking after every run added 8–10 ms to hook-prompt's
+/// p99); the next background run gives them back.
+pub(super) struct RunModes {
+    urgent: RunOptions,
+    background: RunOptions,
+}
+
+impl RunModes {
+    pub(super) fn new() -> Result<RunModes> {
+        Ok(RunModes {
+            urgent: RunOptions::new()?,
+            background: shrinking_run_options()?,
+        })
+    }
+
+    pub(super) fn of(&self, priority: Priority) -> &RunOptions {
+        match priority {
+            Priority::Urgent => &self.urgent,
+            Priority::Background => &self.background,
+        }
+    }
+}
+
+/// Run options that shrink the CPU arena when the run ends (`RunModes`); the cross-encoder,
+/// run for searches only, with passages up to 512 tokens, shrinks after every run.
+pub(super) fn shrinking_run_options() -> Result<RunOptions> {
     let mut options = RunOptions::new()?;
     options.set("memory.enable_memory_arena_shrinkage", "cpu:0")?;
     Ok(options)

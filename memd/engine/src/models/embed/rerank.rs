@@ -35,7 +35,7 @@ const LOGITS: &str = "logits";
 /// ms-marco-MiniLM-L-12-v2 behind ONNX Runtime; shared between threads like the embedder.
 pub struct CrossEncoder {
     session: Mutex<Session>,
-    /// Shrinks the arena after each run (`onnx::run_options`).
+    /// Shrinks the arena after each run (`onnx::shrinking_run_options`).
     run_options: ort::session::RunOptions,
     tokenizer: Tokenizer,
     _environment: Environment,
@@ -61,7 +61,7 @@ impl CrossEncoder {
         )?;
         Ok(CrossEncoder {
             session: Mutex::new(parts.session),
-            run_options: super::onnx::run_options()?,
+            run_options: super::onnx::shrinking_run_options()?,
             tokenizer: parts.tokenizer,
             _environment: parts.environment,
         })

@@ -142,9 +142,9 @@ impl PromptDeps<'_> {
         let turn = stages::Turn::read(h, &prompt, fallback);
         clock.lap("read");
         let queries = stages::encode(self, &prompt, &turn).await;
-        clock.lap("encode");
-        let picked = stages::retrieve(self, &prompt, &turn, &queries).await;
-        clock.lap("retrieve");
+        clock.lap("embed");
+        let picked = stages::retrieve(self, &prompt, &turn, queries, &mut clock).await;
+        clock.lap("cut");
         let injection = stages::lay_out(h, &prompt, &turn, picked);
         stages::record(h, req, &prompt, turn.unscored, &injection)?;
         clock.lap("record");

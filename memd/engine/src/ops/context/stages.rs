@@ -1,8 +1,9 @@
 //! get-context as named stages, in the order `get_context_for` runs them: `Prompt::check`
 //! (validate, scrub, locate) → `Turn::read` (the conversation, one read) → `encode` (the
-//! query's embedding beside its late-interaction states) → `retrieve` (the pipeline's
-//! snapshot under one read, reranking and the cut outside the lock) → `lay_out` (budget and
-//! text) → `record` (the queued session op, the ledger, the Cursor rules file).
+//! query's embedding, its late-interaction encoding started beside it) → `retrieve` (the
+//! pipeline's snapshot under one read, the late states waited for, reranking and the cut
+//! outside the lock) → `lay_out` (budget and text) → `record` (the queued session op, the
+//! ledger, the Cursor rules file).
 //!
 //! Owns the data each stage hands the next. Must never hold the store lock across a model
 //! call and never await an fsync: the session record is queued, not waited for.
@@ -14,7 +15,7 @@ use crate::learn;
 use crate::models::PromptRerank;
 use crate::project::Project;
 use crate::redact;
-use crate::retrieve::{self, Encoded, LateWait, Second};
+use crate::retrieve::{self, PromptEncoding, Second};
 use crate::scope::Visibility;
 use crate::search::Ranking;
 use crate::state::ops::Op;
@@ -151,29 +152,32 @@ fn hint(s: &crate::state::MemState, id: &str) -> ScoringMemory {
     }
 }
 
-/// The prompt's encodings and when reranking must stop.
+/// The prompt's encodings and how long reranking may add to it.
 #[derive(Default)]
 pub struct Queries {
-    pub prompt: Encoded,
+    pub prompt: PromptEncoding,
     pub followup: Option<Arc<Vec<f32>>>,
-    pub deadline: Option<Instant>,
+    /// `search.prompt_budget_ms`.
+    pub budget: Duration,
 }
 
-/// The prompt's embedding beside its late-interaction states (each has its own model); a
-/// follow-up's embedding after. The reranking budget starts here: it covers the query's
-/// late-interaction encoding and MaxSim after the first stage.
+/// The prompt's embedding, its late-interaction encoding started beside it (each has its own
+/// model), and a follow-up's embedding after. No late encoding for a follow-up (its words are
+/// mostly the conversation's, not the prompt's: fused order) nor while no memory has token
+/// states.
 pub async fn encode(d: &PromptDeps<'_>, p: &Prompt, t: &Turn) -> Queries {
     if !p.has_query() {
         return Queries::default();
     }
-    let budget = Duration::from_millis(d.hooks.cfg.search.prompt_budget_ms);
-    let deadline = Instant::now() + budget;
-    // A follow-up's words are mostly the conversation's, not the prompt's: fused order.
-    let late = match t.followup {
-        None => LateWait::Prompt(deadline),
-        Some(_) => LateWait::Skip,
+    let late = match (&t.followup, d.late.is_empty()) {
+        (None, false) => true,
+        (None, true) => {
+            d.models.nothing_to_rerank();
+            false
+        }
+        (Some(_), _) => false,
     };
-    let prompt = retrieve::encode(d.models, &p.query, late).await;
+    let prompt = retrieve::encode_prompt(d.models, &p.query, late).await;
     let followup = match &t.followup {
         Some(f) => d.models.embed_query(f).await,
         None => None,
@@ -181,17 +185,24 @@ pub async fn encode(d: &PromptDeps<'_>, p: &Prompt, t: &Turn) -> Queries {
     Queries {
         prompt,
         followup,
-        deadline: Some(deadline),
+        budget: Duration::from_millis(d.hooks.cfg.search.prompt_budget_ms),
     }
 }
 
 /// The memories to inject, best first, with their keys: the profile for an empty prompt,
-/// else the pipeline: the snapshot under one read, late interaction outside it, the cut.
+/// else the pipeline: the snapshot under one read, the late-interaction states (waited for
+/// only when the head has at least two candidates), MaxSim outside the lock, the cut. Laps
+/// `clock` after each.
+///
+/// The reranking budget starts when the first stage ends: it bounds what reranking adds to
+/// the prompt (the rest of the late encoding, which has run beside the embedding and the first
+/// stage, then MaxSim), not the embedding's own time, which the prompt spends either way.
 pub async fn retrieve(
     d: &PromptDeps<'_>,
     p: &Prompt,
     t: &Turn,
-    q: &Queries,
+    q: Queries,
+    clock: &mut Clock,
 ) -> Vec<(u64, MemoryView)> {
     let max = d.hooks.cfg.context.max_memories;
     if !p.has_query() {
@@ -200,7 +211,6 @@ pub async fn retrieve(
             .db
             .read(|s| select::profile(s, &t.visible, max, p.with_disputed, p.now));
     }
-    let late = q.prompt.late.as_ref();
     let boosting = !t.in_play.is_empty();
     let rules = select::Rules::new(
         d.hooks.cfg,
@@ -208,7 +218,7 @@ pub async fn retrieve(
         &t.visible,
         p.with_disputed,
         boosting,
-        late.is_some(),
+        q.prompt.late.is_some(),
     );
     let ranking = Ranking::of(&d.hooks.cfg.learning);
     let followup = t.followup.as_deref();
@@ -224,9 +234,13 @@ pub async fn retrieve(
             p.now,
         )
     });
+    clock.lap("first");
+    let deadline = Instant::now() + q.budget;
+    let late = retrieve::late_for_head(d.models, q.prompt.late, found.head.len(), deadline).await;
+    clock.lap("late");
     let how = Second {
-        late: late.map(|l| (l, found.head.len())),
-        deadline: q.deadline,
+        late: late.as_ref().map(|l| (l, found.head.len())),
+        deadline: Some(deadline),
         cross: None,
     };
     let (head, report) = retrieve::second_stage(d.late, &p.query, found.head, how).await;
@@ -237,6 +251,7 @@ pub async fn retrieve(
             false => PromptRerank::Reranked,
         });
     }
+    clock.lap("maxsim");
     select::cut(head, found.extra, &rules, &t.in_play)
         .into_iter()
         .map(|c| (c.key(), c.view))
@@ -373,7 +388,7 @@ impl Clock {
     pub fn start() -> Clock {
         Clock {
             at: Instant::now(),
-            laps: Vec::with_capacity(5),
+            laps: Vec::with_capacity(8),
         }
     }
 
