@@ -430,6 +430,14 @@ impl Indexed {
         })
     }
 
+    /// Embeds the questions again with `embedder`, the memories' vectors left as they are
+    /// (`memd-eval retrieval --vectors upgraded`).
+    pub(super) fn embed_questions(&mut self, embedder: &dyn Embed) -> Result<()> {
+        let texts: Vec<&str> = self.questions.iter().map(|q| q.text.as_str()).collect();
+        self.question_vecs = embed_all(embedder, &texts)?;
+        Ok(())
+    }
+
     pub(super) fn rank(
         &self,
         s: &MemState,

@@ -125,6 +125,11 @@ pub enum EvalCommand {
         /// What the token-state log's records keep (default: what the daemon writes).
         #[arg(long, value_enum)]
         log_form: Option<pipeline::LogForm>,
+        /// Which embedder makes the vectors (`fp32-matmuls`: memd's before its matrix weights
+        /// stayed int8; `upgraded`: memories by that one, questions by today's, as a store
+        /// made before the change is queried after it).
+        #[arg(long, value_enum, default_value = "shipped")]
+        vectors: summary::Vectors,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
     /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
@@ -265,12 +270,14 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             turn_text,
             states,
             log_form,
+            vectors,
         } => {
             let sets = summary::Sets {
                 locomo: summary::locomo_files(locomo.as_deref())?,
                 turn_text,
                 states,
                 log_form,
+                vectors,
                 coding: summary::repository_sets(),
             };
             print!("{}", summary::run(&sets, &runtime, 0)?);

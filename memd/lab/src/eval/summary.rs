@@ -46,12 +46,46 @@ pub struct Sets {
     pub states: super::pipeline::StatesForm,
     /// What the log's records keep (`None`: what the daemon writes).
     pub log_form: Option<super::pipeline::LogForm>,
+    /// Which embedder makes the memories' and the questions' vectors.
+    pub vectors: Vectors,
+}
+
+/// Which embedder makes the vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Vectors {
+    /// `OnnxEmbedder::load`, as the daemon does.
+    Shipped,
+    /// `OnnxEmbedder::load_with_fp32_matmuls`: memd's vectors before the matrix weights
+    /// stayed int8.
+    Fp32Matmuls,
+    /// Memories by `Fp32Matmuls`, questions by `Shipped`: a store made before the change,
+    /// queried after it.
+    Upgraded,
+}
+
+/// The embedder of the memories and the one of the questions (`None`: the same).
+fn embedders(
+    vectors: Vectors,
+    runtime: &RuntimePaths,
+    threads: usize,
+) -> Result<(OnnxEmbedder, Option<OnnxEmbedder>)> {
+    let context = "memd-eval retrieval needs the embedding runtime";
+    Ok(match vectors {
+        Vectors::Shipped => (OnnxEmbedder::load(runtime, threads).context(context)?, None),
+        Vectors::Fp32Matmuls => (
+            OnnxEmbedder::load_with_fp32_matmuls(runtime, threads).context(context)?,
+            None,
+        ),
+        Vectors::Upgraded => (
+            OnnxEmbedder::load_with_fp32_matmuls(runtime, threads).context(context)?,
+            Some(OnnxEmbedder::load(runtime, threads).context(context)?),
+        ),
+    })
 }
 
 /// Measures every set with the first stage alone and with the shipped pipeline.
 pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summary> {
-    let embedder = OnnxEmbedder::load(runtime, threads)
-        .context("memd-eval retrieval needs the embedding runtime")?;
+    let (embedder, queries) = embedders(sets.vectors, runtime, threads)?;
     let mut pipeline = Pipeline::shipped(runtime, threads)?;
     pipeline.states_form = sets.states;
     pipeline.log_form = sets.log_form;
@@ -60,7 +94,12 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
     if !sets.locomo.is_empty() {
         let turn_text = sets.turn_text;
         let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
-        let indexed = super::late::index_files(&sets.locomo, &embedder, &text)?;
+        let mut indexed = super::late::index_files(&sets.locomo, &embedder, &text)?;
+        if let Some(queries) = &queries {
+            for conversation in &mut indexed {
+                conversation.embed_questions(queries)?;
+            }
+        }
         let form = match turn_text {
             TurnText::Speaker => String::new(),
             other => format!(", turns {other:?}"),
@@ -72,7 +111,10 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
         });
     }
     for (name, dir) in &sets.coding {
-        let index = CodingIndex::build(CodingSet::load(dir)?, &embedder)?;
+        let mut index = CodingIndex::build(CodingSet::load(dir)?, &embedder)?;
+        if let Some(queries) = &queries {
+            index.embed_questions(queries)?;
+        }
         let first = index.rank(&ranking, coding::CANDIDATE_DEPTH);
         let shipped = index.shipped(&pipeline, coding::CANDIDATE_DEPTH)?;
         let score = |name: &str, lists| coding::score(index.set(), name, lists).result;
@@ -90,6 +132,11 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
     if let Some(form) = sets.log_form {
         for row in &mut rows {
             row.shipped.name = format!("{}, log {form:?}", row.shipped.name);
+        }
+    }
+    if sets.vectors != Vectors::Shipped {
+        for row in &mut rows {
+            row.set = format!("{}, vectors {:?}", row.set, sets.vectors);
         }
     }
     let probe = probe(&pipeline, runtime, &embedder)?;

@@ -5,7 +5,7 @@
 use super::*;
 
 /// A TensorProto header (no data: the rewrite never reads it).
-fn tensor(name: &str, data_type: i64, dims: &[i64]) -> Vec<u8> {
+pub(crate) fn tensor(name: &str, data_type: i64, dims: &[i64]) -> Vec<u8> {
     let mut t = Vec::new();
     for &d in dims {
         put_varint_field(&mut t, TENSOR_DIMS, d as u64);
@@ -22,7 +22,7 @@ fn value_info(name: &str) -> Vec<u8> {
 }
 
 /// ModelProto { ir_version 10, graph { nodes…, initializers…, output "out" } }.
-fn model(nodes: &[u8], initializers: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn model(nodes: &[u8], initializers: &[Vec<u8>]) -> Vec<u8> {
     let mut graph = nodes.to_vec();
     put_len_field(&mut graph, 2, b"g");
     for t in initializers {
@@ -67,7 +67,7 @@ fn embedding_table(scale_dims: &[i64], consumer: &str) -> Vec<u8> {
 }
 
 /// (op, inputs, outputs) of each node of a model's graph.
-fn ops(m: &[u8]) -> Vec<(String, Vec<String>, Vec<String>)> {
+pub(crate) fn ops(m: &[u8]) -> Vec<(String, Vec<String>, Vec<String>)> {
     let fields = parse(m).expect("model parses");
     let graph = fields
         .iter()

@@ -13,8 +13,10 @@
 mod batch;
 pub mod colbert;
 mod gate;
+mod int8_matmul;
 mod int8_tables;
 mod onnx;
+mod onnx_wire;
 mod rerank;
 mod runtime;
 

@@ -52,8 +52,8 @@ pub struct OnnxEmbedder {
     tokenizer: Tokenizer,
     /// Pool with the `[CLS]` state instead of the mean (bge models; for studies).
     cls_pooling: bool,
-    /// Lookup tables kept int8 by the load-time rewrite (`int8_tables`).
-    int8_tables: usize,
+    /// Weights kept int8 by the load-time rewrites (`int8_tables`, `int8_matmul`).
+    int8: Rewritten,
     /// Kept so the environment outlives the session (ort only holds a weak reference).
     _environment: Environment,
 }
@@ -62,21 +62,27 @@ impl OnnxEmbedder {
     /// Loads ONNX Runtime, the model and the tokenizer. `threads` is the number of intra-op
     /// threads per session run; 0 lets ONNX Runtime choose (one per physical core).
     pub fn load(paths: &RuntimePaths, threads: usize) -> Result<Self> {
-        Self::load_graph(paths, threads, Tables::KeepInt8)
+        Self::load_graph(paths, threads, Weights::Int8)
     }
 
-    /// `load` without the rewrite that keeps the int8 lookup tables int8 (ONNX Runtime then
-    /// holds them as fp32): the baseline that proves the rewrite exact, and for studies.
+    /// `load` with the matrix weights dequantised to fp32 at load, as memd did before
+    /// `int8_matmul` (exact fp32 products, 31 MB more): the vectors stores made before it
+    /// hold, for studies and the tests that compare the two.
+    pub fn load_with_fp32_matmuls(paths: &RuntimePaths, threads: usize) -> Result<Self> {
+        Self::load_graph(paths, threads, Weights::Int8Tables)
+    }
+
+    /// `load` without any rewrite (ONNX Runtime then holds every weight as fp32): the
+    /// baseline that proves the table rewrite exact, and for studies.
     pub fn load_as_shipped(paths: &RuntimePaths, threads: usize) -> Result<Self> {
-        Self::load_graph(paths, threads, Tables::AsShipped)
+        Self::load_graph(paths, threads, Weights::AsShipped)
     }
 
-    fn load_graph(paths: &RuntimePaths, threads: usize, tables: Tables) -> Result<Self> {
+    fn load_graph(paths: &RuntimePaths, threads: usize, weights: Weights) -> Result<Self> {
         paths.check().map_err(|msg| anyhow!(msg))?;
         let environment = shared_environment(&paths.ort_lib)?;
         let what = "embedding model";
-        let (session, int8_tables) =
-            build_session(&environment, &paths.model, threads, what, tables)?;
+        let (session, int8) = build_session(&environment, &paths.model, threads, what, weights)?;
         check_model_signature(&session, &paths.model)?;
         let tokenizer = load_tokenizer(&paths.tokenizer)?;
         Ok(Self {
@@ -85,7 +91,7 @@ impl OnnxEmbedder {
             queries: QueryBatch::default(),
             tokenizer,
             cls_pooling: false,
-            int8_tables,
+            int8,
             _environment: environment,
         })
     }
@@ -99,7 +105,19 @@ impl OnnxEmbedder {
 
     /// How many int8 lookup tables the load kept int8 (2 for memd's model, 0 as shipped).
     pub fn int8_tables(&self) -> usize {
-        self.int8_tables
+        self.int8.tables
+    }
+
+    /// How many matrix weights the load kept int8 (36 for memd's model: six per layer; 0 with
+    /// fp32 matmuls, as shipped, or on a CPU without `int8_matmuls_supported`).
+    pub fn int8_matmuls(&self) -> usize {
+        self.int8.matmuls
+    }
+
+    /// Whether this CPU runs int8 matrix weights faster than fp32 ones (int8 dot-product
+    /// instructions); without them `load` keeps the matrix weights fp32.
+    pub fn int8_matmuls_supported() -> bool {
+        super::int8_matmul::cpu_has_int8_dot()
     }
 
     fn tokenize(&self, text: &str) -> Result<Encoding> {
@@ -342,28 +360,54 @@ fn create_environment(lib: &Path) -> Result<Environment> {
         .map_err(|e| anyhow!("cannot create the ONNX Runtime environment: {e}"))
 }
 
-/// Whether `build_session` rewrites dequantised int8 lookup tables (`int8_tables`).
+/// Which int8 weights `build_session` keeps int8 in memory (the file on disk is never changed).
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Tables {
-    KeepInt8,
+pub(super) enum Weights {
+    /// Lookup tables (`int8_tables`) and matrix weights (`int8_matmul`): the embedder.
+    Int8,
+    /// Lookup tables only: the rerankers, and the embedder as it was before `int8_matmul`.
+    Int8Tables,
+    /// The graph as shipped: ONNX Runtime folds every dequantised weight into fp32.
     AsShipped,
 }
 
-/// The session, and how many int8 lookup tables it keeps int8. `what` names the model in
+/// How many weights a load rewrote to stay int8.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(super) struct Rewritten {
+    pub tables: usize,
+    pub matmuls: usize,
+}
+
+/// The model's bytes with the rewrites `weights` asks for, or `None` when nothing applies (the
+/// session then loads the file itself).
+fn rewrite_weights(model: &Path, weights: Weights) -> Option<(Vec<u8>, Rewritten)> {
+    if weights == Weights::AsShipped {
+        return None;
+    }
+    let mut bytes = std::fs::read(model).ok()?;
+    let mut done = Rewritten::default();
+    if let Some((out, n)) = super::int8_tables::rewrite(&bytes) {
+        (bytes, done.tables) = (out, n);
+    }
+    if weights == Weights::Int8
+        && super::int8_matmul::cpu_has_int8_dot()
+        && let Some((out, n)) = super::int8_matmul::rewrite(&bytes)
+    {
+        (bytes, done.matmuls) = (out, n);
+    }
+    (done != Rewritten::default()).then_some((bytes, done))
+}
+
+/// The session, and how many int8 weights it keeps int8. `what` names the model in
 /// errors ("embedding model", "reranker model").
 pub(super) fn build_session(
     environment: &Environment,
     model: &Path,
     threads: usize,
     what: &str,
-    tables: Tables,
-) -> Result<(Session, usize)> {
-    let rewritten = match tables {
-        Tables::KeepInt8 => std::fs::read(model)
-            .ok()
-            .and_then(|bytes| super::int8_tables::rewrite(&bytes)),
-        Tables::AsShipped => None,
-    };
+    weights: Weights,
+) -> Result<(Session, Rewritten)> {
+    let rewritten = rewrite_weights(model, weights);
     let build = || -> ort::Result<Session> {
         let mut builder = Session::builder(environment)?
             .with_optimization_level(GraphOptimizationLevel::Level3)?
@@ -372,6 +416,15 @@ pub(super) fn build_session(
             // memd is a mostly idle daemon on machines shared with builds: pool threads must
             // sleep between requests instead of spinning on a core.
             .with_intra_op_spinning(false)?;
+        if weights == Weights::Int8 {
+            // What `int8_matmul` relies on, stated rather than left to defaults: a
+            // `DequantizeLinear` → `MatMul` becomes the int8 kernel (accuracy level 4),
+            // quantising activations in blocks of 16. ONNX Runtime's default blocks of 32 cost
+            // LoCoMo's shipped R@10 0.007; 16 keeps every figure within 0.005 for 3.6 MB more.
+            builder = builder
+                .with_config_entry("session.qdq_matmulnbits_accuracy_level", "4")?
+                .with_config_entry("session.qdq_matmulnbits_block_size", "16")?;
+        }
         // ONNX Runtime's CPU arena stays on; each run gives back what it grew
         // (`run_options`). Without the arena, memd-bench's idle RSS at 1k memories measured
         // 404 MB instead of 276 MB (glibc's dynamic threshold then kept the freed buffers
@@ -383,7 +436,10 @@ pub(super) fn build_session(
     };
     let session =
         build().map_err(|e| anyhow!("cannot load the {what} {}: {e}", model.display()))?;
-    Ok((session, rewritten.map_or(0, |(_, n)| n)))
+    Ok((
+        session,
+        rewritten.map_or_else(Rewritten::default, |(_, n)| n),
+    ))
 }
 
 /// A model directory's parts (`model.onnx`, `tokenizer.json`), as the rerankers load them.
@@ -420,7 +476,7 @@ pub(super) fn load_model_dir(
         &model,
         threads,
         &format!("{what} model"),
-        Tables::KeepInt8,
+        Weights::Int8Tables,
     )?;
     ensure!(
         session.outputs().iter().any(|o| o.name() == output),
