@@ -101,6 +101,9 @@ impl MemState {
 
     /// Takes the records in chunks (with the content hash of each) and rebuilds every lookup
     /// but the search indexes: ids, duplicate hashes, per-collection counts, mirrored uids.
+    // Boxed on purpose: the key map holds `Box<Record>`, so each record moves in as it was
+    // decoded instead of being copied out of the chunk.
+    #[allow(clippy::vec_box)]
     fn rebuild_lookups(&mut self, chunks: Vec<(Vec<Box<Record>>, Vec<u64>)>) {
         self.records.clear();
         self.ids.clear();
@@ -131,7 +134,8 @@ impl MemState {
     }
 }
 
-/// `records` with the duplicate-lookup hash of each.
+/// `records` with the duplicate-lookup hash of each (boxed as the key map holds them).
+#[allow(clippy::vec_box)]
 fn with_hashes(records: Vec<Box<Record>>) -> (Vec<Box<Record>>, Vec<u64>) {
     let hashes = records
         .iter()
