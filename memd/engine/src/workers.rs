@@ -35,12 +35,12 @@ const LATE_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// While running, the token states are saved at most this often (and at shutdown, by
 /// `Core::close`): a crash loses at most this much encoding, which is redone in the background.
 const SAVE_EVERY: Duration = Duration::from_secs(300);
-/// Planning a pass sorts every live memory under the store's read lock (~15 ms at 100k).
+/// With nothing to encode, the pass looks at the store's change journal this often anyway.
 const IDLE_TICK: Duration = Duration::from_secs(60);
 /// While prompts are arriving (`models::Load::prompts_arriving`), the background encoding
 /// takes at most this share of the time: after each memory it rests (1 / share − 1) × what the
-/// memory took, and each plan (a read of every memory) waits `BUSY_SETTLE`, so a burst of new
-/// memories is planned once instead of once each. Token states are derived data: a memory
+/// memory took, and each batch waits `BUSY_SETTLE`, so a burst of new memories is taken in
+/// together. Token states are derived data: a memory
 /// without them keeps its fused place until the machine is quiet again, when the loop runs at
 /// full speed.
 const BUSY_SHARE: f64 = 0.1;
@@ -296,12 +296,16 @@ impl Workers<'_> {
         .ok();
         let mut saved = self.late.changes();
         let mut saved_at = Instant::now();
+        let mut planner = late::Planner::default();
         loop {
             if shutdown.is_set() {
                 return;
             }
             let pass = match self.models.late() {
-                Some(model) => self.encode_token_states(model, shutdown).await,
+                Some(model) => {
+                    self.encode_token_states(model, &mut planner, shutdown)
+                        .await
+                }
                 None => Ok(0),
             };
             // Checked after busy passes too, so a long backfill is saved along the way.
@@ -332,7 +336,7 @@ impl Workers<'_> {
                     }
                 }
             }
-            // Planning reads every memory: under load, let the new ones gather first.
+            // Under load, let the new memories gather first.
             if self.models.load.prompts_arriving() {
                 tokio::select! {
                     _ = tokio::time::sleep(BUSY_SETTLE) => {}
@@ -347,23 +351,27 @@ impl Workers<'_> {
     async fn encode_token_states(
         &self,
         model: Arc<LateInteraction>,
+        planner: &mut late::Planner,
         shutdown: &Shutdown,
     ) -> anyhow::Result<usize> {
         let cap = self.cfg.search.token_states_mb * 1024 * 1024;
-        let late::Plan {
-            todo,
-            keep,
-            live,
-            over_cap,
-            ..
-        } = self.db.read(|s| late::plan(self.late, s, cap));
-        self.late.retain(&keep, &live);
+        // Planned off the async threads: a walk of the store (rare) takes a while at 1M.
+        let (db, states) = (self.db.clone(), self.late.clone());
+        let mut p = std::mem::take(planner);
+        let (p, late::Next { todo, over_cap }) = tokio::task::spawn_blocking(move || {
+            let next = p.next(&*db, &states, cap);
+            (p, next)
+        })
+        .await?;
+        *planner = p;
         if self.late.due_for_codebook(over_cap && todo.is_empty()) {
             // Enough states on disk (or the cap full of i8 ones): train the codebook on the
             // store's first states and code every memory (~450 bytes each instead of ~14 KB).
             let states = self.late.clone();
             let trained = tokio::task::spawn_blocking(move || states.train_codebook()).await?;
             if trained {
+                // Every memory's size changed: the next batch walks the store again.
+                planner.invalidate();
                 let (n, bytes) = self.late.size();
                 tracing::info!("token states coded: {n} memories in {bytes} bytes");
                 return Ok(1);

@@ -22,6 +22,9 @@ pub use super::late_codes::Stored;
 use super::late_codes::{Codebook, QueryTable};
 use super::late_disk::FullStore;
 pub use super::late_disk::{Digest, Full};
+#[cfg(test)]
+use super::late_plan::estimated_bytes;
+pub use super::late_plan::{Next, Plan, Planner, StoreRead, pending, plan};
 pub use super::late_record::{Form as LogForm, record_bytes};
 use anyhow::Result;
 use std::collections::HashMap;
@@ -115,9 +118,14 @@ impl States {
     }
 
     pub fn get(&self, key: u64, content: &str) -> Option<Arc<Stored>> {
+        self.get_hashed(key, text_hash(content))
+    }
+
+    /// `get` by the text's hash (`text_hash`).
+    pub fn get_hashed(&self, key: u64, hash: u32) -> Option<Arc<Stored>> {
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
         map.get(&key)
-            .filter(|(h, _)| *h == text_hash(content))
+            .filter(|(h, _)| *h == hash)
             .map(|(_, s)| s.clone())
     }
 
@@ -132,10 +140,10 @@ impl States {
 
     /// Whether `key` has current states everywhere they belong: in memory, and on disk when
     /// the log is open (codes without their full states are encoded again).
-    fn covered(&self, key: u64, content: &str) -> Option<Arc<Stored>> {
-        let stored = self.get(key, content)?;
+    pub(super) fn covered(&self, key: u64, hash: u32) -> Option<Arc<Stored>> {
+        let stored = self.get_hashed(key, hash)?;
         match self.disk() {
-            Some(d) if !d.has(key, text_hash(content)) => None,
+            Some(d) if !d.has(key, hash) => None,
             _ => Some(stored),
         }
     }
@@ -185,7 +193,7 @@ impl States {
         k.insert((key, hash), known);
     }
 
-    fn known(&self, key: u64, hash: u32) -> Option<Known> {
+    pub(super) fn known(&self, key: u64, hash: u32) -> Option<Known> {
         let k = self.known.lock().unwrap_or_else(|p| p.into_inner());
         k.get(&(key, hash)).copied()
     }
@@ -216,6 +224,22 @@ impl States {
         }
         let mut k = self.known.lock().unwrap_or_else(|p| p.into_inner());
         k.retain(|(key, _), _| live.contains(key));
+    }
+
+    /// Drops the in-memory states of `keys` (deleted or archived memories; the log's records
+    /// and what is known of them go at the next `retain`).
+    pub fn forget(&self, keys: &[u64]) {
+        if keys.is_empty() {
+            return;
+        }
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let before = map.len();
+        for k in keys {
+            map.remove(k);
+        }
+        if map.len() != before {
+            self.changed();
+        }
     }
 
     /// Whether no memory has states in memory (nothing for MaxSim to score).
@@ -414,78 +438,6 @@ fn rescore(
         scored[j].1 = v;
     }
     true
-}
-
-/// What the next pass does.
-pub struct Plan {
-    /// Up to `ENCODE_BATCH` memories to encode (key, text).
-    pub todo: Vec<(u64, String)>,
-    /// All memories within the cap that still lack current states.
-    pub missing: usize,
-    /// Memories whose current states are within the cap: every other state is dropped
-    /// (deleted, archived, edited since, or pushed out by newer memories).
-    pub keep: std::collections::HashSet<u64>,
-    /// Every live memory's key.
-    pub live: std::collections::HashSet<u64>,
-    /// Some live memory does not fit the cap (in i8: time to train the codebook).
-    pub over_cap: bool,
-}
-
-/// Live memories within the cap (`search.token_states_mb`) that still lack token states.
-pub fn pending(states: &States, s: &crate::state::MemState, cap_mb: usize) -> usize {
-    plan(states, s, cap_mb * 1024 * 1024).missing
-}
-
-/// Which memories get states within `cap` bytes of memory: the newest first (what a prompt
-/// most likely finds), live ones only. A memory's size is its states' real size once it was
-/// encoded, an estimate before.
-pub fn plan(states: &States, s: &crate::state::MemState, cap: usize) -> Plan {
-    let mut live: Vec<&crate::record::Record> = s.records().filter(|r| !r.archived).collect();
-    live.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.key.cmp(&a.key)));
-    let mut plan = Plan {
-        todo: Vec::new(),
-        missing: 0,
-        keep: std::collections::HashSet::new(),
-        live: live.iter().map(|r| r.key).collect(),
-        over_cap: false,
-    };
-    let coded = states.codebook().is_some();
-    let mut used = states.codebook_bytes();
-    for r in live {
-        let hash = text_hash(&r.content);
-        let current = states.covered(r.key, &r.content);
-        let bytes = match (&current, states.known(r.key, hash)) {
-            (Some(t), _) => t.bytes(),
-            (None, Some(Known::Failed)) => continue,
-            (None, Some(Known::Bytes(b))) => b,
-            (None, None) => estimated_bytes(&r.content, coded),
-        };
-        if used + bytes > cap {
-            plan.over_cap = true;
-            continue;
-        }
-        used += bytes;
-        if current.is_some() {
-            plan.keep.insert(r.key);
-        } else {
-            plan.missing += 1;
-            if plan.todo.len() < ENCODE_BATCH {
-                plan.todo.push((r.key, r.content.clone()));
-            }
-        }
-    }
-    plan
-}
-
-/// A memory's token states before encoding it: a token per ~4 characters (English text with
-/// code), two markers and [SEP], within the model's cut; coded (the words' tokens: ~3/4) or
-/// i8.
-fn estimated_bytes(content: &str, coded: bool) -> usize {
-    let tokens = (content.len() / 4 + 3).min(crate::models::embed::colbert::MAX_DOC_TOKENS);
-    match coded {
-        true => (tokens * 3 / 4).max(1) * super::late_codes::SUBVECTORS,
-        false => tokens * (crate::models::embed::DIMS + 4),
-    }
 }
 
 #[cfg(test)]

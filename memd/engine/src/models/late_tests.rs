@@ -92,7 +92,7 @@ fn the_cap_keeps_the_newest_memories() {
     let (s, keys) = three_notes();
     let states = States::default();
     // Room for two memories' estimate: the two newest are wanted, the oldest is not.
-    let cap = 2 * estimated_bytes("note 0", false);
+    let cap = 2 * estimated_bytes("note 0".len(), false);
     let p = plan(&states, &s, cap);
     let wanted: Vec<u64> = p.todo.iter().map(|(k, _)| *k).collect();
     assert_eq!(wanted, vec![keys[2], keys[1]]);
@@ -111,11 +111,11 @@ fn the_cap_keeps_the_newest_memories() {
 fn a_memory_larger_than_its_estimate_is_planned_with_its_real_size() {
     let (s, keys) = three_notes();
     let states = States::default();
-    let cap = 2 * estimated_bytes("note 0", false);
+    let cap = 2 * estimated_bytes("note 0".len(), false);
     // The newest note turned out to fill the cap alone.
     let big = TokenStates::for_tests(&vec![0.1; cap / (crate::models::embed::DIMS + 4)]);
     let real = big.bytes();
-    assert!(real > estimated_bytes("note 2", false));
+    assert!(real > estimated_bytes("note 2".len(), false));
     states.insert(keys[2], "note 2", big).unwrap();
     let p = plan(&states, &s, cap);
     assert!(p.keep.contains(&keys[2]));
@@ -124,7 +124,7 @@ fn a_memory_larger_than_its_estimate_is_planned_with_its_real_size() {
     // size is what the plan keeps counting, so it is not admitted again on its estimate
     // only to be evicted once more.
     let smaller = real - 1;
-    assert!(smaller > estimated_bytes("note 2", false));
+    assert!(smaller > estimated_bytes("note 2".len(), false));
     let p = plan(&states, &s, smaller);
     states.retain(&p.keep, &p.live);
     assert_eq!(states.size().0, 0);

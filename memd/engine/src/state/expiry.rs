@@ -36,6 +36,7 @@ impl MemState {
             _ => return Output::Rejected(format!("{id}: no expiry change to make")),
         }
         let id = r.id.clone();
+        self.changes.note(key);
         self.touch(key);
         Output::Updated { id }
     }

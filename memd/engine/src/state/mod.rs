@@ -7,6 +7,7 @@
 //! (`vector_files`, `lexical_file`; the snapshot's own encoding: `persist`). Must never do I/O in `apply` beyond the
 //! derived in-memory indexes, and never read the clock (ops carry their times).
 
+pub mod changes;
 #[cfg(test)]
 mod compat_tests;
 mod db;
@@ -82,6 +83,9 @@ pub struct MemState {
     mirrored: HashMap<String, u64>,
     /// The last time the age cleanup went by (`expiry`).
     pub cleanup_clock: Option<crate::clock::Trusted>,
+    /// Keys whose text or liveness changed lately (the token-state planner reads it instead
+    /// of every record).
+    changes: changes::Changes,
 }
 
 impl MemState {
@@ -106,6 +110,7 @@ impl MemState {
             sync: SyncState::default(),
             mirrored: HashMap::new(),
             cleanup_clock: None,
+            changes: changes::Changes::default(),
         })
     }
 
@@ -132,6 +137,16 @@ impl MemState {
 
     pub fn len(&self) -> usize {
         self.records.len()
+    }
+
+    /// One past the highest key ever given (every key is below it).
+    pub fn key_end(&self) -> u64 {
+        self.next_key
+    }
+
+    /// The journal of memories whose text or liveness changed lately.
+    pub fn changes(&self) -> &changes::Changes {
+        &self.changes
     }
 
     pub fn is_empty(&self) -> bool {
@@ -174,6 +189,7 @@ impl MemState {
     }
 
     fn index_record(&mut self, key: u64) {
+        self.changes.note(key);
         let Some(r) = self.records.get(&key) else {
             return;
         };
@@ -189,6 +205,7 @@ impl MemState {
     }
 
     fn unindex_record(&mut self, key: u64) {
+        self.changes.note(key);
         let Some(r) = self.records.get(&key) else {
             return;
         };
@@ -287,6 +304,7 @@ impl MemState {
         r.archived = true;
         r.updated_at = at;
         let id = r.id.clone();
+        self.changes.note(key);
         self.touch(key);
         Output::Updated { id }
     }
