@@ -10,6 +10,7 @@
 //! never fail an open or a snapshot over this cache.
 
 use super::MemState;
+use super::prefetch::Read;
 use crate::index::Lexical;
 use crate::store::side_file::{self, SideKind};
 use std::path::{Path, PathBuf};
@@ -38,8 +39,14 @@ impl MemState {
         }
     }
 
-    /// Loads the image of snapshot `generation`, or rebuilds the index from the records.
-    pub(super) fn load_lexical(&mut self, dir: &Path, generation: u64) {
+    /// Loads the image of snapshot `generation` (`prefetched`: already read beside the
+    /// decode, with the time that took), or rebuilds the index from the records.
+    pub(super) fn load_lexical(
+        &mut self,
+        dir: &Path,
+        generation: u64,
+        prefetched: Option<Read<Result<Lexical, String>>>,
+    ) {
         let started = Instant::now();
         if self.records.is_empty() {
             self.lexical = Lexical::new();
@@ -47,11 +54,16 @@ impl MemState {
             return;
         }
         let path = lexical_file(dir, generation);
-        let why = match self.read_image(&path, generation) {
+        let (image, took) = match prefetched {
+            Some(read) => read,
+            None => (read_image(dir, generation), Default::default()),
+        };
+        let why = match image.and_then(|ix| self.check_image(ix)) {
             Ok(ix) => {
                 self.lexical = ix;
                 self.lexical_origin = "loaded".into();
-                self.note_open(format!("lexical index loaded in {} ms", ms(started)));
+                let took = took + started.elapsed();
+                self.note_open(format!("lexical index loaded in {} ms", took.as_millis()));
                 return;
             }
             Err(why) => why,
@@ -79,9 +91,8 @@ impl MemState {
         }
     }
 
-    fn read_image(&self, path: &Path, generation: u64) -> Result<Lexical, String> {
-        let bytes = side_file::read(path, KIND, generation)?;
-        let ix = Lexical::from_image(&bytes)?;
+    /// `ix` when its documents are exactly the records.
+    fn check_image(&self, ix: Lexical) -> Result<Lexical, String> {
         if ix.len() != self.records.len() {
             return Err(format!(
                 "{} documents for {} records",
@@ -105,6 +116,13 @@ impl MemState {
 
 fn ms(since: Instant) -> u128 {
     since.elapsed().as_millis()
+}
+
+/// The image of snapshot `generation` in `dir`, checked as a file (frame, generation,
+/// checksum, layout); whether it fits the records is `check_image`'s.
+pub(super) fn read_image(dir: &Path, generation: u64) -> Result<Lexical, String> {
+    let bytes = side_file::read(&lexical_file(dir, generation), KIND, generation)?;
+    Lexical::from_image(&bytes)
 }
 
 pub(super) fn lexical_file(dir: &Path, generation: u64) -> PathBuf {

@@ -17,6 +17,7 @@ mod lexical_file;
 mod open_tests;
 pub mod ops;
 mod persist;
+mod prefetch;
 mod projects;
 mod scores;
 pub mod session;
@@ -86,6 +87,8 @@ pub struct MemState {
     /// Keys whose text or liveness changed lately (the token-state planner reads it instead
     /// of every record).
     changes: changes::Changes,
+    /// The side files being read while the snapshot decodes (only during an open).
+    prefetch: Option<prefetch::Prefetch>,
 }
 
 impl MemState {
@@ -111,6 +114,7 @@ impl MemState {
             mirrored: HashMap::new(),
             cleanup_clock: None,
             changes: changes::Changes::default(),
+            prefetch: None,
         })
     }
 
@@ -531,8 +535,21 @@ impl Machine for MemState {
         Ok(())
     }
 
+    fn prefetch_side_files(&mut self, dir: &Path, generation: u64) {
+        self.prefetch = Some(prefetch::Prefetch::start(
+            dir,
+            generation,
+            self.vectors.dims(),
+        ));
+    }
+
     fn load_side_files(&mut self, dir: &Path, generation: u64) -> Result<()> {
-        self.load_lexical(dir, generation);
-        self.load_vectors(dir, generation)
+        let prefetched = self.prefetch.take().map(|p| p.join());
+        let (lexical, vectors) = match prefetched {
+            Some((l, v)) => (Some(l), Some(v)),
+            None => (None, None),
+        };
+        self.load_lexical(dir, generation, lexical);
+        self.load_vectors(dir, generation, vectors)
     }
 }

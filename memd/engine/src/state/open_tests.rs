@@ -198,3 +198,31 @@ fn damaged_cut_or_stale_lexical_files_are_rebuilt() {
     let (store, _) = open(dir.path());
     store.read(|s| assert_eq!(s.lexical_origin, "loaded"));
 }
+
+/// The vector index is read beside the decode: a damaged one is still refused (every memory
+/// then waits for its embedding), and a good one is still taken.
+#[test]
+fn a_damaged_vector_file_read_beside_the_decode_is_not_used() {
+    let dir = tempfile::tempdir().unwrap();
+    store_with_wal_tail(dir.path());
+    let path = dir.path().join("vectors.00000001.usearch");
+    let good = fs::read(&path).unwrap();
+    let mut bad = good.clone();
+    bad[good.len() / 3] ^= 0x40;
+    fs::write(&path, &bad).unwrap();
+    let (store, _) = open(dir.path());
+    store.read(|s| {
+        assert_eq!(s.index_origin, "rebuilt");
+        assert_eq!(s.vectors().len(), 30, "only the WAL's embeddings");
+        // The snapshot's 120 wait (less the one the WAL deleted); the WAL's 30 came embedded.
+        assert_eq!(s.pending_len(), 119, "{}", s.open_note);
+        assert_eq!(s.lexical_origin, "loaded");
+    });
+    drop(store);
+    fs::write(&path, &good).unwrap();
+    let (store, _) = open(dir.path());
+    store.read(|s| {
+        assert_eq!(s.index_origin, "loaded");
+        assert_eq!(s.pending_len(), 1);
+    });
+}

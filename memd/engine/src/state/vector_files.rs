@@ -5,6 +5,7 @@
 //! from, and never fail an open over an unusable index: what is missing is re-embedded.
 
 use super::MemState;
+use super::prefetch::Read;
 use crate::index::VectorIndex;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -21,42 +22,62 @@ impl MemState {
         Ok(())
     }
 
-    pub(super) fn load_vectors(&mut self, dir: &Path, generation: u64) -> Result<()> {
-        // Any index at least as new as the snapshot works: replaying the WAL on top of it is
-        // idempotent (upserts and removals). Anything missing is re-embedded in the background.
+    /// Takes the newest usable index (`prefetched`: already read beside the decode, with the
+    /// time that took) and marks every record it lacks for embedding.
+    pub(super) fn load_vectors(
+        &mut self,
+        dir: &Path,
+        generation: u64,
+        prefetched: Option<Read<Option<VectorIndex>>>,
+    ) -> Result<()> {
         let started = std::time::Instant::now();
-        let dims = self.vectors.dims();
-        for (g, path) in vector_files(dir) {
-            if g < generation {
-                break;
-            }
-            match VectorIndex::load(&path, dims) {
-                Ok(ix) => {
-                    self.vectors = Arc::new(ix);
-                    self.index_origin = "loaded".into();
-                    break;
-                }
-                Err(e) => tracing::warn!("vector index {} unusable: {e}", path.display()),
-            }
+        let (index, took) = match prefetched {
+            Some(read) => read,
+            None => (
+                read_index(dir, generation, self.vectors.dims()),
+                Default::default(),
+            ),
+        };
+        if let Some(ix) = index {
+            self.vectors = Arc::new(ix);
+            self.index_origin = "loaded".into();
         }
         if self.index_origin != "loaded" && !self.records.is_empty() {
             self.index_origin = "rebuilt".into();
         }
-        let keys: Vec<u64> = self.records.keys().copied().collect();
-        self.pending = keys
-            .into_iter()
-            .filter(|k| !self.vectors.contains(*k))
+        let vectors = &self.vectors;
+        self.pending = self
+            .records
+            .keys()
+            .filter(|k| !vectors.contains(**k))
+            .copied()
             .collect();
         if !self.records.is_empty() {
             let origin = self.index_origin.clone();
             self.note_open(format!(
                 "vector index {origin} in {} ms ({} to embed)",
-                started.elapsed().as_millis(),
+                (took + started.elapsed()).as_millis(),
                 self.pending.len()
             ));
         }
         Ok(())
     }
+}
+
+/// The newest index in `dir` at least as new as snapshot `generation` that loads. Any such
+/// index works: replaying the WAL on top of it is idempotent (upserts and removals); anything
+/// missing is re-embedded in the background.
+pub(super) fn read_index(dir: &Path, generation: u64, dims: usize) -> Option<VectorIndex> {
+    for (g, path) in vector_files(dir) {
+        if g < generation {
+            break;
+        }
+        match VectorIndex::load(&path, dims) {
+            Ok(ix) => return Some(ix),
+            Err(e) => tracing::warn!("vector index {} unusable: {e}", path.display()),
+        }
+    }
+    None
 }
 
 fn vectors_file(dir: &Path, generation: u64) -> PathBuf {

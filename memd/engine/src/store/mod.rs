@@ -70,6 +70,9 @@ pub trait Machine: Send + Sync + 'static {
     fn load_side_files(&mut self, _dir: &Path, _gen: u64) -> anyhow::Result<()> {
         Ok(())
     }
+    /// Called at open before decode, with what `load_side_files` will get: a machine may start
+    /// reading its side files on other threads meanwhile (they must not need the state).
+    fn prefetch_side_files(&mut self, _dir: &Path, _gen: u64) {}
 }
 
 /// How the end of the WAL looked at open (the first damage found, if any).

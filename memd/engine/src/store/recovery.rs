@@ -36,6 +36,7 @@ pub(crate) fn recover<M: Machine>(dir: &Path, mut machine: M) -> Result<Recovere
         fs::remove_file(temp).map_err(|e| io_err("removing a stale temp file", e))?;
     }
     let base = choose_base(dir, &listing)?;
+    machine.prefetch_side_files(dir, base.generation);
     if let Some(payload) = &base.payload {
         machine.decode(payload).map_err(|e| {
             StoreError::Corrupt(format!(
