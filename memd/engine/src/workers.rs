@@ -330,6 +330,8 @@ impl Workers<'_> {
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!("late-interaction encoding failed, will retry: {e:#}");
+                    // The batch left the plan's queue unstored: plan it again.
+                    planner.invalidate();
                     tokio::select! {
                         _ = tokio::time::sleep(LATE_RETRY_AFTER) => {}
                         _ = shutdown.wait() => return,
