@@ -82,7 +82,7 @@ impl Entry {
 }
 
 fn newest_first(entries: &mut [Entry]) {
-    entries.sort_unstable_by(|a, b| (b.created_at, b.key).cmp(&(a.created_at, a.key)));
+    entries.sort_unstable_by_key(|e| std::cmp::Reverse((e.created_at, e.key)));
 }
 
 /// One walk of the live memories (newest first) against the cap.
