@@ -12,6 +12,7 @@ use crate::learn;
 use crate::models::Models;
 use crate::models::embed::LateInteraction;
 use crate::models::late;
+use crate::models::late_plan;
 use crate::shutdown::Shutdown;
 use crate::state::Db;
 use crate::state::new_id;
@@ -296,7 +297,7 @@ impl Workers<'_> {
         .ok();
         let mut saved = self.late.changes();
         let mut saved_at = Instant::now();
-        let mut planner = late::Planner::default();
+        let mut planner = late_plan::Planner::default();
         loop {
             if shutdown.is_set() {
                 return;
@@ -353,14 +354,14 @@ impl Workers<'_> {
     async fn encode_token_states(
         &self,
         model: Arc<LateInteraction>,
-        planner: &mut late::Planner,
+        planner: &mut late_plan::Planner,
         shutdown: &Shutdown,
     ) -> anyhow::Result<usize> {
         let cap = self.cfg.search.token_states_mb * 1024 * 1024;
         // Planned off the async threads: a walk of the store (rare) takes a while at 1M.
         let (db, states) = (self.db.clone(), self.late.clone());
         let mut p = std::mem::take(planner);
-        let (p, late::Next { todo, over_cap }) = tokio::task::spawn_blocking(move || {
+        let (p, late_plan::Next { todo, over_cap }) = tokio::task::spawn_blocking(move || {
             let next = p.next(&*db, &states, cap);
             (p, next)
         })

@@ -22,9 +22,6 @@ pub use super::late_codes::Stored;
 use super::late_codes::{Codebook, QueryTable};
 use super::late_disk::FullStore;
 pub use super::late_disk::{Digest, Full};
-#[cfg(test)]
-use super::late_plan::estimated_bytes;
-pub use super::late_plan::{Next, Plan, Planner, StoreRead, pending, plan};
 pub use super::late_record::{Form as LogForm, record_bytes};
 use anyhow::Result;
 use std::collections::HashMap;

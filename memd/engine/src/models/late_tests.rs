@@ -1,6 +1,7 @@
 //! Tests of `late`: the reorder, the cap's plan and the two stored forms.
 
 use super::*;
+use crate::models::late_plan::{estimated_bytes, plan};
 
 #[test]
 fn reorder_leaves_memories_without_states_in_place() {

@@ -14,7 +14,7 @@ pub mod late_codes;
 mod late_disk;
 mod late_file;
 mod late_open;
-mod late_plan;
+pub mod late_plan;
 mod late_record;
 mod query;
 

@@ -8,7 +8,7 @@
 use crate::clock;
 use crate::config::Config;
 use crate::models::Models;
-use crate::models::late::{self, States};
+use crate::models::late::States;
 use crate::shared::SharedLink;
 use crate::state::{Db, MemState};
 use proto::{
@@ -108,7 +108,7 @@ impl StatsDeps<'_> {
                 token_states_on_disk: late_disk.0,
                 token_state_disk_bytes: late_disk.1,
                 pending_token_states: match late_loaded {
-                    true => late::pending(self.late, s, cap_mb),
+                    true => crate::models::late_plan::pending(self.late, s, cap_mb),
                     false => 0,
                 },
                 state: s.index_origin.clone(),

@@ -10,7 +10,6 @@
 //! never fail an open or a snapshot over this cache.
 
 use super::MemState;
-use super::prefetch::Read;
 use crate::index::Lexical;
 use crate::store::side_file::{self, SideKind};
 use std::path::{Path, PathBuf};
@@ -45,7 +44,7 @@ impl MemState {
         &mut self,
         dir: &Path,
         generation: u64,
-        prefetched: Option<Read<Result<Lexical, String>>>,
+        prefetched: Option<(Result<Lexical, String>, std::time::Duration)>,
     ) {
         let started = Instant::now();
         if self.records.is_empty() {

@@ -5,7 +5,6 @@
 //! from, and never fail an open over an unusable index: what is missing is re-embedded.
 
 use super::MemState;
-use super::prefetch::Read;
 use crate::index::VectorIndex;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -28,7 +27,7 @@ impl MemState {
         &mut self,
         dir: &Path,
         generation: u64,
-        prefetched: Option<Read<Option<VectorIndex>>>,
+        prefetched: Option<(Option<VectorIndex>, std::time::Duration)>,
     ) -> Result<()> {
         let started = std::time::Instant::now();
         let (index, took) = match prefetched {
