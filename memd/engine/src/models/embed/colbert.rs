@@ -263,13 +263,7 @@ pub struct LateInteraction {
 impl LateInteraction {
     /// Loads `model.onnx` and `tokenizer.json` from `dir` on the ONNX Runtime library `ort_lib`.
     pub fn load(ort_lib: &Path, dir: &Path, threads: usize) -> Result<Self> {
-        let parts = load_model_dir(
-            ort_lib,
-            dir,
-            threads,
-            "late-interaction",
-            HIDDEN_STATE,
-        )?;
+        let parts = load_model_dir(ort_lib, dir, threads, "late-interaction", HIDDEN_STATE)?;
         // ~30 ms for the shipped 34 MB (SHA-NI), from the page cache the load just filled.
         let digest = file_sha256(&dir.join("model.onnx"))?;
         Ok(LateInteraction {

@@ -432,8 +432,8 @@ pub(super) fn build_session(
                 .with_config_entry("session.qdq_matmulnbits_accuracy_level", "4")?
                 .with_config_entry("session.qdq_matmulnbits_block_size", "16")?;
         }
-        // ONNX Runtime's CPU arena stays on; each run gives back what it grew
-        // (`run_options`). Without the arena, memd-bench's idle RSS at 1k memories measured
+        // ONNX Runtime's CPU arena stays on; background runs give back what they grew
+        // (`RunModes`, `shrinking_run_options`). Without the arena, memd-bench's idle RSS at 1k memories measured
         // 404 MB instead of 276 MB (glibc's dynamic threshold then kept the freed buffers
         // in its heaps).
         match &rewritten {

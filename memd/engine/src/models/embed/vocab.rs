@@ -48,9 +48,8 @@ pub(crate) type Cut = TruncationParams;
 impl Vocab {
     /// The tokenizer in `path`, shared with any model already holding one that tokenizes alike.
     pub(crate) fn load(path: &Path) -> Result<Vocab> {
-        let fail = |e: &dyn std::fmt::Display| {
-            anyhow!("cannot load tokenizer {}: {e}", path.display())
-        };
+        let fail =
+            |e: &dyn std::fmt::Display| anyhow!("cannot load tokenizer {}: {e}", path.display());
         let bytes = std::fs::read(path).map_err(|e| fail(&e))?;
         let mut json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| fail(&e))?;
         let fields = json
@@ -61,7 +60,10 @@ impl Vocab {
         let key: [u8; 32] = sha2::Sha256::digest(json.to_string().as_bytes()).into();
         let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
         loaded.retain(|(_, t)| t.strong_count() > 0);
-        if let Some(tokenizer) = loaded.iter().find(|(k, _)| *k == key).and_then(|e| e.1.upgrade())
+        if let Some(tokenizer) = loaded
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|e| e.1.upgrade())
         {
             return Ok(Vocab { tokenizer });
         }

@@ -62,11 +62,19 @@ fn texts() -> Vec<String> {
 fn same(got: &Encoding, want: &Encoding, what: &str) {
     assert_eq!(got.get_ids(), want.get_ids(), "{what}: ids");
     assert_eq!(got.get_type_ids(), want.get_type_ids(), "{what}: type ids");
-    assert_eq!(got.get_attention_mask(), want.get_attention_mask(), "{what}: mask");
+    assert_eq!(
+        got.get_attention_mask(),
+        want.get_attention_mask(),
+        "{what}: mask"
+    );
     assert_eq!(got.get_offsets(), want.get_offsets(), "{what}: offsets");
     assert_eq!(got.get_word_ids(), want.get_word_ids(), "{what}: words");
     let got_special = got.get_special_tokens_mask();
-    assert_eq!(got_special, want.get_special_tokens_mask(), "{what}: specials");
+    assert_eq!(
+        got_special,
+        want.get_special_tokens_mask(),
+        "{what}: specials"
+    );
 }
 
 #[test]
@@ -76,7 +84,10 @@ fn files_that_tokenize_alike_share_one_tokenizer() {
     }
     let [embedder, late, cross] = files().map(|f| Vocab::load(&f).expect("load"));
     assert!(embedder.is_shared_with(&late), "embedder and late model");
-    assert!(embedder.is_shared_with(&cross), "embedder and cross-encoder");
+    assert!(
+        embedder.is_shared_with(&cross),
+        "embedder and cross-encoder"
+    );
     // Another vocabulary (one entry renamed) gets its own.
     let dir = std::env::temp_dir().join(format!("memd-vocab-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
@@ -88,7 +99,12 @@ fn files_that_tokenize_alike_share_one_tokenizer() {
     let _ = std::fs::remove_dir_all(&dir);
     let changed = changed.expect("load the changed file");
     assert!(!changed.is_shared_with(&embedder));
-    assert_eq!(changed.id_to_token(embedder_id(&embedder, "zebra")).as_deref(), Some("zebrafish"));
+    assert_eq!(
+        changed
+            .id_to_token(embedder_id(&embedder, "zebra"))
+            .as_deref(),
+        Some("zebrafish")
+    );
 }
 
 fn embedder_id(v: &Vocab, token: &str) -> u32 {
@@ -154,5 +170,8 @@ fn a_cut_over_the_limit_is_an_error() {
         ..Default::default()
     };
     let err = shared.encode("text", &cut).expect_err("over the limit");
-    assert!(err.to_string().contains("257") && err.to_string().contains("256"), "{err}");
+    assert!(
+        err.to_string().contains("257") && err.to_string().contains("256"),
+        "{err}"
+    );
 }
