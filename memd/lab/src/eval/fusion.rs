@@ -14,7 +14,9 @@
 //! the `--features` file, or let timing decide a figure.
 
 use super::coding::{CodingIndex, CodingSet};
-use super::fusion_tokens::{QueryTokens, RULES, Rule, Vocabulary, weigh_grid, weighted, weights};
+use super::fusion_tokens::{
+    Counts, Kind, QueryTokens, RULES, Rule, Vocabulary, weigh_grid, weighted, weights_for,
+};
 use super::late::TurnText;
 use super::locomo::Indexed;
 use super::metrics::{Recall, Scorer};
@@ -25,6 +27,7 @@ use memd_engine::models::embed::{
 use memd_engine::models::late;
 use memd_engine::retrieve;
 use memd_engine::search::{Query, RRF_K, Ranking, rank};
+use proto::Collection;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -36,6 +39,9 @@ const FIRST_DEPTH: usize = 160;
 const POOL: usize = 400;
 /// Depth late interaction reorders today.
 const HEAD: usize = 40;
+/// The vector list's first N late interaction scores beside the fused `HEAD` (as shipped,
+/// `retrieve::VECTOR_CANDIDATES`): the candidates `Source::Candidates` counts over.
+const PLUS_VECTORS: usize = 100;
 
 /// One listed memory of one question.
 struct Cand {
@@ -47,6 +53,8 @@ struct Cand {
     maxsim: f32,
     /// Each query token's best match (MaxSim before the mean), for the token rules.
     per_token: Vec<f32>,
+    /// Note or exchange, for `Source::Collection`.
+    kind: Kind,
 }
 
 struct Case {
@@ -190,9 +198,9 @@ fn final_scores(case: &Case, pool: &[usize], last: Final) -> Vec<f32> {
     }
 }
 
-/// The final order of `case` under `cfg`, and whether an evidence memory was among the
-/// candidates late interaction scored.
-fn ranked(case: &Case, cfg: &Config) -> (Vec<usize>, bool) {
+/// The first stage's order of `case` under `cfg` and the candidates late interaction scores
+/// (indexes into `case.cands`).
+fn pool_of(case: &Case, cfg: &Config) -> (Vec<usize>, Vec<usize>) {
     let first = order_by(&first_scores(case, cfg.first));
     let mut pool: Vec<usize> = first.iter().copied().take(cfg.head).collect();
     for (i, c) in case.cands.iter().enumerate() {
@@ -202,6 +210,13 @@ fn ranked(case: &Case, cfg: &Config) -> (Vec<usize>, bool) {
             pool.push(i);
         }
     }
+    (first, pool)
+}
+
+/// The final order of `case` under `cfg`, and whether an evidence memory was among the
+/// candidates late interaction scored.
+fn ranked(case: &Case, cfg: &Config) -> (Vec<usize>, bool) {
+    let (first, pool) = pool_of(case, cfg);
     let relevant = |i: &usize| {
         case.cands[*i]
             .labels
@@ -294,26 +309,57 @@ fn grid() -> Vec<Config> {
     v
 }
 
-/// Every memory of one store: (key, text).
-fn texts_of(ix: &Indexed) -> Vec<(u64, String)> {
+/// Every memory of one store: (key, text, kind).
+fn texts_of(ix: &Indexed) -> Vec<(u64, String, Kind)> {
     ix.store.read(|s| {
         ix.labels
             .keys()
-            .filter_map(|&k| Some((k, s.by_key(k)?.content.clone())))
+            .filter_map(|&k| {
+                let rec = s.by_key(k)?;
+                Some((k, rec.content.clone(), kind_of(rec.collection)))
+            })
             .collect()
     })
 }
 
-/// Every question of one store as the study's cases. `mixed`: the document frequencies over
-/// one store mixing every set's memories, as a user's daemon would count them.
-fn cases_of(ix: &Indexed, model: &LateInteraction, mixed: &Vocabulary) -> Result<Vec<Case>> {
-    let mut states: HashMap<u64, TokenStates> = HashMap::new();
-    let mut vocab = Vocabulary::default();
-    for (k, t) in texts_of(ix) {
-        let (ids, rows) = model.doc_rows(&t)?;
-        vocab.add(&ids);
-        states.insert(k, TokenStates::quantize_rows(&rows));
+/// Conversation turns (working, history, patterns) against notes (memory bank, books).
+fn kind_of(c: Collection) -> Kind {
+    match c {
+        Collection::Working | Collection::History | Collection::Patterns => Kind::Exchange,
+        Collection::MemoryBank | Collection::Books => Kind::Note,
     }
+}
+
+/// Every memory's token states, token ids and kind, and the store's document frequencies.
+struct Encoded {
+    states: HashMap<u64, TokenStates>,
+    ids: HashMap<u64, Vec<i64>>,
+    kinds: HashMap<u64, Kind>,
+    vocab: Vocabulary,
+}
+
+fn encode_store(ix: &Indexed, model: &LateInteraction) -> Result<Encoded> {
+    let mut e = Encoded {
+        states: HashMap::new(),
+        ids: HashMap::new(),
+        kinds: HashMap::new(),
+        vocab: Vocabulary::default(),
+    };
+    for (k, t, kind) in texts_of(ix) {
+        let (ids, rows) = model.doc_rows(&t)?;
+        e.vocab.add(&ids);
+        e.states.insert(k, TokenStates::quantize_rows(&rows));
+        e.ids.insert(k, ids);
+        e.kinds.insert(k, kind);
+    }
+    Ok(e)
+}
+
+/// Every question of one store as the study's cases. `counts`: the document frequencies over
+/// one store mixing every set's memories, whole and by kind, as a user's daemon would count
+/// them.
+fn cases_of(ix: &Indexed, model: &LateInteraction, counts: &Counts) -> Result<Vec<Case>> {
+    let enc = encode_store(ix, model)?;
     let mut out = Vec::new();
     for (q, qvec) in ix.questions.iter().zip(&ix.question_vecs) {
         let qs = model.encode_query(&q.text)?;
@@ -327,8 +373,8 @@ fn cases_of(ix: &Indexed, model: &LateInteraction, mixed: &Vocabulary) -> Result
             )
         })?;
         let ids = model.query_ids(&q.text)?;
-        let tokens = QueryTokens::of(model, &ids, &vocab, mixed, word_idf);
-        let case = ix.store.read(|s| {
+        let tokens = QueryTokens::of(model, &ids, &enc.vocab, counts, word_idf);
+        let (mut case, keys) = ix.store.read(|s| {
             let all = |_k: u64| true;
             let vec_hits = s.vectors().search(qvec, POOL, &all).unwrap_or_default();
             let lex_hits = s.lexical().search(&q.text, POOL, &all);
@@ -350,16 +396,17 @@ fn cases_of(ix: &Indexed, model: &LateInteraction, mixed: &Vocabulary) -> Result
                             .get(k)
                             .map_or(0.0, |v| v.iter().zip(qvec).map(|(a, b)| a * b).sum()),
                     };
+                    let st = enc.states.get(&k);
                     Cand {
                         labels: ix.labels.get(&k).cloned().unwrap_or_default(),
                         cos,
                         bm25: lrank.map_or(0.0, |r| lex_hits[r].1),
                         vrank,
                         lrank,
-                        maxsim: states.get(&k).map_or(0.0, |st| late::score(&qs, st, 0.0)),
-                        per_token: states
-                            .get(&k)
+                        maxsim: st.map_or(0.0, |st| late::score(&qs, st, 0.0)),
+                        per_token: st
                             .map_or_else(|| vec![0.0; qs.tokens()], |st| qs.maxsim_per_token(st)),
+                        kind: enc.kinds.get(&k).copied().unwrap_or(Kind::Note),
                     }
                 })
                 .collect();
@@ -371,17 +418,35 @@ fn cases_of(ix: &Indexed, model: &LateInteraction, mixed: &Vocabulary) -> Result
                 .iter()
                 .filter_map(|h| keys.iter().position(|&k| k == h.key))
                 .collect();
-            Case {
+            let case = Case {
                 category: q.category,
                 evidence: q.evidence.clone(),
                 cands,
                 shipped_first,
                 tokens,
-            }
+            };
+            (case, keys)
         });
+        // What ships scores the fused 40 and the vector list's first 100: count over those.
+        let (_, pool) = pool_of(&case, &token_grid()[0]);
+        let docs: Vec<&[i64]> = pool
+            .iter()
+            .filter_map(|&i| enc.ids.get(&keys[i]).map(Vec::as_slice))
+            .collect();
+        case.tokens.set_candidate_df(&ids, &docs);
         out.push(case);
     }
     Ok(out)
+}
+
+/// Where the study ranks each question.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Stores {
+    /// Each set (each LoCoMo conversation) in a store of its own.
+    Own,
+    /// Every set's memories in one store, as a user's daemon holds them (bench/EVAL.md
+    /// section 16): a question's candidates include other sets' memories.
+    Mixed,
 }
 
 /// The study: LoCoMo (when given), the coding set, the holdout set and the paraphrase probe;
@@ -389,6 +454,7 @@ fn cases_of(ix: &Indexed, model: &LateInteraction, mixed: &Vocabulary) -> Result
 pub fn run(
     locomo: Option<PathBuf>,
     features: Option<PathBuf>,
+    stores: Stores,
     runtime: &RuntimePaths,
 ) -> Result<()> {
     let embedder = OnnxEmbedder::load(runtime, 0).context("the study needs the embedder")?;
@@ -408,29 +474,41 @@ pub fn run(
         coding.push((name.replace(' ', "_"), index));
     }
     let probe = super::summary::probe_index(&embedder)?;
+    // Every set's store by name, LoCoMo's conversations under one.
+    let parts: Vec<(String, &Indexed)> = locomo_ix
+        .iter()
+        .map(|ix| ("locomo".to_string(), ix))
+        .chain(coding.iter().map(|(n, c)| (n.clone(), c.indexed())))
+        .chain([("probe".to_string(), &probe)])
+        .collect();
     // One store holding every set's memories, as a user's daemon mixes conversations and notes.
-    let every = || {
-        let notes = coding.iter().map(|(_, c)| c.indexed());
-        locomo_ix.iter().chain(notes).chain([&probe])
-    };
-    let mut mixed = Vocabulary::default();
-    for ix in every() {
-        for (_, t) in texts_of(ix) {
-            mixed.add(&model.doc_ids(&t)?);
+    let mut counts = Counts::default();
+    for (_, ix) in &parts {
+        for (_, t, kind) in texts_of(ix) {
+            let ids = model.doc_ids(&t)?;
+            counts.mixed.add(&ids);
+            counts.kinds[kind as usize].add(&ids);
         }
     }
     let mut sets: Vec<(String, Vec<Case>)> = Vec::new();
-    if !locomo_ix.is_empty() {
-        let mut cases = Vec::new();
-        for ix in &locomo_ix {
-            cases.extend(cases_of(ix, &model, &mixed)?);
+    match stores {
+        Stores::Own => {
+            for (name, ix) in &parts {
+                let cases = cases_of(ix, &model, &counts)?;
+                match sets.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, all)) => all.extend(cases),
+                    None => sets.push((name.clone(), cases)),
+                }
+            }
         }
-        sets.push(("locomo".into(), cases));
+        Stores::Mixed => {
+            let mixed = super::mixed_store::mixed_store(&parts, &embedder)?;
+            let mut cases = cases_of(&mixed.ix, &model, &counts)?.into_iter();
+            for (name, n) in mixed.sets {
+                sets.push((name, cases.by_ref().take(n).collect()));
+            }
+        }
     }
-    for (name, index) in &coding {
-        sets.push((name.clone(), cases_of(index.indexed(), &model, &mixed)?));
-    }
-    sets.push(("probe".into(), cases_of(&probe, &model, &mixed)?));
     for (name, cases) in &sets {
         let agree = cases
             .iter()
@@ -482,9 +560,9 @@ fn print_rows(prefix: &str, cfg: &Config, sets: &[(String, Vec<Case>)]) {
 /// Every candidate's MaxSim recomputed from its per-token matches under `rule`.
 fn apply_rule(cases: &mut [Case], rule: Rule) {
     for case in cases {
-        let w = weights(rule, &case.tokens);
+        let w = [Kind::Exchange, Kind::Note].map(|k| weights_for(rule, &case.tokens, k));
         for c in &mut case.cands {
-            c.maxsim = weighted(&c.per_token, &w);
+            c.maxsim = weighted(&c.per_token, &w[c.kind as usize]);
         }
     }
 }
@@ -501,7 +579,7 @@ fn token_grid() -> Vec<Config> {
         last,
     };
     vec![
-        at(100, Final::Shipped),
+        at(PLUS_VECTORS, Final::Shipped),
         at(100, Final::Lin(0.05, 0.0)),
         at(160, Final::Shipped),
         at(200, Final::Shipped),
