@@ -73,6 +73,9 @@ enum First {
     Rrf(f32, f32),
     /// cosine (min-max over the vector list) + w × BM25 / the query's best BM25.
     Sum(f32),
+    /// `search::rank`'s own head (the daemon's, with its priors: in a store mixing notes and
+    /// exchanges the exchange weight counts), then the rest in RRF order.
+    Daemon,
 }
 
 /// How the candidates late interaction scores are ordered.
@@ -112,12 +115,27 @@ fn first_scores(case: &Case, first: First) -> Vec<f32> {
         (lo.min(c.cos), hi.max(c.cos))
     });
     let fused = |r: Option<usize>| r.filter(|&r| r < FIRST_DEPTH);
+    let shipped: HashMap<usize, usize> = case
+        .shipped_first
+        .iter()
+        .enumerate()
+        .map(|(at, &i)| (i, at))
+        .collect();
     case.cands
         .iter()
-        .map(|c| match first {
+        .enumerate()
+        .map(|(i, c)| match first {
             First::Rrf(k, wl) => {
                 fused(c.vrank).map_or(0.0, |r| 1.0 / (k + r as f32 + 1.0))
                     + fused(c.lrank).map_or(0.0, |r| wl / (k + r as f32 + 1.0))
+            }
+            First::Daemon => {
+                let rrf = fused(c.vrank).map_or(0.0, |r| 1.0 / (RRF_K + r as f32 + 1.0))
+                    + fused(c.lrank).map_or(0.0, |r| 1.0 / (RRF_K + r as f32 + 1.0));
+                match shipped.get(&i) {
+                    Some(&at) => 10.0 - at as f32 * 0.01,
+                    None => rrf,
+                }
             }
             First::Sum(w) => {
                 let cn = if hi > lo {
@@ -572,7 +590,7 @@ fn apply_rule(cases: &mut [Case], rule: Rule) {
 /// 200-400 as candidates.
 fn token_grid() -> Vec<Config> {
     let at = |plus_v, last| Config {
-        first: First::Rrf(RRF_K, 1.0),
+        first: First::Daemon,
         head: 40,
         plus_v,
         plus_l: 0,
