@@ -10,8 +10,7 @@
 //! `RESCORE` of the code order (`memd-eval states`, bench/EVAL.md section 10: the same R@5 and
 //! MRR as i8 in memory). Also which memories should have states within the cap (`plan`: newest
 //! first) and `reorder`: inside the head, memories with states sorted by MaxSim into the
-//! places such memories held (each query token weighed by how few of the head hold it:
-//! `late_weigh`); a memory without states (not encoded yet) keeps its place. The
+//! places such memories held; a memory without states (not encoded yet) keeps its place. The
 //! background pass that fills the states is a worker (`workers`); `late_file` saves the codes
 //! and the log's index between runs, `late_open` brings them and the log back, for the
 //! late-interaction model whose SHA-256 both files carry. Must never block a request on
@@ -261,7 +260,7 @@ pub const COSINE_WEIGHT: f32 = 0.05;
 /// A memory's late-interaction score: MaxSim per query token plus `COSINE_WEIGHT` × its
 /// cosine similarity to the query (0 when the vector signal is missing).
 pub fn score(query: &QueryStates, states: &TokenStates, cosine: f32) -> f32 {
-    query.maxsim(states) / query.norm() + COSINE_WEIGHT * cosine
+    query.maxsim(states) / query.tokens().max(1) as f32 + COSINE_WEIGHT * cosine
 }
 
 /// `score` of a stored form: coded states through `table` (the query against the codebook
@@ -276,7 +275,7 @@ pub fn score_stored(
         Stored::Full(s) => Some(score(query, s, cosine)),
         Stored::Coded(c) => {
             let t = table?;
-            Some(t.maxsim(c) / query.norm() + COSINE_WEIGHT * cosine)
+            Some(t.maxsim(c) / query.tokens().max(1) as f32 + COSINE_WEIGHT * cosine)
         }
     }
 }
@@ -315,9 +314,8 @@ pub fn reorder_within(
 }
 
 /// MaxSim per query token of the first `depth` of `keyed` that have current states, as
-/// (index, score) in `keyed`'s order, and whether it got through them before `deadline`; each
-/// query token weighed by how few of those `depth` hold it (`late_weigh`). The caller mixes
-/// in what else it scores by (`reorder_within`: the cosine).
+/// (index, score) in `keyed`'s order, and whether it got through them before `deadline`. The
+/// caller mixes in what else it scores by (`reorder_within`: the cosine).
 pub fn maxsim_within(
     states: &States,
     query: &QueryStates,
@@ -326,8 +324,6 @@ pub fn maxsim_within(
     deadline: Option<Instant>,
 ) -> (Vec<(usize, f32)>, bool) {
     let n = depth.min(keyed.len());
-    let texts: Vec<&str> = keyed[..n].iter().map(|c| c.1).collect();
-    let query = &super::late_weigh::weigh_by(query, &texts);
     // Built once per query (~0.1 M multiply-adds for a 16-token query), read per memory.
     let table = match n {
         0 => None,
@@ -400,7 +396,7 @@ fn rescore(
         }
         let (key, text, _) = keyed[i];
         match states.read_full(key, text) {
-            Ok(Some(f)) => full.push((j, query.maxsim(&f.states) / query.norm())),
+            Ok(Some(f)) => full.push((j, query.maxsim(&f.states) / query.tokens().max(1) as f32)),
             Ok(None) => return true,
             Err(e) => {
                 tracing::warn!("rescoring from the code order: {e:#}");

@@ -15,7 +15,6 @@ mod late_disk;
 mod late_file;
 mod late_open;
 mod late_record;
-pub mod late_weigh;
 mod query;
 
 pub use late_file::{FILE_NAME as TOKEN_STATES_FILE, path_in as token_states_path_in};

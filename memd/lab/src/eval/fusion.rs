@@ -25,7 +25,6 @@ use memd_engine::models::embed::{
     LateInteraction, OnnxEmbedder, RuntimePaths, TokenStates, late_interaction_dir,
 };
 use memd_engine::models::late;
-use memd_engine::models::late_weigh::weigh_by;
 use memd_engine::retrieve;
 use memd_engine::search::{Query, RRF_K, Ranking, rank};
 use proto::Collection;
@@ -353,7 +352,6 @@ fn kind_of(c: Collection) -> Kind {
 struct Encoded {
     states: HashMap<u64, TokenStates>,
     ids: HashMap<u64, Vec<i64>>,
-    texts: HashMap<u64, String>,
     kinds: HashMap<u64, Kind>,
     vocab: Vocabulary,
 }
@@ -362,7 +360,6 @@ fn encode_store(ix: &Indexed, model: &LateInteraction) -> Result<Encoded> {
     let mut e = Encoded {
         states: HashMap::new(),
         ids: HashMap::new(),
-        texts: HashMap::new(),
         kinds: HashMap::new(),
         vocab: Vocabulary::default(),
     };
@@ -371,7 +368,6 @@ fn encode_store(ix: &Indexed, model: &LateInteraction) -> Result<Encoded> {
         e.vocab.add(&ids);
         e.states.insert(k, TokenStates::quantize_rows(&rows));
         e.ids.insert(k, ids);
-        e.texts.insert(k, t);
         e.kinds.insert(k, kind);
     }
     Ok(e)
@@ -383,7 +379,6 @@ fn encode_store(ix: &Indexed, model: &LateInteraction) -> Result<Encoded> {
 fn cases_of(ix: &Indexed, model: &LateInteraction, counts: &Counts) -> Result<Vec<Case>> {
     let enc = encode_store(ix, model)?;
     let mut out = Vec::new();
-    let mut weigh_us: Vec<(f64, usize)> = Vec::new();
     for (q, qvec) in ix.questions.iter().zip(&ix.question_vecs) {
         let qs = model.encode_query(&q.text)?;
         let word_idf: Vec<Option<f32>> = ix.store.read(|s| {
@@ -457,26 +452,7 @@ fn cases_of(ix: &Indexed, model: &LateInteraction, counts: &Counts) -> Result<Ve
             .filter_map(|&i| enc.ids.get(&keys[i]).map(Vec::as_slice))
             .collect();
         case.tokens.set_candidate_df(&ids, &docs);
-        // What the daemon pays for it per query: tokenising the candidates, counting.
-        let texts: Vec<&str> = pool
-            .iter()
-            .filter_map(|&i| enc.texts.get(&keys[i]).map(String::as_str))
-            .collect();
-        let clock = std::time::Instant::now();
-        std::hint::black_box(weigh_by(&qs, &texts));
-        weigh_us.push((clock.elapsed().as_secs_f64() * 1e6, texts.len()));
         out.push(case);
-    }
-    weigh_us.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let at = |p: f64| weigh_us[((weigh_us.len() - 1) as f64 * p) as usize].0;
-    if !weigh_us.is_empty() {
-        let mean = weigh_us.iter().map(|w| w.1).sum::<usize>() / weigh_us.len();
-        eprintln!(
-            "late_weigh::weigh_by over a query's candidates (mean {mean}): p50 {:.0} µs, p99 {:.0} µs, {} queries",
-            at(0.5),
-            at(0.99),
-            weigh_us.len()
-        );
     }
     Ok(out)
 }

@@ -14,7 +14,6 @@
 use super::batch::QueryBatch;
 use super::gate::{Gate, Priority};
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, ensure};
 use ort::environment::Environment;
@@ -138,42 +137,6 @@ impl TokenStates {
 pub struct QueryStates {
     states: TokenStates,
     rows: Vec<Vec<f32>>,
-    /// The token id of each row (empty when the states were built without them).
-    ids: Vec<i64>,
-    /// What MaxSim is divided by for a score per query token: the rows' weights summed (the
-    /// row count until `weighted`).
-    norm: f32,
-    /// The model's tokenizer, for counting the query's tokens over the memories it is scored
-    /// against (`late_weigh`); `None` when the states were built without the model.
-    docs: Option<DocTokenizer>,
-}
-
-/// `text`'s token ids with `marker` after `[CLS]`.
-fn token_ids(tokenizer: &Tokenizer, text: &str, marker: i64) -> Result<Vec<i64>> {
-    let encoding = tokenizer
-        .encode(cut_at_char_boundary(text, MAX_INPUT_BYTES), true)
-        .map_err(|e| anyhow!("tokenizing text for late interaction: {e}"))?;
-    let mut ids: Vec<i64> = encoding.get_ids().iter().map(|&i| i64::from(i)).collect();
-    ids.insert(1.min(ids.len()), marker);
-    Ok(ids)
-}
-
-/// Memories' token ids as the late-interaction model reads them (`[CLS] [unused1] text
-/// [SEP]`), the tokenizer only: no model run.
-#[derive(Clone)]
-pub struct DocTokenizer(Arc<Tokenizer>);
-
-impl std::fmt::Debug for DocTokenizer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DocTokenizer")
-    }
-}
-
-impl DocTokenizer {
-    /// `text`'s token ids (empty when it does not tokenise).
-    pub fn ids(&self, text: &str) -> Vec<i64> {
-        token_ids(&self.0, text, DOC_MARKER).unwrap_or_default()
-    }
 }
 
 impl QueryStates {
@@ -190,63 +153,17 @@ impl QueryStates {
     pub fn from_rows(rows: Vec<Vec<f32>>) -> QueryStates {
         QueryStates {
             states: TokenStates::quantize(&rows),
-            norm: rows.len().max(1) as f32,
             rows,
-            ids: Vec::new(),
-            docs: None,
         }
-    }
-
-    /// These states with the token id of each row (ignored unless there is one per row).
-    pub fn with_ids(mut self, ids: Vec<i64>) -> QueryStates {
-        if ids.len() == self.rows.len() {
-            self.ids = ids;
-        }
-        self
-    }
-
-    /// The token id of each row; empty when not known.
-    pub fn ids(&self) -> &[i64] {
-        &self.ids
-    }
-
-    /// The tokenizer of the model that made these states (`None`: built without it).
-    pub fn doc_tokenizer(&self) -> Option<&DocTokenizer> {
-        self.docs.as_ref()
-    }
-
-    /// MaxSim's divisor for a score per query token (the weights' sum once `weighted`).
-    pub fn norm(&self) -> f32 {
-        self.norm
-    }
-
-    /// These states with row `t`'s matches counted `weights[t]` times: MaxSim becomes the
-    /// weighted sum and `norm` the weights' sum, so MaxSim / `norm` is the weighted mean. A
-    /// list of another length, one that sums to nothing, or one holding a negative or
-    /// non-finite weight leaves the states as they are.
-    pub fn weighted(&self, weights: &[f32]) -> QueryStates {
-        let total: f32 = weights.iter().sum();
-        let usable = weights.len() == self.tokens()
-            && total > 0.0
-            && total.is_finite()
-            && weights.iter().all(|w| *w >= 0.0);
-        if !usable {
-            return self.clone();
-        }
-        let mut out = self.clone();
-        for (scale, w) in out.states.scales.iter_mut().zip(weights) {
-            *scale *= w;
-        }
-        for (row, w) in out.rows.iter_mut().zip(weights) {
-            row.iter_mut().for_each(|x| *x *= w);
-        }
-        out.norm = total;
-        out
     }
 
     #[cfg(test)]
     pub(crate) fn for_tests(values: &[f32]) -> QueryStates {
-        QueryStates::from_rows(TokenStates::for_tests(values).rows())
+        let states = TokenStates::for_tests(values);
+        QueryStates {
+            rows: states.rows(),
+            states,
+        }
     }
 
     /// MaxSim: for every query token the best dot product with one of the memory's tokens,
@@ -333,10 +250,10 @@ pub struct LateInteraction {
     /// Shrinks the arena after background runs only (`onnx::RunModes`).
     run_options: super::onnx::RunModes,
     /// Queries waiting for the model, encoded together.
-    queries: QueryBatch<QueryStates>,
+    queries: QueryBatch<Vec<Vec<f32>>>,
     query_tokens: usize,
     dims: usize,
-    tokenizer: Arc<Tokenizer>,
+    tokenizer: Tokenizer,
     /// SHA-256 of `model.onnx`: which model the token states on disk are of.
     digest: [u8; 32],
     _environment: Environment,
@@ -365,7 +282,7 @@ impl LateInteraction {
             queries: QueryBatch::default(),
             query_tokens: QUERY_TOKENS,
             dims: DIMS,
-            tokenizer: Arc::new(parts.tokenizer),
+            tokenizer: parts.tokenizer,
             digest,
             _environment: parts.environment,
         })
@@ -395,27 +312,27 @@ impl LateInteraction {
     /// Queries that arrive while another one is encoding are encoded together in the next run
     /// (at most `QUERY_BATCH`), each caller getting its own states.
     pub fn encode_query(&self, query: &str) -> Result<QueryStates> {
-        self.queries
-            .encode(query, QUERY_BATCH, |texts| self.encode_queries(texts))
+        let rows = self
+            .queries
+            .encode(query, QUERY_BATCH, |texts| self.query_rows_batch(texts))?;
+        Ok(QueryStates::from_rows(rows))
     }
 
-    /// Several queries' token vectors, encoded in one run (as concurrent prompts' are), each
-    /// with its rows' token ids.
+    /// Several queries' token vectors, encoded in one run (as concurrent prompts' are).
     pub fn encode_queries(&self, queries: &[&str]) -> Result<Vec<QueryStates>> {
+        Ok(self
+            .query_rows_batch(queries)?
+            .into_iter()
+            .map(QueryStates::from_rows)
+            .collect())
+    }
+
+    fn query_rows_batch(&self, queries: &[&str]) -> Result<Vec<Vec<Vec<f32>>>> {
         let inputs = queries
             .iter()
             .map(|q| self.query_input(q))
             .collect::<Result<Vec<_>>>()?;
-        let rows = self.run_batch(&inputs, Priority::Urgent)?;
-        Ok(rows
-            .into_iter()
-            .zip(inputs)
-            .map(|(rows, (ids, _))| {
-                let mut q = QueryStates::from_rows(rows).with_ids(ids);
-                q.docs = Some(DocTokenizer(self.tokenizer.clone()));
-                q
-            })
-            .collect())
+        self.run_batch(&inputs, Priority::Urgent)
     }
 
     /// A query's token ids and attention mask (the `[MASK]` padding is not attended to).
@@ -443,8 +360,7 @@ impl LateInteraction {
         )?))
     }
 
-    /// A memory's token ids as `doc_rows` gives them, without running the model (what the
-    /// token counts are kept from: `late_counts`).
+    /// A memory's token ids as `doc_rows` gives them, without running the model. For studies.
     pub fn doc_ids(&self, text: &str) -> Result<Vec<i64>> {
         self.token_ids(text, DOC_MARKER)
     }
@@ -508,7 +424,13 @@ impl LateInteraction {
     }
 
     fn token_ids(&self, text: &str, marker: i64) -> Result<Vec<i64>> {
-        token_ids(&self.tokenizer, text, marker)
+        let encoding = self
+            .tokenizer
+            .encode(cut_at_char_boundary(text, MAX_INPUT_BYTES), true)
+            .map_err(|e| anyhow!("tokenizing text for late interaction: {e}"))?;
+        let mut ids: Vec<i64> = encoding.get_ids().iter().map(|&i| i64::from(i)).collect();
+        ids.insert(1.min(ids.len()), marker);
+        Ok(ids)
     }
 
     /// Unit-length hidden state of every position.
@@ -653,27 +575,5 @@ mod tests {
         );
         assert!(per[2].abs() < 1e-3, "{per:?}");
         assert_eq!(q.maxsim_per_token(&empty), vec![0.0; 3]);
-    }
-
-    #[test]
-    fn weighted_states_give_the_weighted_mean_of_the_best_matches() {
-        let basis = |i: usize| {
-            let mut v = vec![0f32; DIMS];
-            v[i] = 1.0;
-            v
-        };
-        let doc = TokenStates::quantize(&[basis(0)]);
-        let q = QueryStates::from_rows(vec![basis(0), basis(1)]);
-        assert!((q.maxsim(&doc) / q.norm() - 0.5).abs() < 1e-3);
-        // Token 0 (matched) counts 3 times, token 1 (unmatched) once: 3 / 4.
-        let w = q.weighted(&[3.0, 1.0]);
-        assert!((w.maxsim(&doc) / w.norm() - 0.75).abs() < 1e-3);
-        assert!((w.norm() - 4.0).abs() < 1e-6);
-        // Unusable weights leave the query as it was.
-        for bad in [&[1.0][..], &[0.0, 0.0], &[-1.0, 2.0], &[f32::NAN, 1.0]] {
-            assert!((q.weighted(bad).maxsim(&doc) / q.weighted(bad).norm() - 0.5).abs() < 1e-3);
-        }
-        assert!(q.ids().is_empty() && q.clone().with_ids(vec![7]).ids().is_empty());
-        assert_eq!(q.with_ids(vec![7, 8]).ids(), [7, 8]);
     }
 }
