@@ -13,21 +13,22 @@
 //! (the shipped rows come from `memd-eval retrieval`), write anywhere but temporary stores and
 //! the `--features` file, or let timing decide a figure.
 
-use super::coding::{CodingIndex, CodingSet};
+use super::dataset::Question;
+use super::fusion_stores::{Encoded, Loaded, Stores, count_every, encode_store, mixed_store};
 use super::fusion_tokens::{
-    Counts, Kind, QueryTokens, RULES, Rule, Vocabulary, weigh_grid, weighted, weights_for,
+    Counts, Kind, QueryTokens, RULES, Rule, weigh_grid, weighted, weights_for,
 };
-use super::late::TurnText;
 use super::locomo::Indexed;
 use super::metrics::{Recall, Scorer};
+use super::pipeline::shipped_ranking;
 use anyhow::{Context, Result};
 use memd_engine::models::embed::{
-    LateInteraction, OnnxEmbedder, RuntimePaths, TokenStates, late_interaction_dir,
+    LateInteraction, OnnxEmbedder, QueryStates, RuntimePaths, late_interaction_dir,
 };
 use memd_engine::models::late;
 use memd_engine::retrieve;
-use memd_engine::search::{Query, RRF_K, Ranking, rank};
-use proto::Collection;
+use memd_engine::search::{Query, RRF_K, rank};
+use memd_engine::state::MemState;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -327,50 +328,77 @@ fn grid() -> Vec<Config> {
     v
 }
 
-/// Every memory of one store: (key, text, kind).
-fn texts_of(ix: &Indexed) -> Vec<(u64, String, Kind)> {
-    ix.store.read(|s| {
-        ix.labels
-            .keys()
-            .filter_map(|&k| {
-                let rec = s.by_key(k)?;
-                Some((k, rec.content.clone(), kind_of(rec.collection)))
-            })
-            .collect()
-    })
+/// One question as the study reads it: its text and evidence, its embedding, its
+/// late-interaction states.
+struct Asked<'a> {
+    q: &'a Question,
+    qvec: &'a [f32],
+    qs: &'a QueryStates,
 }
 
-/// Conversation turns (working, history, patterns) against notes (memory bank, books).
-fn kind_of(c: Collection) -> Kind {
-    match c {
-        Collection::Working | Collection::History | Collection::Patterns => Kind::Exchange,
-        Collection::MemoryBank | Collection::Books => Kind::Note,
+/// One question's case in store `s` (every memory the vector and BM25 lists give, `POOL`
+/// deep), and the key of each candidate.
+fn case_of(
+    s: &MemState,
+    ix: &Indexed,
+    enc: &Encoded,
+    asked: &Asked,
+    tokens: QueryTokens,
+) -> (Case, Vec<u64>) {
+    let Asked { q, qvec, qs } = *asked;
+    let all = |_k: u64| true;
+    let vec_hits = s.vectors().search(qvec, POOL, &all).unwrap_or_default();
+    let lex_hits = s.lexical().search(&q.text, POOL, &all);
+    let mut keys: Vec<u64> = vec_hits.iter().map(|h| h.0).collect();
+    for h in &lex_hits {
+        if !keys.contains(&h.0) {
+            keys.push(h.0);
+        }
     }
-}
-
-/// Every memory's token states, token ids and kind, and the store's document frequencies.
-struct Encoded {
-    states: HashMap<u64, TokenStates>,
-    ids: HashMap<u64, Vec<i64>>,
-    kinds: HashMap<u64, Kind>,
-    vocab: Vocabulary,
-}
-
-fn encode_store(ix: &Indexed, model: &LateInteraction) -> Result<Encoded> {
-    let mut e = Encoded {
-        states: HashMap::new(),
-        ids: HashMap::new(),
-        kinds: HashMap::new(),
-        vocab: Vocabulary::default(),
+    let cands: Vec<Cand> = keys
+        .iter()
+        .map(|&k| {
+            let vrank = vec_hits.iter().position(|h| h.0 == k);
+            let lrank = lex_hits.iter().position(|h| h.0 == k);
+            let cos = match vrank {
+                Some(r) => vec_hits[r].1,
+                None => s
+                    .vectors()
+                    .get(k)
+                    .map_or(0.0, |v| v.iter().zip(qvec).map(|(a, b)| a * b).sum()),
+            };
+            let st = enc.states.get(&k);
+            Cand {
+                labels: ix.labels.get(&k).cloned().unwrap_or_default(),
+                cos,
+                bm25: lrank.map_or(0.0, |r| lex_hits[r].1),
+                vrank,
+                lrank,
+                maxsim: st.map_or(0.0, |st| late::score(qs, st, 0.0)),
+                per_token: st.map_or_else(|| vec![0.0; qs.tokens()], |st| qs.maxsim_per_token(st)),
+                kind: enc.kinds.get(&k).copied().unwrap_or(Kind::Note),
+            }
+        })
+        .collect();
+    let query = Query {
+        limit: HEAD,
+        ..Query::default()
     };
-    for (k, t, kind) in texts_of(ix) {
-        let (ids, rows) = model.doc_rows(&t)?;
-        e.vocab.add(&ids);
-        e.states.insert(k, TokenStates::quantize_rows(&rows));
-        e.ids.insert(k, ids);
-        e.kinds.insert(k, kind);
-    }
-    Ok(e)
+    // The daemon's own ranking, priors included (the exchange weight counts where notes and
+    // exchanges share a store).
+    let ranking = shipped_ranking();
+    let shipped_first = rank(s, &query, &q.text, Some(qvec), &ranking, HEAD)
+        .iter()
+        .filter_map(|h| keys.iter().position(|&k| k == h.key))
+        .collect();
+    let case = Case {
+        category: q.category,
+        evidence: q.evidence.clone(),
+        cands,
+        shipped_first,
+        tokens,
+    };
+    (case, keys)
 }
 
 /// Every question of one store as the study's cases. `counts`: the document frequencies over
@@ -392,59 +420,8 @@ fn cases_of(ix: &Indexed, model: &LateInteraction, counts: &Counts) -> Result<Ve
         })?;
         let ids = model.query_ids(&q.text)?;
         let tokens = QueryTokens::of(model, &ids, &enc.vocab, counts, word_idf);
-        let (mut case, keys) = ix.store.read(|s| {
-            let all = |_k: u64| true;
-            let vec_hits = s.vectors().search(qvec, POOL, &all).unwrap_or_default();
-            let lex_hits = s.lexical().search(&q.text, POOL, &all);
-            let mut keys: Vec<u64> = vec_hits.iter().map(|h| h.0).collect();
-            for h in &lex_hits {
-                if !keys.contains(&h.0) {
-                    keys.push(h.0);
-                }
-            }
-            let cands: Vec<Cand> = keys
-                .iter()
-                .map(|&k| {
-                    let vrank = vec_hits.iter().position(|h| h.0 == k);
-                    let lrank = lex_hits.iter().position(|h| h.0 == k);
-                    let cos = match vrank {
-                        Some(r) => vec_hits[r].1,
-                        None => s
-                            .vectors()
-                            .get(k)
-                            .map_or(0.0, |v| v.iter().zip(qvec).map(|(a, b)| a * b).sum()),
-                    };
-                    let st = enc.states.get(&k);
-                    Cand {
-                        labels: ix.labels.get(&k).cloned().unwrap_or_default(),
-                        cos,
-                        bm25: lrank.map_or(0.0, |r| lex_hits[r].1),
-                        vrank,
-                        lrank,
-                        maxsim: st.map_or(0.0, |st| late::score(&qs, st, 0.0)),
-                        per_token: st
-                            .map_or_else(|| vec![0.0; qs.tokens()], |st| qs.maxsim_per_token(st)),
-                        kind: enc.kinds.get(&k).copied().unwrap_or(Kind::Note),
-                    }
-                })
-                .collect();
-            let query = Query {
-                limit: HEAD,
-                ..Query::default()
-            };
-            let shipped_first = rank(s, &query, &q.text, Some(qvec), &Ranking::default(), HEAD)
-                .iter()
-                .filter_map(|h| keys.iter().position(|&k| k == h.key))
-                .collect();
-            let case = Case {
-                category: q.category,
-                evidence: q.evidence.clone(),
-                cands,
-                shipped_first,
-                tokens,
-            };
-            (case, keys)
-        });
+        let question = Asked { q, qvec, qs: &qs };
+        let (mut case, keys) = ix.store.read(|s| case_of(s, ix, &enc, &question, tokens));
         // What ships scores the fused 40 and the vector list's first 100: count over those.
         let (_, pool) = pool_of(&case, &token_grid()[0]);
         let docs: Vec<&[i64]> = pool
@@ -455,16 +432,6 @@ fn cases_of(ix: &Indexed, model: &LateInteraction, counts: &Counts) -> Result<Ve
         out.push(case);
     }
     Ok(out)
-}
-
-/// Where the study ranks each question.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Stores {
-    /// Each set (each LoCoMo conversation) in a store of its own.
-    Own,
-    /// Every set's memories in one store, as a user's daemon holds them (bench/EVAL.md
-    /// section 16): a question's candidates include other sets' memories.
-    Mixed,
 }
 
 /// The study: LoCoMo (when given), the coding set, the holdout set and the paraphrase probe;
@@ -478,55 +445,10 @@ pub fn run(
     let embedder = OnnxEmbedder::load(runtime, 0).context("the study needs the embedder")?;
     let model = LateInteraction::load(&runtime.ort_lib, &late_interaction_dir(), 0)
         .context("the study needs the late-interaction model")?;
-    let locomo_ix = match locomo {
-        Some(dir) => {
-            let files = super::dataset::conversation_files(&dir)?;
-            let text = |turns: &[super::dataset::Turn], i: usize| TurnText::Speaker.text(turns, i);
-            super::late::index_files(&files, &embedder, &text)?
-        }
-        None => Vec::new(),
-    };
-    let mut coding = Vec::new();
-    for (name, dir) in super::summary::repository_sets() {
-        let index = CodingIndex::build(CodingSet::load(&dir)?, &embedder)?;
-        coding.push((name.replace(' ', "_"), index));
-    }
-    let probe = super::summary::probe_index(&embedder)?;
-    // Every set's store by name, LoCoMo's conversations under one.
-    let parts: Vec<(String, &Indexed)> = locomo_ix
-        .iter()
-        .map(|ix| ("locomo".to_string(), ix))
-        .chain(coding.iter().map(|(n, c)| (n.clone(), c.indexed())))
-        .chain([("probe".to_string(), &probe)])
-        .collect();
-    // One store holding every set's memories, as a user's daemon mixes conversations and notes.
-    let mut counts = Counts::default();
-    for (_, ix) in &parts {
-        for (_, t, kind) in texts_of(ix) {
-            let ids = model.doc_ids(&t)?;
-            counts.mixed.add(&ids);
-            counts.kinds[kind as usize].add(&ids);
-        }
-    }
-    let mut sets: Vec<(String, Vec<Case>)> = Vec::new();
-    match stores {
-        Stores::Own => {
-            for (name, ix) in &parts {
-                let cases = cases_of(ix, &model, &counts)?;
-                match sets.iter_mut().find(|(n, _)| n == name) {
-                    Some((_, all)) => all.extend(cases),
-                    None => sets.push((name.clone(), cases)),
-                }
-            }
-        }
-        Stores::Mixed => {
-            let mixed = super::mixed_store::mixed_store(&parts, &embedder)?;
-            let mut cases = cases_of(&mixed.ix, &model, &counts)?.into_iter();
-            for (name, n) in mixed.sets {
-                sets.push((name, cases.by_ref().take(n).collect()));
-            }
-        }
-    }
+    let loaded = Loaded::load(locomo, &embedder)?;
+    let parts = loaded.parts();
+    let counts = count_every(&parts, &model)?;
+    let mut sets = sets_of(stores, &parts, &model, &counts, &embedder)?;
     for (name, cases) in &sets {
         let agree = cases
             .iter()
@@ -543,16 +465,52 @@ pub fn run(
     if let Some(path) = features {
         write_features(&path, &sets)?;
     }
+    print_grids(&mut sets);
+    Ok(())
+}
+
+/// Each set's questions as cases, ranked in the stores `stores` asks for.
+fn sets_of(
+    stores: Stores,
+    parts: &[(String, &Indexed)],
+    model: &LateInteraction,
+    counts: &Counts,
+    embedder: &OnnxEmbedder,
+) -> Result<Vec<(String, Vec<Case>)>> {
+    let mut sets: Vec<(String, Vec<Case>)> = Vec::new();
+    match stores {
+        Stores::Own => {
+            for (name, ix) in parts {
+                let cases = cases_of(ix, model, counts)?;
+                match sets.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, all)) => all.extend(cases),
+                    None => sets.push((name.clone(), cases)),
+                }
+            }
+        }
+        Stores::Mixed => {
+            let mixed = mixed_store(parts, embedder)?;
+            let mut cases = cases_of(&mixed.ix, model, counts)?.into_iter();
+            for (name, n) in mixed.sets {
+                sets.push((name, cases.by_ref().take(n).collect()));
+            }
+        }
+    }
+    Ok(sets)
+}
+
+/// Every configuration, then every query-token rule, on every set.
+fn print_grids(sets: &mut [(String, Vec<Case>)]) {
     println!("config\tset\tr1\tr5\tr10\tmrr\tpool");
     for cfg in grid() {
-        print_rows("", &cfg, &sets);
+        print_rows("", &cfg, sets);
     }
     for rule in RULES {
         for (_, cases) in sets.iter_mut() {
             apply_rule(cases, rule);
         }
         for cfg in token_grid() {
-            print_rows(&format!("tokens {rule:?} | "), &cfg, &sets);
+            print_rows(&format!("tokens {rule:?} | "), &cfg, sets);
         }
     }
     // The weighing grid with what ships only (the fused 40 + the vector list's first 100).
@@ -560,9 +518,8 @@ pub fn run(
         for (_, cases) in sets.iter_mut() {
             apply_rule(cases, rule);
         }
-        print_rows(&format!("tokens {rule:?} | "), &token_grid()[0], &sets);
+        print_rows(&format!("tokens {rule:?} | "), &token_grid()[0], sets);
     }
-    Ok(())
 }
 
 fn print_rows(prefix: &str, cfg: &Config, sets: &[(String, Vec<Case>)]) {

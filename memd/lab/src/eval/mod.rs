@@ -26,6 +26,7 @@ pub mod eviction;
 pub mod evidence;
 pub mod floor;
 pub mod fusion;
+pub mod fusion_stores;
 pub mod fusion_tokens;
 pub mod header;
 pub mod late;
@@ -34,7 +35,6 @@ pub mod learning_report;
 pub mod locomo;
 mod locomo_report;
 pub mod metrics;
-mod mixed_store;
 pub mod overlap;
 pub mod pipeline;
 mod probe;
@@ -109,7 +109,7 @@ pub enum EvalCommand {
         features: Option<PathBuf>,
         /// Rank each question in its own set's store, or in one store mixing every set.
         #[arg(long, value_enum, default_value = "own")]
-        stores: fusion::Stores,
+        stores: fusion_stores::Stores,
     },
     /// One table: R@k and MRR of the first stage alone and of what memd ships, on LoCoMo (when
     /// `--locomo` names the conversations), the coding set and the holdout set; then the
