@@ -19,7 +19,6 @@ const BIG_FILES: &[&str] = &[
     "memd/engine/src/index/vector.rs",
     "memd/engine/tests/redact.rs",
     "memd/lab/src/bin/memd-bench/dashboard.rs",
-    "memd/lab/src/bin/memd-bench/phases.rs",
     "memd/lab/src/eval/coding.rs",
     "memd/lab/src/eval/locomo.rs",
     "tests/tests/dashboard.rs",

@@ -30,6 +30,7 @@ pub(crate) fn project_dir(inst: &Instance) -> Result<String> {
 }
 
 /// What the hook runs measured.
+#[derive(Default)]
 pub struct HookRuns {
     pub prompt: Samples,
     pub stop: Samples,
@@ -91,57 +92,100 @@ pub fn run(
     corpus: &mut Corpus,
     tag: &str,
 ) -> Result<HookRuns> {
-    let prompt_bin = hook_dir.join("hook-prompt");
-    let stop_bin = hook_dir.join("hook-stop");
-    let env = inst.env();
-    let transcripts = inst.root.join("transcripts");
-    std::fs::create_dir_all(&transcripts)?;
-    let cwd = project_dir(inst)?;
-    let log_before = std::fs::metadata(hook_log(inst)).map_or(0, |m| m.len());
-    let stored_before = d.memory_count()?;
+    let user = User::new(d, inst, hook_dir)?;
     let mut out = HookRuns {
         prompt: Samples::default(),
         stop: Samples::default(),
         with_context: 0,
     };
     for i in 0..runs {
-        let session = format!("bench-hook-{tag}-{i:05}");
-        let transcript = transcripts.join(format!("{session}.jsonl"));
         let prompt = corpus.prompt();
         let answer = corpus.answer(&prompt);
+        user.turn(
+            d,
+            &format!("bench-hook-{tag}-{i:05}"),
+            &prompt,
+            &answer,
+            &mut out,
+        )?;
+    }
+    user.check(d, runs, out)
+}
+
+/// One daemon's hook user: the binaries, the environment and the project the hooks run in,
+/// and what the daemon held before the first turn (for `check`).
+pub struct User {
+    prompt_bin: PathBuf,
+    stop_bin: PathBuf,
+    env: Vec<(String, String)>,
+    transcripts: PathBuf,
+    cwd: String,
+    log: PathBuf,
+    log_before: u64,
+    stored_before: usize,
+}
+
+impl User {
+    pub fn new(d: &Daemon, inst: &Instance, hook_dir: &Path) -> Result<User> {
+        let transcripts = inst.root.join("transcripts");
+        std::fs::create_dir_all(&transcripts)?;
+        let log = hook_log(inst);
+        Ok(User {
+            prompt_bin: hook_dir.join("hook-prompt"),
+            stop_bin: hook_dir.join("hook-stop"),
+            env: inst.env(),
+            transcripts,
+            cwd: project_dir(inst)?,
+            log_before: std::fs::metadata(&log).map_or(0, |m| m.len()),
+            log,
+            stored_before: d.memory_count()?,
+        })
+    }
+
+    /// One turn in the new conversation `session`: `prompt` through hook-prompt, `answer`
+    /// through hook-stop; both timed into `out`.
+    pub fn turn(
+        &self,
+        d: &Daemon,
+        session: &str,
+        prompt: &str,
+        answer: &str,
+        out: &mut HookRuns,
+    ) -> Result<()> {
+        let transcript = self.transcripts.join(format!("{session}.jsonl"));
         // The previous stop queued its exchange for embedding; a user's next prompt comes
         // seconds later, when that is done. Untimed.
         d.wait_embedded(Duration::from_secs(600))?;
         std::thread::sleep(THINK_TIME);
-        let (ms, stdout) = run_hook(
-            &prompt_bin,
-            &corpus::claude_prompt_stdin(&session, &prompt, &transcript, &cwd),
-            &env,
-        )?;
+        let stdin = corpus::claude_prompt_stdin(session, prompt, &transcript, &self.cwd);
+        let (ms, stdout) = run_hook(&self.prompt_bin, &stdin, &self.env)?;
         out.prompt.0.push(ms);
         if stdout.contains("additionalContext") {
             out.with_context += 1;
         }
-        corpus::append_transcript_turn(&transcript, &session, &prompt, &answer)?;
+        corpus::append_transcript_turn(&transcript, session, prompt, answer)?;
         std::thread::sleep(THINK_TIME);
-        let (ms, stdout) = run_hook(
-            &stop_bin,
-            &corpus::claude_stop_stdin(&session, &answer, &transcript, &cwd),
-            &env,
-        )?;
+        let stdin = corpus::claude_stop_stdin(session, answer, &transcript, &self.cwd);
+        let (ms, stdout) = run_hook(&self.stop_bin, &stdin, &self.env)?;
         if !stdout.trim().is_empty() {
             bail!("hook-stop printed {stdout:?}: it must stay silent for Claude Code");
         }
         out.stop.0.push(ms);
+        Ok(())
     }
-    let log_after = std::fs::metadata(hook_log(inst)).map_or(0, |m| m.len());
-    if log_after != log_before {
-        let text = std::fs::read_to_string(hook_log(inst)).unwrap_or_default();
-        bail!("hooks logged failures during the run:\n{text}");
+
+    /// After `runs` turns into `out`: every stop stored its exchange and no hook logged a
+    /// failure; returns `out`.
+    pub fn check(&self, d: &Daemon, runs: usize, out: HookRuns) -> Result<HookRuns> {
+        let log_after = std::fs::metadata(&self.log).map_or(0, |m| m.len());
+        if log_after != self.log_before {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            bail!("hooks logged failures during the run:\n{text}");
+        }
+        let stored = d.memory_count()? - self.stored_before;
+        if stored < runs {
+            bail!("only {stored} of {runs} hook-stop runs stored their exchange");
+        }
+        Ok(out)
     }
-    let stored = d.memory_count()? - stored_before;
-    if stored < runs {
-        bail!("only {stored} of {runs} hook-stop runs stored their exchange");
-    }
-    Ok(out)
 }

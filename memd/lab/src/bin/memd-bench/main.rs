@@ -82,6 +82,12 @@ struct Args {
     /// compare against the default in one sitting.
     #[arg(long)]
     no_rerank: bool,
+    /// After the workloads at each size, measure hook-prompt (`--hook-runs`) and get-context
+    /// (`--queries`) with reranking on and off in one sitting: the store copied to a second
+    /// daemon reranking the other way, calls alternated between the two, the p50 ratio printed
+    /// beside its target (1.15).
+    #[arg(long)]
+    rerank_pair: bool,
     /// Only these phases (default: binaries, empty, ingest, sizes; `million`, `shared`,
     /// `dashboard` and `tools` only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
@@ -253,6 +259,7 @@ fn options(args: &Args, m: &ArgMatches) -> Opts {
         real_max: args.real_max,
         real_pool: args.real_pool,
         rerank: !args.no_rerank,
+        rerank_pair: args.rerank_pair,
     }
 }
 

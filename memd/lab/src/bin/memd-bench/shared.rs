@@ -7,9 +7,10 @@
 //! the first send took). Must never measure a daemon whose store was not filled the same way
 //! for both runs: one instance serves both.
 
-use super::{Bench, load, prebuild};
+use super::{Bench, load};
 use crate::corpus::Corpus;
 use crate::daemon::Daemon;
+use crate::prebuild;
 use crate::report::{Figure, size_label};
 use anyhow::{Context, Result, anyhow, bail};
 use memd_testkit::postgres::Postgres;
