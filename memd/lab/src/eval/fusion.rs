@@ -13,18 +13,22 @@
 //! (the shipped rows come from `memd-eval retrieval`), write anywhere but temporary stores and
 //! the `--features` file, or let timing decide a figure.
 
-use super::coding::{CodingIndex, CodingSet};
-use super::fusion_tokens::{QueryTokens, RULES, Rule, Vocabulary, weigh_grid, weighted, weights};
-use super::late::TurnText;
+use super::dataset::Question;
+use super::fusion_stores::{Encoded, Loaded, Stores, count_every, encode_store, mixed_store};
+use super::fusion_tokens::{
+    Counts, Kind, QueryTokens, RULES, Rule, weigh_grid, weighted, weights_for,
+};
 use super::locomo::Indexed;
 use super::metrics::{Recall, Scorer};
+use super::pipeline::shipped_ranking;
 use anyhow::{Context, Result};
 use memd_engine::models::embed::{
-    LateInteraction, OnnxEmbedder, RuntimePaths, TokenStates, late_interaction_dir,
+    LateInteraction, OnnxEmbedder, QueryStates, RuntimePaths, late_interaction_dir,
 };
 use memd_engine::models::late;
 use memd_engine::retrieve;
-use memd_engine::search::{Query, RRF_K, Ranking, rank};
+use memd_engine::search::{Query, RRF_K, rank};
+use memd_engine::state::MemState;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -36,6 +40,9 @@ const FIRST_DEPTH: usize = 160;
 const POOL: usize = 400;
 /// Depth late interaction reorders today.
 const HEAD: usize = 40;
+/// The vector list's first N late interaction scores beside the fused `HEAD` (as shipped,
+/// `retrieve::VECTOR_CANDIDATES`): the candidates `Source::Candidates` counts over.
+const PLUS_VECTORS: usize = 100;
 
 /// One listed memory of one question.
 struct Cand {
@@ -47,6 +54,8 @@ struct Cand {
     maxsim: f32,
     /// Each query token's best match (MaxSim before the mean), for the token rules.
     per_token: Vec<f32>,
+    /// Note or exchange, for `Source::Collection`.
+    kind: Kind,
 }
 
 struct Case {
@@ -65,6 +74,9 @@ enum First {
     Rrf(f32, f32),
     /// cosine (min-max over the vector list) + w × BM25 / the query's best BM25.
     Sum(f32),
+    /// `search::rank`'s own head (the daemon's, with its priors: in a store mixing notes and
+    /// exchanges the exchange weight counts), then the rest in RRF order.
+    Daemon,
 }
 
 /// How the candidates late interaction scores are ordered.
@@ -104,12 +116,27 @@ fn first_scores(case: &Case, first: First) -> Vec<f32> {
         (lo.min(c.cos), hi.max(c.cos))
     });
     let fused = |r: Option<usize>| r.filter(|&r| r < FIRST_DEPTH);
+    let shipped: HashMap<usize, usize> = case
+        .shipped_first
+        .iter()
+        .enumerate()
+        .map(|(at, &i)| (i, at))
+        .collect();
     case.cands
         .iter()
-        .map(|c| match first {
+        .enumerate()
+        .map(|(i, c)| match first {
             First::Rrf(k, wl) => {
                 fused(c.vrank).map_or(0.0, |r| 1.0 / (k + r as f32 + 1.0))
                     + fused(c.lrank).map_or(0.0, |r| wl / (k + r as f32 + 1.0))
+            }
+            First::Daemon => {
+                let rrf = fused(c.vrank).map_or(0.0, |r| 1.0 / (RRF_K + r as f32 + 1.0))
+                    + fused(c.lrank).map_or(0.0, |r| 1.0 / (RRF_K + r as f32 + 1.0));
+                match shipped.get(&i) {
+                    Some(&at) => 10.0 - at as f32 * 0.01,
+                    None => rrf,
+                }
             }
             First::Sum(w) => {
                 let cn = if hi > lo {
@@ -190,9 +217,9 @@ fn final_scores(case: &Case, pool: &[usize], last: Final) -> Vec<f32> {
     }
 }
 
-/// The final order of `case` under `cfg`, and whether an evidence memory was among the
-/// candidates late interaction scored.
-fn ranked(case: &Case, cfg: &Config) -> (Vec<usize>, bool) {
+/// The first stage's order of `case` under `cfg` and the candidates late interaction scores
+/// (indexes into `case.cands`).
+fn pool_of(case: &Case, cfg: &Config) -> (Vec<usize>, Vec<usize>) {
     let first = order_by(&first_scores(case, cfg.first));
     let mut pool: Vec<usize> = first.iter().copied().take(cfg.head).collect();
     for (i, c) in case.cands.iter().enumerate() {
@@ -202,6 +229,13 @@ fn ranked(case: &Case, cfg: &Config) -> (Vec<usize>, bool) {
             pool.push(i);
         }
     }
+    (first, pool)
+}
+
+/// The final order of `case` under `cfg`, and whether an evidence memory was among the
+/// candidates late interaction scored.
+fn ranked(case: &Case, cfg: &Config) -> (Vec<usize>, bool) {
+    let (first, pool) = pool_of(case, cfg);
     let relevant = |i: &usize| {
         case.cands[*i]
             .labels
@@ -294,26 +328,84 @@ fn grid() -> Vec<Config> {
     v
 }
 
-/// Every memory of one store: (key, text).
-fn texts_of(ix: &Indexed) -> Vec<(u64, String)> {
-    ix.store.read(|s| {
-        ix.labels
-            .keys()
-            .filter_map(|&k| Some((k, s.by_key(k)?.content.clone())))
-            .collect()
-    })
+/// One question as the study reads it: its text and evidence, its embedding, its
+/// late-interaction states.
+struct Asked<'a> {
+    q: &'a Question,
+    qvec: &'a [f32],
+    qs: &'a QueryStates,
 }
 
-/// Every question of one store as the study's cases. `mixed`: the document frequencies over
-/// one store mixing every set's memories, as a user's daemon would count them.
-fn cases_of(ix: &Indexed, model: &LateInteraction, mixed: &Vocabulary) -> Result<Vec<Case>> {
-    let mut states: HashMap<u64, TokenStates> = HashMap::new();
-    let mut vocab = Vocabulary::default();
-    for (k, t) in texts_of(ix) {
-        let (ids, rows) = model.doc_rows(&t)?;
-        vocab.add(&ids);
-        states.insert(k, TokenStates::quantize_rows(&rows));
+/// One question's case in store `s` (every memory the vector and BM25 lists give, `POOL`
+/// deep), and the key of each candidate.
+fn case_of(
+    s: &MemState,
+    ix: &Indexed,
+    enc: &Encoded,
+    asked: &Asked,
+    tokens: QueryTokens,
+) -> (Case, Vec<u64>) {
+    let Asked { q, qvec, qs } = *asked;
+    let all = |_k: u64| true;
+    let vec_hits = s.vectors().search(qvec, POOL, &all).unwrap_or_default();
+    let lex_hits = s.lexical().search(&q.text, POOL, &all);
+    let mut keys: Vec<u64> = vec_hits.iter().map(|h| h.0).collect();
+    for h in &lex_hits {
+        if !keys.contains(&h.0) {
+            keys.push(h.0);
+        }
     }
+    let cands: Vec<Cand> = keys
+        .iter()
+        .map(|&k| {
+            let vrank = vec_hits.iter().position(|h| h.0 == k);
+            let lrank = lex_hits.iter().position(|h| h.0 == k);
+            let cos = match vrank {
+                Some(r) => vec_hits[r].1,
+                None => s
+                    .vectors()
+                    .get(k)
+                    .map_or(0.0, |v| v.iter().zip(qvec).map(|(a, b)| a * b).sum()),
+            };
+            let st = enc.states.get(&k);
+            Cand {
+                labels: ix.labels.get(&k).cloned().unwrap_or_default(),
+                cos,
+                bm25: lrank.map_or(0.0, |r| lex_hits[r].1),
+                vrank,
+                lrank,
+                maxsim: st.map_or(0.0, |st| late::score(qs, st, 0.0)),
+                per_token: st.map_or_else(|| vec![0.0; qs.tokens()], |st| qs.maxsim_per_token(st)),
+                kind: enc.kinds.get(&k).copied().unwrap_or(Kind::Note),
+            }
+        })
+        .collect();
+    let query = Query {
+        limit: HEAD,
+        ..Query::default()
+    };
+    // The daemon's own ranking, priors included (the exchange weight counts where notes and
+    // exchanges share a store).
+    let ranking = shipped_ranking();
+    let shipped_first = rank(s, &query, &q.text, Some(qvec), &ranking, HEAD)
+        .iter()
+        .filter_map(|h| keys.iter().position(|&k| k == h.key))
+        .collect();
+    let case = Case {
+        category: q.category,
+        evidence: q.evidence.clone(),
+        cands,
+        shipped_first,
+        tokens,
+    };
+    (case, keys)
+}
+
+/// Every question of one store as the study's cases. `counts`: the document frequencies over
+/// one store mixing every set's memories, whole and by kind, as a user's daemon would count
+/// them.
+fn cases_of(ix: &Indexed, model: &LateInteraction, counts: &Counts) -> Result<Vec<Case>> {
+    let enc = encode_store(ix, model)?;
     let mut out = Vec::new();
     for (q, qvec) in ix.questions.iter().zip(&ix.question_vecs) {
         let qs = model.encode_query(&q.text)?;
@@ -327,58 +419,16 @@ fn cases_of(ix: &Indexed, model: &LateInteraction, mixed: &Vocabulary) -> Result
             )
         })?;
         let ids = model.query_ids(&q.text)?;
-        let tokens = QueryTokens::of(model, &ids, &vocab, mixed, word_idf);
-        let case = ix.store.read(|s| {
-            let all = |_k: u64| true;
-            let vec_hits = s.vectors().search(qvec, POOL, &all).unwrap_or_default();
-            let lex_hits = s.lexical().search(&q.text, POOL, &all);
-            let mut keys: Vec<u64> = vec_hits.iter().map(|h| h.0).collect();
-            for h in &lex_hits {
-                if !keys.contains(&h.0) {
-                    keys.push(h.0);
-                }
-            }
-            let cands: Vec<Cand> = keys
-                .iter()
-                .map(|&k| {
-                    let vrank = vec_hits.iter().position(|h| h.0 == k);
-                    let lrank = lex_hits.iter().position(|h| h.0 == k);
-                    let cos = match vrank {
-                        Some(r) => vec_hits[r].1,
-                        None => s
-                            .vectors()
-                            .get(k)
-                            .map_or(0.0, |v| v.iter().zip(qvec).map(|(a, b)| a * b).sum()),
-                    };
-                    Cand {
-                        labels: ix.labels.get(&k).cloned().unwrap_or_default(),
-                        cos,
-                        bm25: lrank.map_or(0.0, |r| lex_hits[r].1),
-                        vrank,
-                        lrank,
-                        maxsim: states.get(&k).map_or(0.0, |st| late::score(&qs, st, 0.0)),
-                        per_token: states
-                            .get(&k)
-                            .map_or_else(|| vec![0.0; qs.tokens()], |st| qs.maxsim_per_token(st)),
-                    }
-                })
-                .collect();
-            let query = Query {
-                limit: HEAD,
-                ..Query::default()
-            };
-            let shipped_first = rank(s, &query, &q.text, Some(qvec), &Ranking::default(), HEAD)
-                .iter()
-                .filter_map(|h| keys.iter().position(|&k| k == h.key))
-                .collect();
-            Case {
-                category: q.category,
-                evidence: q.evidence.clone(),
-                cands,
-                shipped_first,
-                tokens,
-            }
-        });
+        let tokens = QueryTokens::of(model, &ids, &enc.vocab, counts, word_idf);
+        let question = Asked { q, qvec, qs: &qs };
+        let (mut case, keys) = ix.store.read(|s| case_of(s, ix, &enc, &question, tokens));
+        // What ships scores the fused 40 and the vector list's first 100: count over those.
+        let (_, pool) = pool_of(&case, &token_grid()[0]);
+        let docs: Vec<&[i64]> = pool
+            .iter()
+            .filter_map(|&i| enc.ids.get(&keys[i]).map(Vec::as_slice))
+            .collect();
+        case.tokens.set_candidate_df(&ids, &docs);
         out.push(case);
     }
     Ok(out)
@@ -389,48 +439,16 @@ fn cases_of(ix: &Indexed, model: &LateInteraction, mixed: &Vocabulary) -> Result
 pub fn run(
     locomo: Option<PathBuf>,
     features: Option<PathBuf>,
+    stores: Stores,
     runtime: &RuntimePaths,
 ) -> Result<()> {
     let embedder = OnnxEmbedder::load(runtime, 0).context("the study needs the embedder")?;
     let model = LateInteraction::load(&runtime.ort_lib, &late_interaction_dir(), 0)
         .context("the study needs the late-interaction model")?;
-    let locomo_ix = match locomo {
-        Some(dir) => {
-            let files = super::dataset::conversation_files(&dir)?;
-            let text = |turns: &[super::dataset::Turn], i: usize| TurnText::Speaker.text(turns, i);
-            super::late::index_files(&files, &embedder, &text)?
-        }
-        None => Vec::new(),
-    };
-    let mut coding = Vec::new();
-    for (name, dir) in super::summary::repository_sets() {
-        let index = CodingIndex::build(CodingSet::load(&dir)?, &embedder)?;
-        coding.push((name.replace(' ', "_"), index));
-    }
-    let probe = super::summary::probe_index(&embedder)?;
-    // One store holding every set's memories, as a user's daemon mixes conversations and notes.
-    let every = || {
-        let notes = coding.iter().map(|(_, c)| c.indexed());
-        locomo_ix.iter().chain(notes).chain([&probe])
-    };
-    let mut mixed = Vocabulary::default();
-    for ix in every() {
-        for (_, t) in texts_of(ix) {
-            mixed.add(&model.doc_ids(&t)?);
-        }
-    }
-    let mut sets: Vec<(String, Vec<Case>)> = Vec::new();
-    if !locomo_ix.is_empty() {
-        let mut cases = Vec::new();
-        for ix in &locomo_ix {
-            cases.extend(cases_of(ix, &model, &mixed)?);
-        }
-        sets.push(("locomo".into(), cases));
-    }
-    for (name, index) in &coding {
-        sets.push((name.clone(), cases_of(index.indexed(), &model, &mixed)?));
-    }
-    sets.push(("probe".into(), cases_of(&probe, &model, &mixed)?));
+    let loaded = Loaded::load(locomo, &embedder)?;
+    let parts = loaded.parts();
+    let counts = count_every(&parts, &model)?;
+    let mut sets = sets_of(stores, &parts, &model, &counts, &embedder)?;
     for (name, cases) in &sets {
         let agree = cases
             .iter()
@@ -447,16 +465,52 @@ pub fn run(
     if let Some(path) = features {
         write_features(&path, &sets)?;
     }
+    print_grids(&mut sets);
+    Ok(())
+}
+
+/// Each set's questions as cases, ranked in the stores `stores` asks for.
+fn sets_of(
+    stores: Stores,
+    parts: &[(String, &Indexed)],
+    model: &LateInteraction,
+    counts: &Counts,
+    embedder: &OnnxEmbedder,
+) -> Result<Vec<(String, Vec<Case>)>> {
+    let mut sets: Vec<(String, Vec<Case>)> = Vec::new();
+    match stores {
+        Stores::Own => {
+            for (name, ix) in parts {
+                let cases = cases_of(ix, model, counts)?;
+                match sets.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, all)) => all.extend(cases),
+                    None => sets.push((name.clone(), cases)),
+                }
+            }
+        }
+        Stores::Mixed => {
+            let mixed = mixed_store(parts, embedder)?;
+            let mut cases = cases_of(&mixed.ix, model, counts)?.into_iter();
+            for (name, n) in mixed.sets {
+                sets.push((name, cases.by_ref().take(n).collect()));
+            }
+        }
+    }
+    Ok(sets)
+}
+
+/// Every configuration, then every query-token rule, on every set.
+fn print_grids(sets: &mut [(String, Vec<Case>)]) {
     println!("config\tset\tr1\tr5\tr10\tmrr\tpool");
     for cfg in grid() {
-        print_rows("", &cfg, &sets);
+        print_rows("", &cfg, sets);
     }
     for rule in RULES {
         for (_, cases) in sets.iter_mut() {
             apply_rule(cases, rule);
         }
         for cfg in token_grid() {
-            print_rows(&format!("tokens {rule:?} | "), &cfg, &sets);
+            print_rows(&format!("tokens {rule:?} | "), &cfg, sets);
         }
     }
     // The weighing grid with what ships only (the fused 40 + the vector list's first 100).
@@ -464,9 +518,8 @@ pub fn run(
         for (_, cases) in sets.iter_mut() {
             apply_rule(cases, rule);
         }
-        print_rows(&format!("tokens {rule:?} | "), &token_grid()[0], &sets);
+        print_rows(&format!("tokens {rule:?} | "), &token_grid()[0], sets);
     }
-    Ok(())
 }
 
 fn print_rows(prefix: &str, cfg: &Config, sets: &[(String, Vec<Case>)]) {
@@ -482,9 +535,9 @@ fn print_rows(prefix: &str, cfg: &Config, sets: &[(String, Vec<Case>)]) {
 /// Every candidate's MaxSim recomputed from its per-token matches under `rule`.
 fn apply_rule(cases: &mut [Case], rule: Rule) {
     for case in cases {
-        let w = weights(rule, &case.tokens);
+        let w = [Kind::Exchange, Kind::Note].map(|k| weights_for(rule, &case.tokens, k));
         for c in &mut case.cands {
-            c.maxsim = weighted(&c.per_token, &w);
+            c.maxsim = weighted(&c.per_token, &w[c.kind as usize]);
         }
     }
 }
@@ -494,14 +547,14 @@ fn apply_rule(cases: &mut [Case], rule: Rule) {
 /// 200-400 as candidates.
 fn token_grid() -> Vec<Config> {
     let at = |plus_v, last| Config {
-        first: First::Rrf(RRF_K, 1.0),
+        first: First::Daemon,
         head: 40,
         plus_v,
         plus_l: 0,
         last,
     };
     vec![
-        at(100, Final::Shipped),
+        at(PLUS_VECTORS, Final::Shipped),
         at(100, Final::Lin(0.05, 0.0)),
         at(160, Final::Shipped),
         at(200, Final::Shipped),

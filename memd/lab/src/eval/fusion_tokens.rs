@@ -4,7 +4,10 @@
 //! IDF over the store's memories' tokens.
 //!
 //! The `Weigh` family (section 13) reads document frequencies either from the question's own
-//! store or from one store mixing every set's memories, as a user's daemon holds them.
+//! store or from one store mixing every set's memories, as a user's daemon holds them; section
+//! 16 adds two sources a mixed store cannot blur: the query's own candidates (what late
+//! interaction scores: the fused 40 and the vector list's first 100), and the candidate's
+//! collection (notes counted against notes, exchanges against exchanges).
 //!
 //! Owns the rules and the per-query weights they give; the rows are printed by `fusion`. Must
 //! never decide a default by itself (the shipped rows come from `memd-eval retrieval`).
@@ -33,6 +36,10 @@ pub struct QueryTokens {
     /// mixed one, for the `Weigh` forms.
     local_df: Vec<(f32, f32)>,
     mixed_df: Vec<(f32, f32)>,
+    /// The same over the query's candidates (set by `set_candidate_df` once they are known).
+    cand_df: Vec<(f32, f32)>,
+    /// The same over each collection of the mixed store: `[exchanges, notes]`.
+    coll_df: [Vec<(f32, f32)>; 2],
     /// The same over the lexical index's terms: the IDF of the word the token belongs to
     /// (`None`: a marker, or a word without a term: a stopword, punctuation).
     word_idf: Vec<Option<f32>>,
@@ -73,6 +80,30 @@ pub enum Source {
     Own,
     /// One store mixing every set's memories, as a user's daemon holds them.
     Mixed,
+    /// The memories late interaction scores for this query (the fused 40 and the vector
+    /// list's first 100): known at scoring time, no counts to keep.
+    Candidates,
+    /// The mixed store's memories of the candidate's own collection: notes weigh a query's
+    /// tokens by the notes' counts, exchanges by the exchanges'.
+    Collection,
+}
+
+/// A memory's collection as `Source::Collection` counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A conversation's turn (the daemon's working and history collections).
+    Exchange = 0,
+    /// A note (memory bank, patterns, books).
+    Note = 1,
+}
+
+/// The document frequencies a question's weights are read from, besides its own store.
+#[derive(Default)]
+pub struct Counts {
+    /// Every set's memories together.
+    pub mixed: Vocabulary,
+    /// The same split by `Kind`.
+    pub kinds: [Vocabulary; 2],
 }
 
 /// How a document frequency becomes a weight.
@@ -110,11 +141,16 @@ impl Weigh {
     }
 }
 
-/// The `Weigh` grid `memd-eval fusion` measures: both sources, every form, floors 0 / 1 / 2,
+/// The `Weigh` grid `memd-eval fusion` measures: every source, every form, floors 0 / 1 / 2,
 /// caps none / 3 / 5, α 0.5 and 1.
 pub fn weigh_grid() -> Vec<Rule> {
     let mut out = Vec::new();
-    for source in [Source::Own, Source::Mixed] {
+    for source in [
+        Source::Own,
+        Source::Mixed,
+        Source::Candidates,
+        Source::Collection,
+    ] {
         for form in [Form::Smooth, Form::Plain, Form::PlusOne] {
             for floor in [0.0, 1.0, 2.0] {
                 for cap in [f32::INFINITY, 3.0, 5.0] {
@@ -139,9 +175,10 @@ impl QueryTokens {
         model: &LateInteraction,
         ids: &[i64],
         vocab: &Vocabulary,
-        global: &Vocabulary,
+        counts: &Counts,
         word_idf: Vec<Option<f32>>,
     ) -> QueryTokens {
+        let global = &counts.mixed;
         let df = |v: &Vocabulary| ids.iter().map(|&id| v.df(id)).collect();
         let text = |id: i64| model.token_text(id).unwrap_or_default();
         QueryTokens {
@@ -162,8 +199,19 @@ impl QueryTokens {
             global_idf: ids.iter().map(|&id| global.idf(id)).collect(),
             local_df: df(vocab),
             mixed_df: df(global),
+            cand_df: Vec::new(),
+            coll_df: [df(&counts.kinds[0]), df(&counts.kinds[1])],
             word_idf,
         }
+    }
+
+    /// Counts the query's tokens over its candidates' token ids (`Source::Candidates`).
+    pub fn set_candidate_df(&mut self, ids: &[i64], candidates: &[&[i64]]) {
+        let mut v = Vocabulary::default();
+        for c in candidates {
+            v.add(c);
+        }
+        self.cand_df = ids.iter().map(|&id| v.df(id)).collect();
     }
 }
 
@@ -209,13 +257,20 @@ pub const RULES: [Rule; 11] = [
     Rule::LexIdfDrop,
 ];
 
-/// The weight of each query token under `rule` (all 1 when the rule would leave none).
+/// The weight of each query token under `rule` (all 1 when the rule would leave none), for a
+/// note.
 pub fn weights(rule: Rule, q: &QueryTokens) -> Vec<f32> {
+    weights_for(rule, q, Kind::Note)
+}
+
+/// The weight of each query token under `rule` when scoring a memory of kind `kind` (only
+/// `Source::Collection` tells the kinds apart).
+pub fn weights_for(rule: Rule, q: &QueryTokens, kind: Kind) -> Vec<f32> {
     if matches!(rule, Rule::LexIdf | Rule::LexIdfDrop) {
         return lexical_weights(rule, q);
     }
     if let Rule::Weigh(weigh) = rule {
-        return weigh_weights(weigh, q);
+        return weigh_weights(weigh, q, kind);
     }
     let n = q.idf.len();
     let dropped = |i: usize| match rule {
@@ -262,10 +317,12 @@ pub fn weighted(per_token: &[f32], weights: &[f32]) -> f32 {
     sum / total.max(f32::MIN_POSITIVE)
 }
 
-fn weigh_weights(weigh: Weigh, q: &QueryTokens) -> Vec<f32> {
+fn weigh_weights(weigh: Weigh, q: &QueryTokens, kind: Kind) -> Vec<f32> {
     let df = match weigh.source {
         Source::Own => &q.local_df,
         Source::Mixed => &q.mixed_df,
+        Source::Candidates => &q.cand_df,
+        Source::Collection => &q.coll_df[kind as usize],
     };
     let n = df.len();
     let words: Vec<f32> = (0..n)
@@ -332,6 +389,18 @@ mod tests {
                 (1.0, 99.0),
                 (9.0, 99.0),
                 (99.0, 99.0),
+            ],
+            cand_df: Vec::new(),
+            coll_df: [
+                vec![(5.0, 10.0); 6],
+                vec![
+                    (0.0, 10.0),
+                    (0.0, 10.0),
+                    (1.0, 10.0),
+                    (9.0, 10.0),
+                    (1.0, 10.0),
+                    (10.0, 10.0),
+                ],
             ],
             word_idf: vec![None, None, None, Some(2.5), None, None],
         }
@@ -400,6 +469,37 @@ mod tests {
     }
 
     #[test]
+    fn candidates_and_collections_give_their_own_counts() {
+        let mut q = query();
+        let ids = [101, 1, 1996, 2911, 1029, 102];
+        // "ship" (2911) in one of three candidates, "the" (1996) in all three.
+        q.set_candidate_df(&ids, &[&[1996, 2911], &[1996, 1996], &[1996, 7]]);
+        assert_eq!(q.cand_df[2], (3.0, 3.0));
+        assert_eq!(q.cand_df[3], (1.0, 3.0));
+        let by = |source| {
+            Rule::Weigh(Weigh {
+                source,
+                form: Form::Smooth,
+                floor: 0.0,
+                cap: f32::INFINITY,
+                alpha: 1.0,
+            })
+        };
+        let w = weights(by(Source::Candidates), &q);
+        assert!((w[3] - (4.0f32 / 1.5).ln()).abs() < 1e-5, "{w:?}");
+        assert!((w[2] - (4.0f32 / 3.5).ln()).abs() < 1e-5, "{w:?}");
+        // Among notes "ship" is common (9 of 10), among exchanges every token is at 5 of 10.
+        let notes = weights_for(by(Source::Collection), &q, Kind::Note);
+        let exchanges = weights_for(by(Source::Collection), &q, Kind::Exchange);
+        assert!((notes[3] - (11.0f32 / 9.5).ln()).abs() < 1e-5, "{notes:?}");
+        assert!(
+            exchanges
+                .iter()
+                .all(|w| (w - (11.0f32 / 5.5).ln()).abs() < 1e-5)
+        );
+    }
+
+    #[test]
     fn a_rule_that_leaves_no_token_counts_every_one() {
         let q = QueryTokens {
             punct: vec![true],
@@ -409,6 +509,8 @@ mod tests {
             global_idf: vec![1.0],
             local_df: vec![(1.0, 1.0)],
             mixed_df: vec![(1.0, 1.0)],
+            cand_df: vec![(1.0, 1.0)],
+            coll_df: [vec![(1.0, 1.0)], vec![(1.0, 1.0)]],
             word_idf: vec![None],
         };
         assert_eq!(weights(Rule::NoPunct, &q), [1.0]);

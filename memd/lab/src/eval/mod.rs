@@ -26,6 +26,7 @@ pub mod eviction;
 pub mod evidence;
 pub mod floor;
 pub mod fusion;
+pub mod fusion_stores;
 pub mod fusion_tokens;
 pub mod header;
 pub mod late;
@@ -106,6 +107,9 @@ pub enum EvalCommand {
         /// Also write every candidate's cosine, BM25, ranks and MaxSim to this file.
         #[arg(long)]
         features: Option<PathBuf>,
+        /// Rank each question in its own set's store, or in one store mixing every set.
+        #[arg(long, value_enum, default_value = "own")]
+        stores: fusion_stores::Stores,
     },
     /// One table: R@k and MRR of the first stage alone and of what memd ships, on LoCoMo (when
     /// `--locomo` names the conversations), the coding set and the holdout set; then the
@@ -264,7 +268,11 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             };
             print!("{}", run_coding(&dir, &runtime, &options)?);
         }
-        EvalCommand::Fusion { locomo, features } => fusion::run(locomo, features, &runtime)?,
+        EvalCommand::Fusion {
+            locomo,
+            features,
+            stores,
+        } => fusion::run(locomo, features, stores, &runtime)?,
         EvalCommand::Retrieval {
             locomo,
             turn_text,

@@ -19,10 +19,10 @@ use anyhow::{Context, Result, anyhow, ensure};
 use ort::environment::Environment;
 use ort::session::Session;
 use ort::value::TensorRef;
-use tokenizers::{Tokenizer, TruncationParams};
 
 use super::DIMS;
 use super::onnx::{cut_at_char_boundary, load_model_dir};
+use super::vocab::{Cut, Vocab};
 
 /// Memories are cut to this many tokens; most memories are far shorter (LoCoMo turns: 29-105).
 pub const MAX_DOC_TOKENS: usize = 180;
@@ -253,7 +253,8 @@ pub struct LateInteraction {
     queries: QueryBatch<Vec<Vec<f32>>>,
     query_tokens: usize,
     dims: usize,
-    tokenizer: Tokenizer,
+    /// Shared with the embedder (same vocabulary); cut at `MAX_DOC_TOKENS` less the marker.
+    vocab: Vocab,
     /// SHA-256 of `model.onnx`: which model the token states on disk are of.
     digest: [u8; 32],
     _environment: Environment,
@@ -262,18 +263,7 @@ pub struct LateInteraction {
 impl LateInteraction {
     /// Loads `model.onnx` and `tokenizer.json` from `dir` on the ONNX Runtime library `ort_lib`.
     pub fn load(ort_lib: &Path, dir: &Path, threads: usize) -> Result<Self> {
-        let parts = load_model_dir(
-            ort_lib,
-            dir,
-            threads,
-            "late-interaction",
-            HIDDEN_STATE,
-            TruncationParams {
-                // One place is left for the marker inserted after [CLS].
-                max_length: MAX_DOC_TOKENS - 1,
-                ..Default::default()
-            },
-        )?;
+        let parts = load_model_dir(ort_lib, dir, threads, "late-interaction", HIDDEN_STATE)?;
         // ~30 ms for the shipped 34 MB (SHA-NI), from the page cache the load just filled.
         let digest = file_sha256(&dir.join("model.onnx"))?;
         Ok(LateInteraction {
@@ -282,7 +272,7 @@ impl LateInteraction {
             queries: QueryBatch::default(),
             query_tokens: QUERY_TOKENS,
             dims: DIMS,
-            tokenizer: parts.tokenizer,
+            vocab: parts.vocab,
             digest,
             _environment: parts.environment,
         })
@@ -393,10 +383,7 @@ impl LateInteraction {
     /// query its token belongs to; `None` for `[CLS]`, the marker and `[SEP]`. For studies.
     pub fn query_words(&self, query: &str) -> Result<Vec<Option<String>>> {
         let text = cut_at_char_boundary(query, MAX_INPUT_BYTES);
-        let encoding = self
-            .tokenizer
-            .encode(text, true)
-            .map_err(|e| anyhow!("tokenizing text for late interaction: {e}"))?;
+        let encoding = self.encode(text)?;
         let (words, offsets) = (encoding.get_word_ids(), encoding.get_offsets());
         let span = |w: u32| {
             let of_word = words.iter().zip(offsets).filter(|(x, _)| **x == Some(w));
@@ -420,14 +407,23 @@ impl LateInteraction {
 
     /// The vocabulary entry of `id` (`None` when out of range).
     pub fn token_text(&self, id: i64) -> Option<String> {
-        self.tokenizer.id_to_token(u32::try_from(id).ok()?)
+        self.vocab.id_to_token(u32::try_from(id).ok()?)
+    }
+
+    /// `text` (already cut to `MAX_INPUT_BYTES`) tokenised, `[CLS]` … `[SEP]`, leaving one
+    /// place of `MAX_DOC_TOKENS` for the marker inserted after `[CLS]`.
+    fn encode(&self, text: &str) -> Result<tokenizers::Encoding> {
+        let cut = Cut {
+            max_length: MAX_DOC_TOKENS - 1,
+            ..Default::default()
+        };
+        self.vocab
+            .encode(text, &cut)
+            .context("tokenizing text for late interaction")
     }
 
     fn token_ids(&self, text: &str, marker: i64) -> Result<Vec<i64>> {
-        let encoding = self
-            .tokenizer
-            .encode(cut_at_char_boundary(text, MAX_INPUT_BYTES), true)
-            .map_err(|e| anyhow!("tokenizing text for late interaction: {e}"))?;
+        let encoding = self.encode(cut_at_char_boundary(text, MAX_INPUT_BYTES))?;
         let mut ids: Vec<i64> = encoding.get_ids().iter().map(|&i| i64::from(i)).collect();
         ids.insert(1.min(ids.len()), marker);
         Ok(ids)

@@ -110,54 +110,32 @@ fn rewrite_graph(graph: &[u8]) -> Option<(Vec<u8>, usize)> {
     Some((out, weights.len()))
 }
 
-/// The weight whose dequantising `Cast` is node `cast`, if the pattern matches exactly.
+/// The weight whose dequantising `Cast` is node `cast`, if the pattern matches exactly: a
+/// scale per column used by this `Mul` alone, the weight read only as `MatMul`'s right-hand side.
 fn weight_at(
     cast: usize,
     view: &GraphView,
     consumers: &HashMap<&str, Vec<usize>>,
 ) -> Option<Weight> {
-    let (nodes, tensors) = (&view.nodes, &view.tensors);
-    let n = &nodes[cast];
-    let is_cast = n.op == "Cast" && n.plain && n.ints.get("to") == Some(&FLOAT);
-    if !is_cast || n.inputs.len() != 1 || n.outputs.len() != 1 {
+    let d = view.dequantised_at(cast, consumers)?;
+    let columns = d.quantised_dims[1];
+    let per_column = d.scale_dims == [1, columns] || d.scale_dims == [columns];
+    if !per_column || view.only_use(consumers, d.scale) != Some(d.mul) {
         return None;
     }
-    let q = tensors.get(&n.inputs[0])?;
-    let &[_, columns] = q.dims.as_slice() else {
-        return None;
-    };
-    if q.data_type != INT8 {
-        return None;
-    }
-    let only_use = |name: &str| match consumers.get(name).map(Vec::as_slice) {
-        Some([one]) if !view.outputs.contains(name) => Some(*one),
-        _ => None,
-    };
-    let mul = only_use(&n.outputs[0])?;
-    let m = &nodes[mul];
-    if m.op != "Mul" || !m.plain || m.inputs.len() != 2 || m.outputs.len() != 1 {
-        return None;
-    }
-    let scale_name = m.inputs.iter().find(|i| **i != n.outputs[0])?;
-    let scale = tensors.get(scale_name)?;
-    let per_column = scale.dims == [1, columns] || scale.dims == [columns];
-    if scale.data_type != FLOAT || !per_column || only_use(scale_name) != Some(mul) {
-        return None;
-    }
-    let weight = &m.outputs[0];
-    let uses = consumers.get(weight.as_str())?;
+    let uses = consumers.get(d.output)?;
     let all_matmuls = uses.iter().all(|&u| {
-        let u = &nodes[u];
-        u.op == "MatMul" && u.plain && u.inputs.len() == 2 && u.inputs[1] == *weight
+        let u = &view.nodes[u];
+        u.op == "MatMul" && u.plain && u.inputs.len() == 2 && u.inputs[1] == d.output
     });
-    if !all_matmuls || view.outputs.contains(weight) {
+    if !all_matmuls || view.outputs.contains(d.output) {
         return None;
     }
     Some(Weight {
         cast,
-        mul,
-        quantised: n.inputs[0].clone(),
-        scale: scale_name.clone(),
+        mul: d.mul,
+        quantised: d.quantised.to_owned(),
+        scale: d.scale.to_owned(),
         columns,
     })
 }

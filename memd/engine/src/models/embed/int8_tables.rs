@@ -36,24 +36,16 @@ struct Table {
 
 fn rewrite_graph(graph: &[u8]) -> Option<(Vec<u8>, usize)> {
     let view = GraphView::parse(graph)?;
-    let GraphView {
-        fields,
-        tensors,
-        nodes,
-        outputs: graph_outputs,
-    } = &view;
     let consumers = view.consumers();
     // Gather index → the table it reads.
     let mut gathers: HashMap<usize, Table> = HashMap::new();
     let mut dropped = HashSet::new();
-    for (cast, n) in nodes.iter().enumerate() {
-        let Some((mul, table)) = table_at(cast, n, nodes, tensors, &consumers, graph_outputs)
-        else {
+    for cast in 0..view.nodes.len() {
+        let Some((output, table)) = table_at(cast, &view, &consumers) else {
             continue;
         };
         dropped.extend(table.dequantise);
-        let uses = &consumers[nodes[mul].outputs[0].as_str()];
-        let (last, rest) = uses.split_last()?;
+        let (last, rest) = consumers[output].split_last()?;
         for &g in rest {
             gathers.insert(g, table.clone());
         }
@@ -65,7 +57,7 @@ fn rewrite_graph(graph: &[u8]) -> Option<(Vec<u8>, usize)> {
     let tables = dropped.len() / 2;
     let mut out = Vec::with_capacity(graph.len());
     let mut node_index = 0;
-    for f in fields {
+    for f in &view.fields {
         if f.number != GRAPH_NODE {
             out.extend_from_slice(&graph[f.start..f.end]);
             continue;
@@ -76,68 +68,48 @@ fn rewrite_graph(graph: &[u8]) -> Option<(Vec<u8>, usize)> {
             continue;
         }
         match gathers.get(&i) {
-            Some(table) => lookup_first(&mut out, table, &nodes[i], i),
+            Some(table) => lookup_first(&mut out, table, &view.nodes[i], i),
             None => out.extend_from_slice(&graph[f.start..f.end]),
         }
     }
     Some((out, tables))
 }
 
-/// The table whose dequantising `Cast` is node `cast`, with its `Mul`'s index, if the pattern
-/// matches exactly.
-fn table_at(
+/// The table whose dequantising `Cast` is node `cast`, with the name of the fp32 table, if the
+/// pattern matches exactly: a scale per row or one for the table, the table read only by
+/// `Gather`s on axis 0.
+fn table_at<'a>(
     cast: usize,
-    n: &Node,
-    nodes: &[Node],
-    tensors: &HashMap<String, Tensor>,
+    view: &'a GraphView,
     consumers: &HashMap<&str, Vec<usize>>,
-    graph_outputs: &HashSet<String>,
-) -> Option<(usize, Table)> {
-    let is_cast = n.op == "Cast" && n.plain && n.ints.get("to") == Some(&FLOAT);
-    if !is_cast || n.inputs.len() != 1 || n.outputs.len() != 1 {
+) -> Option<(&'a str, Table)> {
+    let d = view.dequantised_at(cast, consumers)?;
+    let per_row = d.scale_dims == [d.quantised_dims[0], 1];
+    let scalar = d.scale_dims.iter().all(|&dim| dim == 1);
+    if !(per_row || scalar) {
         return None;
     }
-    let q = tensors.get(&n.inputs[0])?;
-    if q.data_type != INT8 || q.dims.len() != 2 {
-        return None;
-    }
-    let only_use = |name: &str| match consumers.get(name).map(Vec::as_slice) {
-        Some([one]) if !graph_outputs.contains(name) => Some(*one),
-        _ => None,
-    };
-    let mul = only_use(&n.outputs[0])?;
-    let m = &nodes[mul];
-    if m.op != "Mul" || !m.plain || m.inputs.len() != 2 || m.outputs.len() != 1 {
-        return None;
-    }
-    let scale_name = m.inputs.iter().find(|i| **i != n.outputs[0])?;
-    let scale = tensors.get(scale_name)?;
-    let per_row = scale.dims == [q.dims[0], 1];
-    let scalar = scale.dims.iter().all(|&d| d == 1);
-    if scale.data_type != FLOAT || !(per_row || scalar) {
-        return None;
-    }
-    let table = &m.outputs[0];
-    let uses = consumers.get(table.as_str())?;
+    let table = d.output;
+    let uses = consumers.get(table)?;
     let all_lookups = uses.iter().all(|&g| {
-        let g = &nodes[g];
+        let g = &view.nodes[g];
         g.op == "Gather"
             && g.plain
             && g.inputs.len() == 2
-            && g.inputs[0] == *table
+            && g.inputs[0] == table
             && g.outputs.len() == 1
             && g.ints.get("axis").copied().unwrap_or(0) == 0
     });
-    if !all_lookups || graph_outputs.contains(table) {
+    if !all_lookups || view.outputs.contains(table) {
         return None;
     }
     Some((
-        mul,
+        table,
         Table {
-            quantised: n.inputs[0].clone(),
-            scale: scale_name.clone(),
+            quantised: d.quantised.to_owned(),
+            scale: d.scale.to_owned(),
             per_row,
-            dequantise: [cast, mul],
+            dequantise: [cast, d.mul],
         },
     ))
 }

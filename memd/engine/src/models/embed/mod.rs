@@ -19,6 +19,7 @@ mod onnx;
 mod onnx_wire;
 mod rerank;
 mod runtime;
+mod vocab;
 
 pub use colbert::{LateInteraction, QueryStates, TokenStates};
 pub use gate::{Urgent, urgent};

@@ -14,10 +14,11 @@ use ort::environment::Environment;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{RunOptions, Session};
 use ort::value::TensorRef;
-use tokenizers::{Encoding, Tokenizer, TruncationParams};
+use tokenizers::Encoding;
 
 use super::batch::QueryBatch;
 use super::gate::{Gate, Priority};
+use super::vocab::{Cut, Vocab};
 use super::{DIMS, Embed, RuntimePaths};
 
 /// Inputs are cut to this many tokens (including [CLS] and [SEP]), the sentence-transformers
@@ -49,7 +50,8 @@ pub struct OnnxEmbedder {
     session: Gate<Session>,
     run_options: RunModes,
     queries: QueryBatch,
-    tokenizer: Tokenizer,
+    /// Shared with the late-interaction model (same vocabulary); cut at `MAX_TOKENS`.
+    vocab: Vocab,
     /// Pool with the `[CLS]` state instead of the mean (bge models; for studies).
     cls_pooling: bool,
     /// Weights kept int8 by the load-time rewrites (`int8_tables`, `int8_matmul`).
@@ -84,12 +86,12 @@ impl OnnxEmbedder {
         let what = "embedding model";
         let (session, int8) = build_session(&environment, &paths.model, threads, what, weights)?;
         check_model_signature(&session, &paths.model)?;
-        let tokenizer = load_tokenizer(&paths.tokenizer)?;
+        let vocab = Vocab::load(&paths.tokenizer)?;
         Ok(Self {
             session: Gate::new(session),
             run_options: RunModes::new()?,
             queries: QueryBatch::default(),
-            tokenizer,
+            vocab,
             cls_pooling: false,
             int8,
             _environment: environment,
@@ -121,9 +123,14 @@ impl OnnxEmbedder {
     }
 
     fn tokenize(&self, text: &str) -> Result<Encoding> {
-        self.tokenizer
-            .encode(cut_at_char_boundary(text, MAX_INPUT_BYTES), true)
-            .map_err(|e| anyhow!("tokenizing text for embedding: {e}"))
+        // The shipped tokenizer.json cuts at 128; the model was trained for 256.
+        let cut = Cut {
+            max_length: MAX_TOKENS,
+            ..Default::default()
+        };
+        self.vocab
+            .encode(cut_at_char_boundary(text, MAX_INPUT_BYTES), &cut)
+            .context("tokenizing text for embedding")
     }
 
     /// Runs one batch of encodings through the model and returns one unit vector for each.
@@ -425,8 +432,8 @@ pub(super) fn build_session(
                 .with_config_entry("session.qdq_matmulnbits_accuracy_level", "4")?
                 .with_config_entry("session.qdq_matmulnbits_block_size", "16")?;
         }
-        // ONNX Runtime's CPU arena stays on; each run gives back what it grew
-        // (`run_options`). Without the arena, memd-bench's idle RSS at 1k memories measured
+        // ONNX Runtime's CPU arena stays on; background runs give back what they grew
+        // (`RunModes`, `shrinking_run_options`). Without the arena, memd-bench's idle RSS at 1k memories measured
         // 404 MB instead of 276 MB (glibc's dynamic threshold then kept the freed buffers
         // in its heaps).
         match &rewritten {
@@ -446,19 +453,18 @@ pub(super) fn build_session(
 pub(super) struct ModelDir {
     pub environment: Environment,
     pub session: Session,
-    pub tokenizer: Tokenizer,
+    pub vocab: Vocab,
 }
 
 /// Loads `dir`'s model on `ort_lib`, checks it has the output `output`, and loads its
-/// tokenizer truncating at `max_tokens` (with `strategy`) and not padding. `what` names the
-/// model in errors ("reranker", "late-interaction").
+/// tokenizer (`Vocab`: the caller cuts per call). `what` names the model in errors
+/// ("reranker", "late-interaction").
 pub(super) fn load_model_dir(
     ort_lib: &Path,
     dir: &Path,
     threads: usize,
     what: &str,
     output: &str,
-    truncation: TruncationParams,
 ) -> Result<ModelDir> {
     let model = dir.join("model.onnx");
     let tokenizer_file = dir.join("tokenizer.json");
@@ -483,16 +489,10 @@ pub(super) fn load_model_dir(
         "{what} model {} has no `{output}` output",
         model.display()
     );
-    let mut tokenizer = Tokenizer::from_file(&tokenizer_file)
-        .map_err(|e| anyhow!("cannot load tokenizer {}: {e}", tokenizer_file.display()))?;
-    tokenizer
-        .with_truncation(Some(truncation))
-        .map_err(|e| anyhow!("configuring {what} truncation: {e}"))?;
-    tokenizer.with_padding(None);
     Ok(ModelDir {
         environment,
         session,
-        tokenizer,
+        vocab: Vocab::load(&tokenizer_file)?,
     })
 }
 
@@ -513,21 +513,6 @@ fn check_model_signature(session: &Session, model: &Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
-    let mut tokenizer = Tokenizer::from_file(path)
-        .map_err(|e| anyhow!("cannot load tokenizer {}: {e}", path.display()))?;
-    // The shipped tokenizer.json pads and truncates to 128; the model was trained for 256, and
-    // padding is done per batch here.
-    tokenizer
-        .with_truncation(Some(TruncationParams {
-            max_length: MAX_TOKENS,
-            ..Default::default()
-        }))
-        .map_err(|e| anyhow!("configuring tokenizer truncation: {e}"))?;
-    tokenizer.with_padding(None);
-    Ok(tokenizer)
 }
 
 #[cfg(test)]

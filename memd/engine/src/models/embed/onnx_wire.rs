@@ -331,3 +331,69 @@ pub(super) fn put_len_field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
     put_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
 }
+
+/// An int8 initializer dequantised by `Cast` (to float) → `Mul` (by a float initializer): the
+/// pattern both load-time rewrites start from.
+pub(super) struct Dequantised<'a> {
+    /// Index of the `Mul` node.
+    pub mul: usize,
+    /// The int8 initializer, 2-D.
+    pub quantised: &'a str,
+    pub quantised_dims: &'a [i64],
+    /// The scale initializer (float) and its shape.
+    pub scale: &'a str,
+    pub scale_dims: &'a [i64],
+    /// The `Mul`'s output: the matrix in fp32.
+    pub output: &'a str,
+}
+
+impl GraphView {
+    /// The node reading `name`, when it is the only one and `name` is no graph output.
+    pub(super) fn only_use(
+        &self,
+        consumers: &HashMap<&str, Vec<usize>>,
+        name: &str,
+    ) -> Option<usize> {
+        match consumers.get(name).map(Vec::as_slice) {
+            Some([one]) if !self.outputs.contains(name) => Some(*one),
+            _ => None,
+        }
+    }
+
+    /// The dequantisation whose `Cast` is node `cast`, if the pattern matches exactly: a plain
+    /// `Cast` to float of a 2-D int8 initializer, read only by a plain two-input `Mul` whose
+    /// other input is a float initializer.
+    pub(super) fn dequantised_at<'a>(
+        &'a self,
+        cast: usize,
+        consumers: &HashMap<&str, Vec<usize>>,
+    ) -> Option<Dequantised<'a>> {
+        let n = &self.nodes[cast];
+        let is_cast = n.op == "Cast" && n.plain && n.ints.get("to") == Some(&FLOAT);
+        if !is_cast || n.inputs.len() != 1 || n.outputs.len() != 1 {
+            return None;
+        }
+        let q = self.tensors.get(&n.inputs[0])?;
+        if q.data_type != INT8 || q.dims.len() != 2 {
+            return None;
+        }
+        let mul = self.only_use(consumers, &n.outputs[0])?;
+        let m = &self.nodes[mul];
+        if m.op != "Mul" || !m.plain || m.inputs.len() != 2 || m.outputs.len() != 1 {
+            return None;
+        }
+        let scale_name = m.inputs.iter().find(|i| **i != n.outputs[0])?;
+        let scale = self.tensors.get(scale_name)?;
+        if scale.data_type != FLOAT {
+            return None;
+        }
+        Some(Dequantised {
+            mul,
+            quantised: &n.inputs[0],
+            quantised_dims: &q.dims,
+            scale: scale_name,
+            scale_dims: &scale.dims,
+            output: &m.outputs[0],
+        })
+    }
+}

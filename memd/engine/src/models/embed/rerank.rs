@@ -15,9 +15,10 @@ use anyhow::{Context, Result, anyhow, ensure};
 use ort::environment::Environment;
 use ort::session::Session;
 use ort::value::TensorRef;
-use tokenizers::{Encoding, Tokenizer, TruncationParams, TruncationStrategy};
+use tokenizers::{Encoding, TruncationStrategy};
 
 use super::onnx::{PaddedBatch, cut_at_char_boundary, load_model_dir};
+use super::vocab::{Cut, Vocab};
 
 /// Pairs are cut to this many tokens: the study's setting, enough for a query and a memory of
 /// a few sentences; longer memories lose their tail, not the query.
@@ -37,7 +38,8 @@ pub struct CrossEncoder {
     session: Mutex<Session>,
     /// Shrinks the arena after each run (`onnx::shrinking_run_options`).
     run_options: ort::session::RunOptions,
-    tokenizer: Tokenizer,
+    /// Shared with the other models when its vocabulary is theirs.
+    vocab: Vocab,
     _environment: Environment,
 }
 
@@ -45,24 +47,11 @@ impl CrossEncoder {
     /// Loads the model and tokenizer from `dir` (`model.onnx`, `tokenizer.json`) on the ONNX
     /// Runtime library `ort_lib`.
     pub fn load(ort_lib: &Path, dir: &Path, threads: usize) -> Result<Self> {
-        let parts = load_model_dir(
-            ort_lib,
-            dir,
-            threads,
-            "reranker",
-            LOGITS,
-            TruncationParams {
-                max_length: MAX_PAIR_TOKENS,
-                // Longest first: a long prompt is cut too (only-second fails when the query
-                // alone is over the limit).
-                strategy: TruncationStrategy::LongestFirst,
-                ..Default::default()
-            },
-        )?;
+        let parts = load_model_dir(ort_lib, dir, threads, "reranker", LOGITS)?;
         Ok(CrossEncoder {
             session: Mutex::new(parts.session),
             run_options: super::onnx::shrinking_run_options()?,
-            tokenizer: parts.tokenizer,
+            vocab: parts.vocab,
             _environment: parts.environment,
         })
     }
@@ -71,12 +60,20 @@ impl CrossEncoder {
     pub fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>> {
         crate::heap::mark_dirty();
         let query = cut_at_char_boundary(query, MAX_INPUT_BYTES);
+        let cut = Cut {
+            max_length: MAX_PAIR_TOKENS,
+            // Longest first: a long prompt is cut too (only-second fails when the query alone
+            // is over the limit).
+            strategy: TruncationStrategy::LongestFirst,
+            ..Default::default()
+        };
         let encodings = passages
             .iter()
             .map(|p| {
-                self.tokenizer
-                    .encode((query, cut_at_char_boundary(p, MAX_INPUT_BYTES)), true)
-                    .map_err(|e| anyhow!("tokenizing a pair for reranking: {e}"))
+                let passage = cut_at_char_boundary(p, MAX_INPUT_BYTES);
+                self.vocab
+                    .encode_pair(query, passage, &cut)
+                    .context("tokenizing a pair for reranking")
             })
             .collect::<Result<Vec<Encoding>>>()?;
         let mut order: Vec<usize> = (0..passages.len()).collect();
