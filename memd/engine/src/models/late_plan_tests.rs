@@ -149,13 +149,13 @@ fn the_pending_figure_follows_the_planner_and_what_changed_since_without_a_walk(
     assert_eq!(pending(&states, &s), 300);
     let mut p = Planner::default();
     let todo = p.next(&s, &states, cap).todo;
-    let fresh = || plan(&states, &s, cap).missing;
+    let fresh = |s: &MemState| plan(&states, s, cap).missing;
     assert_eq!(pending(&states, &s), 100, "the batch in flight counts");
-    assert_eq!(fresh(), 100);
+    assert_eq!(fresh(&s), 100);
     encode(&states, &todo);
     let todo = p.next(&s, &states, cap).todo;
     assert_eq!(pending(&states, &s), 100 - 32);
-    assert_eq!(pending(&states, &s), fresh());
+    assert_eq!(pending(&states, &s), fresh(&s));
     encode(&states, &todo);
     assert_eq!(
         pending(&states, &s),
@@ -182,5 +182,5 @@ fn the_pending_figure_follows_the_planner_and_what_changed_since_without_a_walk(
         encode(&states, &todo);
     }
     assert_eq!(pending(&states, &s), 0);
-    assert_eq!(fresh(), 0);
+    assert_eq!(fresh(&s), 0);
 }

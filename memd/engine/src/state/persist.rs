@@ -147,6 +147,9 @@ impl MemState {
 
 /// One chunk of records as decoded on its core: the records (boxed as the key map holds
 /// them), the duplicate-lookup hash of each, their ids and their totals.
+// Boxed on purpose: the key map holds `Box<Record>`, so each record moves in as it was
+// decoded instead of being copied out of the chunk.
+#[allow(clippy::vec_box)]
 struct Decoded {
     records: Vec<Box<Record>>,
     hashes: Vec<u64>,
