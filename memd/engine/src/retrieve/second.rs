@@ -24,7 +24,28 @@ pub struct Second<'a> {
     pub deadline: Option<Instant>,
     /// The cross-encoder and how many of the head it reorders (searches only: ~9 ms a pair).
     pub cross: Option<(Arc<CrossEncoder>, usize)>,
+    /// How late interaction's score meets the first stage's priors (`LATE_SCORE` ships).
+    pub score: LateScore,
 }
+
+/// How late interaction's score (MaxSim + the weighted cosine) meets what the first stage knew
+/// of each memory beside its text: its kind (exchanges weigh `Ranking::exchange_weight`) and
+/// its outcome prior (`Hit::weight`). In a store of one kind with no outcomes yet every
+/// variant orders the head alike; they differ where conversation turns and notes compete.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum LateScore {
+    /// The same score for every memory: the priors act in the first stage only.
+    #[default]
+    Alike,
+    /// The score times `Hit::weight` raised to this power (1: the first stage's own factor).
+    Priors(f32),
+    /// The score standardised within each kind of the scored head (exchanges, the rest),
+    /// then times `Hit::weight` raised to the power, when one is given.
+    ByKind(Option<f32>),
+}
+
+/// What the daemon ships.
+pub const LATE_SCORE: LateScore = LateScore::Alike;
 
 /// What happened in the second stage.
 #[derive(Debug, Default, Clone, Copy)]
@@ -43,7 +64,7 @@ pub async fn second_stage(
     let mut report = SecondReport::default();
     let mut cands = cands;
     if let Some((query, depth)) = how.late {
-        let (order, finished) = late_order(states, query, &cands, depth, how.deadline);
+        let (order, finished) = late_order(states, query, &cands, depth, how.deadline, how.score);
         report.late_cut_short = !finished;
         cands = permute(cands, order);
     }
@@ -92,6 +113,7 @@ fn late_order(
     cands: &[Candidate],
     depth: usize,
     deadline: Option<Instant>,
+    score: LateScore,
 ) -> (Vec<usize>, bool) {
     let keyed: Vec<late::Candidate> = cands
         .iter()
@@ -104,7 +126,58 @@ fn late_order(
         .into_iter()
         .map(|(i, m)| (i, m + w * keyed[i].2))
         .collect();
+    let scored = with_priors(scored, cands, score);
     (late::order_within(scored, cands.len()), finished)
+}
+
+/// `scored` (index into `cands`, late score) as `how` combines it with the first stage's
+/// priors.
+fn with_priors(
+    mut scored: Vec<(usize, f32)>,
+    cands: &[Candidate],
+    how: LateScore,
+) -> Vec<(usize, f32)> {
+    let power = match how {
+        LateScore::Alike => return scored,
+        LateScore::Priors(p) => Some(p),
+        LateScore::ByKind(p) => {
+            for kind in [true, false] {
+                standardise(&mut scored, |i| is_exchange(&cands[i]) == kind);
+            }
+            p
+        }
+    };
+    if let Some(p) = power {
+        for (i, s) in &mut scored {
+            let factor = (cands[*i].hit.weight as f32).max(0.0).powf(p);
+            // As `apply_prior`: a negative score moves down too.
+            *s += (factor - 1.0) * s.abs();
+        }
+    }
+    scored
+}
+
+/// The scores of the entries `member` picks, as standard scores among themselves.
+fn standardise(scored: &mut [(usize, f32)], member: impl Fn(usize) -> bool) {
+    let picked: Vec<f32> = scored.iter().filter(|e| member(e.0)).map(|e| e.1).collect();
+    if picked.is_empty() {
+        return;
+    }
+    let n = picked.len() as f32;
+    let mean = picked.iter().sum::<f32>() / n;
+    let sd = (picked.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / n).sqrt();
+    for e in scored.iter_mut().filter(|e| member(e.0)) {
+        e.1 = (e.1 - mean) / sd.max(1e-6);
+    }
+}
+
+/// A raw conversation turn, as the stop hook files it (`memory_type` "exchange").
+fn is_exchange(c: &Candidate) -> bool {
+    c.view
+        .metadata
+        .get("memory_type")
+        .and_then(proto::Value::as_str)
+        == Some("exchange")
 }
 
 /// The first stage's cosine similarity (0 when the vector signal is missing).
@@ -175,6 +248,7 @@ mod tests {
             vector_rank: None,
             lexical: None,
             rank_score: 1.0 / key as f64,
+            weight: 1.0,
         };
         let view = crate::search::view(&r, 0, Some(&hit));
         Candidate { hit, view }
@@ -200,6 +274,7 @@ mod tests {
             late: Some((&q, 2)),
             deadline,
             cross: None,
+            score: LATE_SCORE,
         };
         let (done, report) = second_stage(&states, "q", cands(), how(None)).await;
         assert_eq!(keys(&done), vec![2, 1]);
