@@ -254,6 +254,67 @@ mod tests {
         Candidate { hit, view }
     }
 
+    /// A conversation turn as the stop hook files it, which the first stage weighed `weight`.
+    fn exchange_at(key: u64, text: &str, weight: f64) -> Candidate {
+        let mut c = candidate(key, text);
+        c.view
+            .metadata
+            .insert("memory_type".into(), proto::Value::from("exchange"));
+        c.hit.weight = weight;
+        c
+    }
+
+    /// Ranks `cands` (key, text, MaxSim) by late interaction scored `score`; cosines level.
+    async fn ranked(cands: Vec<(Candidate, f32)>, score: LateScore) -> Vec<u64> {
+        let states = late::States::default();
+        for (c, maxsim) in &cands {
+            let stored = TokenStates::for_tests(&[*maxsim]);
+            states.insert(c.key(), &c.view.content, stored).unwrap();
+        }
+        let q = QueryStates::for_tests(&[1.0]);
+        let how = Second {
+            late: Some((&q, cands.len())),
+            score,
+            ..Second::default()
+        };
+        let cands = cands.into_iter().map(|(c, _)| c).collect();
+        keys(&second_stage(&states, "q", cands, how).await.0)
+    }
+
+    /// A turn MaxSim prefers a little stays first when the score ignores the priors, and
+    /// falls below the note when the exchange weight (0.7) carries into the late score;
+    /// at a quarter of it (0.7^0.25 ≈ 0.91) the turn's lead holds.
+    #[tokio::test]
+    async fn the_first_stages_priors_carry_into_the_late_score_when_asked() {
+        let head = || {
+            vec![
+                (exchange_at(1, "turn", 0.7), 0.90),
+                (candidate(2, "note"), 0.80),
+            ]
+        };
+        assert_eq!(ranked(head(), LateScore::Alike).await, [1, 2]);
+        assert_eq!(ranked(head(), LateScore::Priors(1.0)).await, [2, 1]);
+        assert_eq!(ranked(head(), LateScore::Priors(0.25)).await, [1, 2]);
+    }
+
+    /// Standardised within each kind, the note that stands out among notes outranks the turn
+    /// that stands out less among turns, although every turn has the higher raw score.
+    #[tokio::test]
+    async fn by_kind_compares_each_memory_with_its_own_kind() {
+        let head = vec![
+            (exchange_at(1, "turn a", 1.0), 0.90),
+            (exchange_at(2, "turn b", 1.0), 0.88),
+            (exchange_at(3, "turn c", 1.0), 0.86),
+            (candidate(4, "note a"), 0.70),
+            (candidate(5, "note b"), 0.50),
+            (candidate(6, "note c"), 0.50),
+            (candidate(7, "note d"), 0.50),
+        ];
+        let order = ranked(head.clone(), LateScore::ByKind(None)).await;
+        assert_eq!(order[0], 4);
+        assert_eq!(ranked(head, LateScore::Alike).await[..4], [1, 2, 3, 4]);
+    }
+
     fn keys(c: &[Candidate]) -> Vec<u64> {
         c.iter().map(Candidate::key).collect()
     }

@@ -142,6 +142,10 @@ pub enum EvalCommand {
         /// `by-kind`, `by-kind:<power>`; not shipped), token states computed once.
         #[arg(long, value_delimiter = ',', value_parser = pipeline::parse_late_score)]
         late_score: Vec<memd_engine::retrieve::LateScore>,
+        /// Which of the repository's note sets to measure (and, with `--stores mixed`, to
+        /// store beside the conversations).
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "coding,holdout")]
+        notes: Vec<summary::NoteSet>,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
     /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
@@ -289,6 +293,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             vectors,
             stores,
             late_score,
+            notes,
         } => {
             let sets = summary::Sets {
                 stores,
@@ -298,7 +303,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
                 states,
                 log_form,
                 vectors,
-                coding: summary::repository_sets(),
+                coding: summary::note_sets(&notes),
             };
             print!("{}", summary::run(&sets, &runtime, 0)?);
         }

@@ -286,6 +286,25 @@ fn shipped_name(sets: &Sets) -> String {
     name
 }
 
+/// One of the repository's coding-format sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NoteSet {
+    /// tests/data/coding-set.
+    Coding,
+    /// tests/data/holdout-set.
+    Holdout,
+}
+
+/// The repository's coding-format sets `which` names, in the repository's order.
+pub fn note_sets(which: &[NoteSet]) -> Vec<(String, PathBuf)> {
+    repository_sets()
+        .into_iter()
+        .zip([NoteSet::Coding, NoteSet::Holdout])
+        .filter(|(_, n)| which.contains(n))
+        .map(|(set, _)| set)
+        .collect()
+}
+
 /// The repository's coding-format sets: ("coding set", tests/data/coding-set) and
 /// ("holdout set", tests/data/holdout-set).
 pub fn repository_sets() -> Vec<(String, PathBuf)> {
