@@ -111,7 +111,10 @@ fn the_mixed_store_report_names_its_store_and_its_late_scores() {
         "{report}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(report.contains("stores: every set in one store"), "{report}");
+    assert!(
+        report.contains("stores: every set in one store"),
+        "{report}"
+    );
     assert!(!report.contains("| holdout set"), "--notes coding only");
     let shipped = row(&report, "coding set", "shipped");
     assert_eq!(shipped.len(), 4, "{report}");

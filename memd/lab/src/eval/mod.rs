@@ -144,7 +144,12 @@ pub enum EvalCommand {
         late_score: Vec<memd_engine::retrieve::LateScore>,
         /// Which of the repository's note sets to measure (and, with `--stores mixed`, to
         /// store beside the conversations).
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "coding,holdout")]
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "coding,holdout"
+        )]
         notes: Vec<summary::NoteSet>,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
