@@ -2,7 +2,8 @@
 //! then the cross-encoder over the best of that; both outside the store lock.
 //!
 //! Owns the reorders and late interaction's score: MaxSim per query token plus the cosine
-//! similarity at a weight read off the query's own candidates (`cosine_weight`). Inside each
+//! similarity at a weight read off the query's own candidates (`cosine_weight`), and how that
+//! score meets the first stage's priors (`LateScore`; what ships: `LATE_SCORE`). Inside each
 //! head the model's order alone (blending with the fused rank gave back 0.13 of R@1 in the
 //! design study), below it the order before, every candidate kept.
 //! A memory without token states keeps its place; MaxSim stops at the deadline and what it did

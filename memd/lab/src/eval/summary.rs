@@ -1,6 +1,7 @@
 //! `memd-eval retrieval`: the one table of what memd retrieves, per evaluation set (the LoCoMo
 //! conversations given, the coding set, the holdout set), the first stage alone beside what
-//! memd ships, followed by the paraphrase probe.
+//! memd ships (and late scores not shipped, when asked), each set in its own store or every
+//! set in one, followed by the paraphrase probe.
 //!
 //! Owns that table and its rows, and the three-note paraphrase probe of issue 34; the stores,
 //! the first stage and the shipped pipeline are the other evaluations' (`locomo`, `coding`,
