@@ -16,7 +16,9 @@ use memd_engine::models::embed::{
     CrossEncoder, LateInteraction, RuntimePaths, late_interaction_dir, reranker_dir,
 };
 use memd_engine::models::late;
-use memd_engine::retrieve::{self, COSINE_GAP_SCALE, COSINE_WEIGHT_MAX, FirstStage, Second};
+use memd_engine::retrieve::{
+    self, COSINE_GAP_SCALE, COSINE_WEIGHT_MAX, FirstStage, LateScore, Second,
+};
 use memd_engine::search::{Hit, Query, RRF_K, Ranking};
 use memd_engine::state::MemState;
 use memd_engine::store::Store;
@@ -52,6 +54,8 @@ pub fn shipped_ranking() -> Ranking {
 pub struct Settings {
     pub search: SearchConfig,
     pub ranking: Ranking,
+    /// How late interaction's score meets the first stage's priors.
+    pub late_score: LateScore,
 }
 
 impl Default for Settings {
@@ -59,6 +63,7 @@ impl Default for Settings {
         Settings {
             search: SearchConfig::default(),
             ranking: shipped_ranking(),
+            late_score: retrieve::LATE_SCORE,
         }
     }
 }
@@ -245,11 +250,47 @@ impl Pipeline {
             late: query_states.as_ref().map(|q| (q, head.len())),
             deadline: None,
             cross: stages.cross.clone(),
+            score: self.settings.late_score,
         };
         let (head, _) = self
             .runtime
             .block_on(retrieve::second_stage(states, text, head, how));
         Ok(head.into_iter().take(k).map(|c| c.hit).collect())
+    }
+}
+
+/// How a late score variant reads in reports and on the command line (`parse_late_score`).
+pub fn late_score_label(v: LateScore) -> String {
+    match v {
+        LateScore::Alike => "alike".to_string(),
+        LateScore::Priors(p) => format!("priors:{p}"),
+        LateScore::ByKind(None) => "by-kind".to_string(),
+        LateScore::ByKind(Some(p)) => format!("by-kind:{p}"),
+    }
+}
+
+/// `alike`, `priors:<power>`, `by-kind` or `by-kind:<power>` (`memd-eval retrieval
+/// --late-score`).
+pub fn parse_late_score(s: &str) -> Result<LateScore, String> {
+    let (name, power) = match s.split_once(':') {
+        Some((n, p)) => {
+            let p: f32 = p
+                .parse()
+                .map_err(|_| format!("--late-score {s}: the power after ':' must be a number"))?;
+            if !(0.0..=10.0).contains(&p) {
+                return Err(format!("--late-score {s}: the power must be within 0..=10"));
+            }
+            (n, Some(p))
+        }
+        None => (s, None),
+    };
+    match (name, power) {
+        ("alike", None) => Ok(LateScore::Alike),
+        ("priors", Some(p)) => Ok(LateScore::Priors(p)),
+        ("by-kind", p) => Ok(LateScore::ByKind(p)),
+        _ => Err(format!(
+            "--late-score {s}: expected alike, priors:<power>, by-kind or by-kind:<power>"
+        )),
     }
 }
 
@@ -278,10 +319,11 @@ impl fmt::Display for Settings {
         let late = match s.rerank {
             true => format!(
                 "late interaction {LATE_MODEL} (MaxSim per query token + w x cosine, w = {} x the \
-                 cosine's lead / MaxSim's lead, at most {}) over the first {} \
-                 (search.rerank_depth) and the vector list's first {}",
+                 cosine's lead / MaxSim's lead, at most {}; with the first stage's priors: {}) \
+                 over the first {} (search.rerank_depth) and the vector list's first {}",
                 COSINE_GAP_SCALE,
                 COSINE_WEIGHT_MAX,
+                late_score_label(self.late_score),
                 s.rerank_depth,
                 retrieve::VECTOR_CANDIDATES
             ),
