@@ -33,6 +33,8 @@ pub struct SetRow {
 pub struct Summary {
     pub rows: Vec<SetRow>,
     pub probe: Probe,
+    /// What the shipped rows' late-interaction query encodings cost.
+    pub late_cost: super::pipeline::LateCost,
 }
 
 /// The sets to measure: LoCoMo conversation files (none: no LoCoMo row) and coding-format sets
@@ -139,8 +141,13 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
             row.set = format!("{}, vectors {:?}", row.set, sets.vectors);
         }
     }
+    let late_cost = pipeline.late_cost();
     let probe = probe(&pipeline, runtime, &embedder)?;
-    Ok(Summary { rows, probe })
+    Ok(Summary {
+        rows,
+        probe,
+        late_cost,
+    })
 }
 
 /// The repository's coding-format sets: ("coding set", tests/data/coding-set) and
@@ -185,7 +192,7 @@ impl fmt::Display for Summary {
                 row.set
             )?;
         }
-        writeln!(f)?;
+        writeln!(f, "{}\n", self.late_cost)?;
         write!(f, "{}", self.probe)
     }
 }
