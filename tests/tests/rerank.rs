@@ -168,8 +168,9 @@ fn prompts_arriving_together_shed_encodings_that_would_miss_the_budget() {
     const PROMPTS: usize = 16;
     let d = daemon("[search]\nprompt_budget_ms = 1\n");
     wait_late(&d);
-    // One prompt alone measures what an encoding takes and how long a prompt may wait.
-    assert_eq!(first_injected(&d, "alone"), FUSED_FIRST);
+    // One prompt alone measures what an encoding takes and how long a prompt may wait (its
+    // encoding runs beside its embedding, so it may even be reranked).
+    first_injected(&d, "alone");
     let before = prompt_tally(&d);
     let firsts: Vec<String> = std::thread::scope(|s| {
         let d = &d;
@@ -181,10 +182,12 @@ fn prompts_arriving_together_shed_encodings_that_would_miss_the_budget() {
             .map(|p| p.join().expect("prompt"))
             .collect()
     });
-    assert!(firsts.iter().all(|f| f == FUSED_FIRST), "{firsts:?}");
     let after = prompt_tally(&d);
     let counted = (after.0 + after.1 + after.2) - (before.0 + before.1 + before.2);
     assert_eq!(counted, PROMPTS as u64, "every prompt counted once");
+    // Every prompt not reranked in full kept the fused order.
+    let fused = firsts.iter().filter(|f| *f == FUSED_FIRST).count() as u64;
+    assert_eq!(fused, PROMPTS as u64 - (after.0 - before.0), "{firsts:?}");
     assert!(
         after.2 > before.2,
         "some were shed: {before:?} -> {after:?}"
