@@ -13,7 +13,7 @@
 use anyhow::{Context, Result};
 use memd_engine::config::{LearningConfig, SearchConfig};
 use memd_engine::models::embed::{
-    CrossEncoder, LateInteraction, RuntimePaths, late_interaction_dir, reranker_dir,
+    CrossEncoder, LateInteraction, RuntimePaths, colbert, late_interaction_dir, reranker_dir,
 };
 use memd_engine::models::late;
 use memd_engine::retrieve::{
@@ -119,6 +119,51 @@ pub struct Pipeline {
     late: LateInteraction,
     cross: Option<Arc<CrossEncoder>>,
     runtime: tokio::runtime::Runtime,
+    /// What the questions' late-interaction encodings cost.
+    late_cost: std::sync::Mutex<LateCost>,
+}
+
+/// The questions' late-interaction encodings: how many, their tokens, the process's CPU time
+/// and the wall time they took (one at a time, on the thread count the pipeline was loaded
+/// with).
+#[derive(Debug, Default, Clone)]
+pub struct LateCost {
+    pub queries: usize,
+    pub tokens: usize,
+    pub cpu: std::time::Duration,
+    pub wall: std::time::Duration,
+    /// The cut (`MAX_QUERY_TOKENS` unless `MEMD_STUDY_QUERY_CUT` set another).
+    pub cut: usize,
+}
+
+impl fmt::Display for LateCost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.queries.max(1) as f64;
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0 / n;
+        write!(
+            f,
+            "late-interaction query encodings (cut at {} tokens): {}, {:.1} tokens, CPU {:.2} ms, wall {:.2} ms each (mean)",
+            self.cut,
+            self.queries,
+            self.tokens as f64 / n,
+            ms(self.cpu),
+            ms(self.wall)
+        )
+    }
+}
+
+/// This process's CPU time (user + system, all threads).
+fn cpu_time() -> std::time::Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// `MEMD_STUDY_QUERY_CUT`: where the study cuts questions for late interaction (tokens).
+fn study_query_cut() -> Option<usize> {
+    std::env::var("MEMD_STUDY_QUERY_CUT").ok()?.parse().ok()
 }
 
 /// Which second stages one ranking runs (the probe runs each on its own).
@@ -141,6 +186,8 @@ impl Pipeline {
             .context(
                 "the shipped pipeline needs the late-interaction model (install/fetch-runtime.sh)",
             )?;
+        let cut = study_query_cut().unwrap_or(colbert::MAX_QUERY_TOKENS);
+        let late = late.with_query_cut(cut);
         let cross = match search.rerank && search.cross_encoder_depth > 0 {
             true => Some(Arc::new(load_cross_encoder(runtime, threads)?)),
             false => None,
@@ -154,7 +201,35 @@ impl Pipeline {
             runtime: tokio::runtime::Builder::new_current_thread()
                 .build()
                 .context("starting the evaluation's async runtime")?,
+            late_cost: std::sync::Mutex::new(LateCost {
+                cut,
+                ..LateCost::default()
+            }),
         })
+    }
+
+    /// What the questions' late-interaction encodings have cost so far.
+    pub fn late_cost(&self) -> LateCost {
+        self.late_cost
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A question's late-interaction states, its encoding timed.
+    fn encode_late(&self, text: &str) -> Result<memd_engine::models::embed::QueryStates> {
+        let (cpu, wall) = (cpu_time(), std::time::Instant::now());
+        let states = self.late.encode_query(text)?;
+        let (cpu, wall) = (cpu_time().saturating_sub(cpu), wall.elapsed());
+        let mut cost = self
+            .late_cost
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cost.queries += 1;
+        cost.tokens += states.tokens();
+        cost.cpu += cpu;
+        cost.wall += wall;
+        Ok(states)
     }
 
     /// The cross-encoder, when the settings use it.
@@ -243,7 +318,7 @@ impl Pipeline {
         };
         let head = store.read(|s| retrieve::first_stage(s, &stage, depth, |_| true, NOW_MS));
         let query_states = match stages.late {
-            true => Some(self.late.encode_query(text)?),
+            true => Some(self.encode_late(text)?),
             false => None,
         };
         let how = Second {

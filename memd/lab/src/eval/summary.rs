@@ -43,6 +43,8 @@ pub struct Summary {
     pub probe: Probe,
     /// Where the questions were ranked.
     pub stores: Stores,
+    /// What the late-interaction query encodings of the pipeline's rows cost.
+    pub late_cost: super::pipeline::LateCost,
 }
 
 /// The sets to measure: LoCoMo conversation files (none: no LoCoMo row) and coding-format sets
@@ -140,11 +142,13 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
         .into_iter()
         .map(|t| row_of(t, sets, &variants))
         .collect();
+    let late_cost = pipeline.late_cost();
     let probe = probe(&pipeline, runtime, &embedder)?;
     Ok(Summary {
         rows,
         probe,
         stores: sets.stores,
+        late_cost,
     })
 }
 
@@ -356,7 +360,7 @@ impl fmt::Display for Summary {
                 row.set
             )?;
         }
-        writeln!(f)?;
+        writeln!(f, "{}\n", self.late_cost)?;
         write!(f, "{}", self.probe)
     }
 }
