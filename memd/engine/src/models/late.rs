@@ -61,7 +61,7 @@ pub struct States {
     /// same memory on every pass), or that it failed (never retried for that text).
     known: std::sync::Mutex<HashMap<(u64, u32), Known>>,
     /// What the background pass's planner last found pending (`late_plan::pending`).
-    pub(super) planned: super::late_plan::PlanFigure,
+    pub(super) planned: PlanFigure,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -437,6 +437,35 @@ fn rescore(
         scored[j].1 = v;
     }
     true
+}
+
+/// What the background pass's planner (`late_plan::Planner`) last looked at, for
+/// `late_plan::pending`. Kept here, beside the states it describes, so `late_plan` stays above
+/// this module.
+#[derive(Clone)]
+pub(super) struct Figure {
+    /// Memories left in its queue.
+    pub(super) queued: usize,
+    /// (key, text hash) of the batch it handed out (pending until their states are stored).
+    pub(super) in_flight: Vec<(u64, u32)>,
+    /// The change journal's point its plan reflects.
+    pub(super) seq: u64,
+}
+
+/// The planner's last `Figure`, shared with `memd stats`.
+#[derive(Default)]
+pub struct PlanFigure(std::sync::Mutex<Option<Figure>>);
+
+impl PlanFigure {
+    pub(super) fn set(&self, figure: Figure) {
+        if let Ok(mut f) = self.0.lock() {
+            *f = Some(figure);
+        }
+    }
+
+    pub(super) fn get(&self) -> Option<Figure> {
+        self.0.lock().ok().and_then(|f| f.clone())
+    }
 }
 
 #[cfg(test)]

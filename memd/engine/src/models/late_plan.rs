@@ -9,7 +9,7 @@
 //! one read of the store's lock, nor per batch: a write waits behind a read, and requests
 //! behind the write (at 1M memories one walk took seconds).
 
-use super::late::{ENCODE_BATCH, Known, States, text_hash};
+use super::late::{ENCODE_BATCH, Figure, Known, States, text_hash};
 use crate::state::{Db, MemState};
 use std::collections::{HashSet, VecDeque};
 
@@ -59,33 +59,6 @@ pub fn pending(states: &States, s: &MemState) -> usize {
         })
         .count();
     queued + in_flight_lacking + lacking
-}
-
-/// What the planner last looked at, for `pending`.
-#[derive(Clone)]
-struct Figure {
-    /// Memories left in its queue.
-    queued: usize,
-    /// (key, text hash) of the batch it handed out (pending until their states are stored).
-    in_flight: Vec<(u64, u32)>,
-    /// The change journal's point its plan reflects.
-    seq: u64,
-}
-
-/// The planner's last `Figure`, shared with `memd stats`.
-#[derive(Default)]
-pub struct PlanFigure(std::sync::Mutex<Option<Figure>>);
-
-impl PlanFigure {
-    fn set(&self, figure: Figure) {
-        if let Ok(mut f) = self.0.lock() {
-            *f = Some(figure);
-        }
-    }
-
-    fn get(&self) -> Option<Figure> {
-        self.0.lock().ok().and_then(|f| f.clone())
-    }
 }
 
 /// Which memories get states within `cap` bytes of memory: the newest first (what a prompt

@@ -155,6 +155,15 @@ pub fn data_dir(relative: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(relative))
 }
 
+/// The repository's coding-format sets: ("coding set", tests/data/coding-set) and
+/// ("holdout set", tests/data/holdout-set).
+pub fn repository_sets() -> Vec<(String, PathBuf)> {
+    vec![
+        ("coding set".to_string(), default_data_dir()),
+        ("holdout set".to_string(), data_dir(HOLDOUT_DATA_DIR)),
+    ]
+}
+
 pub use super::overlap::{Overlap, content_words, jaccard};
 
 impl Overlap {

@@ -53,11 +53,11 @@ impl Loaded {
             None => Vec::new(),
         };
         let mut coding = Vec::new();
-        for (name, dir) in super::summary::repository_sets() {
+        for (name, dir) in super::coding::repository_sets() {
             let index = CodingIndex::build(CodingSet::load(&dir)?, embedder)?;
             coding.push((name.replace(' ', "_"), index));
         }
-        let probe = super::summary::probe_index(embedder)?;
+        let probe = super::paraphrase::probe_index(embedder)?;
         Ok(Loaded {
             locomo,
             coding,

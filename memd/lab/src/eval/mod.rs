@@ -36,6 +36,7 @@ pub mod locomo;
 mod locomo_report;
 pub mod metrics;
 pub mod overlap;
+pub mod paraphrase;
 pub mod pipeline;
 mod probe;
 pub mod query_threads;

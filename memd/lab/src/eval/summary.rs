@@ -3,17 +3,17 @@
 //! memd ships (and late scores not shipped, when asked), each set in its own store or every
 //! set in one, followed by the paraphrase probe.
 //!
-//! Owns that table and its rows, and the three-note paraphrase probe of issue 34; the stores,
+//! Owns that table and its rows, and ranking issue 34's paraphrase probe (its notes: `paraphrase`); the stores,
 //! the first stage and the shipped pipeline are the other evaluations' (`locomo`, `coding`,
 //! `pipeline`). Must never write outside temporary
 //! stores, download anything, or let timing decide a figure.
 
-use super::coding::{self, CodingIndex, CodingSet};
-use super::dataset::Question;
+use super::coding::{CodingIndex, CodingSet, repository_sets};
 use super::fusion_stores::{Stores, mixed_store};
 use super::late::TurnText;
 use super::locomo::Indexed;
 use super::metrics::{ConfigResult, Recall, Scorer};
+use super::paraphrase::{PROBE_ANSWER, PROBE_NOTES, PROBE_QUERY, probe_index};
 use super::pipeline::{
     FIRST_STAGE, Pipeline, SHIPPED, Stages, late_score_label, load_cross_encoder,
 };
@@ -21,7 +21,6 @@ use anyhow::{Context, Result};
 use memd_engine::models::embed::{Embed, OnnxEmbedder, RuntimePaths};
 use memd_engine::retrieve::LateScore;
 use memd_engine::search::Hit;
-use proto::Collection;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -310,18 +309,6 @@ pub fn note_sets(which: &[NoteSet]) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-/// The repository's coding-format sets: ("coding set", tests/data/coding-set) and
-/// ("holdout set", tests/data/holdout-set).
-pub fn repository_sets() -> Vec<(String, PathBuf)> {
-    vec![
-        ("coding set".to_string(), coding::default_data_dir()),
-        (
-            "holdout set".to_string(),
-            coding::data_dir(coding::HOLDOUT_DATA_DIR),
-        ),
-    ]
-}
-
 /// The files of a LoCoMo directory (`None`: no LoCoMo row).
 pub fn locomo_files(dir: Option<&Path>) -> Result<Vec<PathBuf>> {
     dir.map_or(Ok(Vec::new()), super::dataset::conversation_files)
@@ -365,40 +352,7 @@ impl fmt::Display for Summary {
     }
 }
 
-// ---- the paraphrase probe (issue 34) ----
-
-/// Issue 34's case: the Bazel note shares "staging cluster", the Kubernetes note answers.
-pub const PROBE_NOTES: [&str; 3] = [
-    "The user deploys the billing service with Kubernetes on Google Cloud",
-    "The staging cluster reads its config from Bazel for the EU customers.",
-    "The data pipeline deploys through Helm charts to cut costs.",
-];
-pub const PROBE_QUERY: &str = "how do we ship the payments backend to the cluster?";
-/// The note that answers (Kubernetes).
-pub const PROBE_ANSWER: usize = 0;
-
-/// The probe's three notes stored alone and embedded, with its query (evidence: the answer).
-pub(super) fn probe_index(embedder: &dyn Embed) -> Result<Indexed> {
-    let memories = PROBE_NOTES
-        .iter()
-        .enumerate()
-        .map(|(i, text)| {
-            let mut rec = memd_engine::core::Core::new_record(
-                Collection::MemoryBank,
-                text.to_string(),
-                1_700_000_000_000 + i as i64,
-            );
-            rec.score = 1.0;
-            (rec, i.to_string())
-        })
-        .collect();
-    let question = Question {
-        text: PROBE_QUERY.to_string(),
-        category: 0,
-        evidence: vec![PROBE_ANSWER.to_string()],
-    };
-    Indexed::store(memories, &[question], embedder)
-}
+// ---- the paraphrase probe (issue 34; its notes and store: `paraphrase`) ----
 
 /// Each stage's order of the probe's notes (indexes into `PROBE_NOTES`).
 #[derive(Debug, Clone)]
