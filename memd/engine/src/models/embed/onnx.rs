@@ -422,12 +422,7 @@ pub(super) fn build_session(
             .with_inter_threads(1)?
             // memd is a mostly idle daemon on machines shared with builds: pool threads must
             // sleep between requests instead of spinning on a core.
-            .with_intra_op_spinning(false)?
-            // A memory pattern is planned and kept for every distinct input shape, and memd's
-            // shapes vary with every batch (rows × tokens): the plans piled up in the heap for
-            // the daemon's life. Without them each run's tensors come from the arena one by
-            // one, as the first run of a new shape did anyway.
-            .with_memory_pattern(false)?;
+            .with_intra_op_spinning(false)?;
         if weights == Weights::Int8 {
             // What `int8_matmul` relies on, stated rather than left to defaults: a
             // `DequantizeLinear` → `MatMul` becomes the int8 kernel (accuracy level 4),
