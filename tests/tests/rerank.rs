@@ -160,6 +160,40 @@ fn a_prompt_with_nothing_to_rerank_does_not_wait_for_late_interaction() {
     assert_eq!(stats.index.prompt_rerank.nothing_to_rerank, 1);
 }
 
+/// Many prompts at once against a budget one encoding alone does not fit: the encodings those
+/// already in flight would make late are not started (counted as shed in `/api/stats`), and
+/// every prompt still gets its memories, in the fused order.
+#[test]
+fn prompts_arriving_together_shed_encodings_that_would_miss_the_budget() {
+    const PROMPTS: usize = 16;
+    let d = daemon("[search]\nprompt_budget_ms = 1\n");
+    wait_late(&d);
+    // One prompt alone measures what an encoding takes and how long a prompt may wait (its
+    // encoding runs beside its embedding, so it may even be reranked).
+    first_injected(&d, "alone");
+    let before = prompt_tally(&d);
+    let firsts: Vec<String> = std::thread::scope(|s| {
+        let d = &d;
+        let prompts: Vec<_> = (0..PROMPTS)
+            .map(|i| s.spawn(move || first_injected(d, &format!("together-{i}"))))
+            .collect();
+        prompts
+            .into_iter()
+            .map(|p| p.join().expect("prompt"))
+            .collect()
+    });
+    let after = prompt_tally(&d);
+    let counted = (after.0 + after.1 + after.2) - (before.0 + before.1 + before.2);
+    assert_eq!(counted, PROMPTS as u64, "every prompt counted once");
+    // Every prompt not reranked in full kept the fused order.
+    let fused = firsts.iter().filter(|f| *f == FUSED_FIRST).count() as u64;
+    assert_eq!(fused, PROMPTS as u64 - (after.0 - before.0), "{firsts:?}");
+    assert!(
+        after.2 > before.2,
+        "some were shed: {before:?} -> {after:?}"
+    );
+}
+
 #[test]
 fn the_cross_encoder_reorders_searches_when_asked() {
     let d = daemon("[search]\ncross_encoder_depth = 3\n");

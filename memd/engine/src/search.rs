@@ -84,6 +84,10 @@ pub struct Hit {
     pub vector_rank: Option<usize>,
     pub lexical: Option<f32>,
     pub rank_score: f64,
+    /// What the first stage multiplied the fused relevance by for this memory's own sake:
+    /// its kind's weight (`Ranking::exchange_weight`) and the outcome prior's factor, not the
+    /// graph boost. The second stage carries these priors into its own score.
+    pub weight: f64,
 }
 
 impl Query {
@@ -319,8 +323,8 @@ pub fn rank(
                 .iter()
                 .find(|(c, _)| *c == rec.collection)
                 .map_or(1.0, |(_, b)| *b);
-            let relevance =
-                (f64::from(score) / best_possible).min(1.0) * boost * kind_weight(rec, ranking);
+            let kind = kind_weight(rec, ranking);
+            let relevance = (f64::from(score) / best_possible).min(1.0) * boost * kind;
             let prior = learn::scoring::outcome_prior(rec);
             Some(Hit {
                 key,
@@ -328,6 +332,7 @@ pub fn rank(
                 vector_rank: vector_rank.get(&key).copied(),
                 lexical: lex.get(&key).copied(),
                 rank_score: learn::scoring::apply_prior(relevance, prior, ranking.prior_weight),
+                weight: kind * learn::scoring::apply_prior(1.0, prior, ranking.prior_weight),
             })
         })
         .collect();
@@ -492,6 +497,7 @@ mod tests {
                 vector_rank: None,
                 lexical: None,
                 rank_score: 0.0,
+                weight: 1.0,
             })
             .collect();
         sort_hits(&state, &mut hits, Some(SortBy::Recency));

@@ -89,3 +89,53 @@ fn the_retrieval_report_names_its_commit_configuration_and_stages() {
         "{report}"
     );
 }
+
+/// `--stores mixed` ranks the coding set's questions in one store that also holds the probe's
+/// notes, and says so; a late score given beside the shipped one gets its own row, which in a
+/// store of notes only (one kind, no outcomes) must equal the shipped row.
+#[test]
+fn the_mixed_store_report_names_its_store_and_its_late_scores() {
+    if std::env::var("MEMD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {
+        eprintln!("MEMD_SKIP_MODEL_TESTS=1: skipping memd-eval retrieval (needs the models)");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_memd-eval"))
+        .args(["retrieval", "--stores", "mixed", "--notes", "coding"])
+        .args(["--late-score", "priors:1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("memd-eval runs");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        report.contains("stores: every set in one store"),
+        "{report}"
+    );
+    assert!(!report.contains("| holdout set"), "--notes coding only");
+    let shipped = row(&report, "coding set", "shipped");
+    assert_eq!(shipped.len(), 4, "{report}");
+    assert_eq!(row(&report, "coding set", "late score priors:1"), shipped);
+    assert_eq!(
+        row(&report, "paraphrase probe (3 notes)", "shipped").len(),
+        4,
+        "{report}"
+    );
+}
+
+/// A late score that does not parse is refused before anything loads, naming the flag.
+#[test]
+fn a_bad_late_score_is_refused_naming_the_flag() {
+    for bad in ["priors:x", "priors", "sideways", "priors:-1"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_memd-eval"))
+            .args(["retrieval", "--late-score", bad])
+            .output()
+            .expect("memd-eval runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad} accepted");
+        assert!(err.contains("--late-score"), "{bad}: {err}");
+    }
+}

@@ -60,6 +60,8 @@ pub struct States {
     /// cap is planned with it instead of an estimate (which could admit, encode and evict the
     /// same memory on every pass), or that it failed (never retried for that text).
     known: std::sync::Mutex<HashMap<(u64, u32), Known>>,
+    /// What the background pass's planner last found pending (`late_plan::pending`).
+    pub(super) planned: super::late_plan::PlanFigure,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -28,14 +28,69 @@ pub struct Plan {
     pub over_cap: bool,
 }
 
-/// Live memories within the cap (`search.token_states_mb`) that still lack token states.
-pub fn pending(states: &States, s: &MemState, cap_mb: usize) -> usize {
-    plan(states, s, cap_mb * 1024 * 1024).missing
+/// Live memories within the cap (`search.token_states_mb`) that still lack token states, for
+/// `memd stats`, without a walk: the `Planner`'s queue at its last look (the batch in flight
+/// included), plus the memories changed since then that lack states (a deleted one is not
+/// counted). Before the planner's first look: every live memory without states (an upper
+/// bound: the cap may leave some out); when more changed than the journal holds, each change.
+pub fn pending(states: &States, s: &MemState) -> usize {
+    let Some(Figure {
+        queued,
+        in_flight,
+        seq,
+    }) = states.planned.get()
+    else {
+        return s.totals().live().saturating_sub(states.size().0);
+    };
+    let in_flight_lacking = in_flight
+        .iter()
+        .filter(|(key, hash)| states.covered(*key, *hash).is_none())
+        .count();
+    let Some(changed) = s.changes().since(seq) else {
+        return queued + in_flight_lacking + s.changes().seq().saturating_sub(seq) as usize;
+    };
+    let mut seen: HashSet<u64> = in_flight.iter().map(|(k, _)| *k).collect();
+    let lacking = changed
+        .filter(|k| seen.insert(*k))
+        .filter_map(|k| s.by_key(k).and_then(Entry::of))
+        .filter(|e| {
+            states.covered(e.key, e.hash).is_none()
+                && states.known(e.key, e.hash) != Some(Known::Failed)
+        })
+        .count();
+    queued + in_flight_lacking + lacking
+}
+
+/// What the planner last looked at, for `pending`.
+#[derive(Clone)]
+struct Figure {
+    /// Memories left in its queue.
+    queued: usize,
+    /// (key, text hash) of the batch it handed out (pending until their states are stored).
+    in_flight: Vec<(u64, u32)>,
+    /// The change journal's point its plan reflects.
+    seq: u64,
+}
+
+/// The planner's last `Figure`, shared with `memd stats`.
+#[derive(Default)]
+pub struct PlanFigure(std::sync::Mutex<Option<Figure>>);
+
+impl PlanFigure {
+    fn set(&self, figure: Figure) {
+        if let Ok(mut f) = self.0.lock() {
+            *f = Some(figure);
+        }
+    }
+
+    fn get(&self) -> Option<Figure> {
+        self.0.lock().ok().and_then(|f| f.clone())
+    }
 }
 
 /// Which memories get states within `cap` bytes of memory: the newest first (what a prompt
 /// most likely finds), live ones only. A memory's size is its states' real size once it was
-/// encoded, an estimate before. Reads every record: for one look (`memd stats`); the
+/// encoded, an estimate before. Reads every record: for one look (tests, studies); the
 /// background pass plans with a `Planner`.
 pub fn plan(states: &States, s: &MemState, cap: usize) -> Plan {
     let mut entries: Vec<Entry> = s.records().filter_map(Entry::of).collect();
@@ -216,8 +271,16 @@ impl Planner {
             }
             _ => self.walk(store, states, cap),
         }
+        let todo = self.take(store, states);
+        if let Some(seq) = self.seq {
+            states.planned.set(Figure {
+                queued: self.queue.len(),
+                in_flight: todo.iter().map(|(k, t)| (*k, text_hash(t))).collect(),
+                seq,
+            });
+        }
         Next {
-            todo: self.take(store, states),
+            todo,
             over_cap: self.over_cap,
         }
     }

@@ -139,3 +139,48 @@ fn the_cap_holds_across_batches_and_a_full_journal_means_a_walk() {
     assert_eq!(p.walks, walks + 1);
     assert_eq!(todo, plan(&states, &s, cap).todo, "what a fresh plan says");
 }
+
+#[test]
+fn the_pending_figure_follows_the_planner_and_what_changed_since_without_a_walk() {
+    let (mut s, all) = notes(300);
+    let states = States::default();
+    let cap = 100 * estimated_bytes("note 0000".len(), false);
+    // Before the planner looked: every live memory without states.
+    assert_eq!(pending(&states, &s), 300);
+    let mut p = Planner::default();
+    let todo = p.next(&s, &states, cap).todo;
+    let fresh = |s: &MemState| plan(&states, s, cap).missing;
+    assert_eq!(pending(&states, &s), 100, "the batch in flight counts");
+    assert_eq!(fresh(&s), 100);
+    encode(&states, &todo);
+    let todo = p.next(&s, &states, cap).todo;
+    assert_eq!(pending(&states, &s), 100 - 32);
+    assert_eq!(pending(&states, &s), fresh(&s));
+    encode(&states, &todo);
+    assert_eq!(
+        pending(&states, &s),
+        100 - 64,
+        "a stored batch is no longer pending"
+    );
+    // A new memory counts before the planner takes it in; a deleted one does not.
+    let new = insert(&mut s, "note 9999", 1000);
+    let gone = s.by_key(all[0]).unwrap().id.clone();
+    let delete = Op::Delete {
+        id: gone,
+        reason: "test".into(),
+    };
+    assert!(matches!(s.apply(&delete), Output::Deleted { .. }));
+    assert_eq!(pending(&states, &s), 100 - 64 + 1);
+    let todo = p.next(&s, &states, cap).todo;
+    assert_eq!(todo[0].0, new);
+    encode(&states, &todo);
+    loop {
+        let todo = p.next(&s, &states, cap).todo;
+        if todo.is_empty() {
+            break;
+        }
+        encode(&states, &todo);
+    }
+    assert_eq!(pending(&states, &s), 0);
+    assert_eq!(fresh(&s), 0);
+}

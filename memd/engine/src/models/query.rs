@@ -1,9 +1,10 @@
 //! The query side of late interaction: the query's token states under a deadline, the count of
 //! encodings in flight that load shedding reads, and the tally of what prompts got.
 //!
-//! Owns when a prompt gives up on reranking (deadline passed, or a full batch of queries
-//! already waiting) and counting it. Must never block past the caller's deadline and never fail: a missing,
-//! busy or failing model gives `None` (the fused order).
+//! Owns when a prompt gives up on reranking (deadline passed, a full batch of queries already
+//! waiting, or the encodings in flight expected to outlast its deadline: `EncodeCost`) and
+//! counting it. Must never block past the caller's deadline and never fail: a missing, busy or
+//! failing model gives `None` (the fused order).
 
 use super::Models;
 use super::embed::QueryStates;
@@ -27,11 +28,74 @@ fn clock_ms() -> u64 {
 }
 
 /// When the last prompt asked for reranking, and until when prompts skip their query encoding
-/// after a miss (milliseconds on `clock_ms`).
+/// after a miss (milliseconds on `clock_ms`); what query encodings have been taking.
 #[derive(Default)]
 pub struct Load {
     last_prompt_ms: AtomicU64,
     backoff_until_ms: AtomicU64,
+    cost: EncodeCost,
+}
+
+/// Weight of the running estimates' past: a new sample counts for 1/`EWMA_KEEP`.
+const EWMA_KEEP: u64 = 8;
+
+/// Running estimates (microseconds; 0 = not measured yet) of what a query encoding takes and
+/// of how long a prompt can wait for one. Under 16 sessions 36-46 % of prompts' encodings
+/// finished past their deadline and were thrown away after 7-12 ms of CPU each; with these a
+/// prompt does not start one that the encodings ahead of it would make late.
+#[derive(Default)]
+pub struct EncodeCost {
+    /// From an encoding's start to its states, per place it took in the queue (itself and the
+    /// encodings in flight when it started): encodings queued behind a run share the next
+    /// one, so this falls as the queue grows, and rises with the machine's load.
+    per_place_us: AtomicU64,
+    /// From a prompt's start of its encoding to its deadline: the embedding and the first
+    /// stage, which the encoding runs beside, then `search.prompt_budget_ms`.
+    allowance_us: AtomicU64,
+}
+
+impl EncodeCost {
+    /// An encoding that found `others` in flight took `took` from its start to its states.
+    fn ran(&self, took: Duration, others: usize) {
+        ewma(
+            &self.per_place_us,
+            took.as_micros() as u64 / (others as u64 + 1),
+        );
+    }
+
+    /// A prompt's encoding, started at `started`, may finish until `deadline`.
+    fn allowed(&self, started: Instant, deadline: Instant) {
+        ewma(
+            &self.allowance_us,
+            deadline.saturating_duration_since(started).as_micros() as u64,
+        );
+    }
+
+    /// Whether an encoding starting behind `others` in flight is expected to finish past its
+    /// prompt's deadline. Never when none is in flight (that encoding keeps the estimates
+    /// current, and an idle machine always reranks) nor before both are measured.
+    fn would_miss(&self, others: usize) -> bool {
+        let per_place = self.per_place_us.load(Ordering::Relaxed);
+        let allowance = self.allowance_us.load(Ordering::Relaxed);
+        others > 0 && per_place > 0 && per_place * (others as u64 + 1) > allowance
+    }
+
+    /// The estimates (per place in the queue, allowance), for logs and tests.
+    pub fn estimates(&self) -> (Duration, Duration) {
+        let get = |c: &AtomicU64| Duration::from_micros(c.load(Ordering::Relaxed));
+        (get(&self.per_place_us), get(&self.allowance_us))
+    }
+}
+
+/// Moves the running estimate `cell` toward `sample` (the first sample is taken as it is).
+fn ewma(cell: &AtomicU64, sample: u64) {
+    let sample = sample.max(1);
+    let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+        Some(match old {
+            0 => sample,
+            old => ((old * (EWMA_KEEP - 1) + sample) / EWMA_KEEP).max(1),
+        })
+    });
 }
 
 impl Load {
@@ -54,6 +118,11 @@ impl Load {
 
     fn backing_off(&self) -> bool {
         clock_ms() < self.backoff_until_ms.load(Ordering::Relaxed)
+    }
+
+    /// What query encodings have been taking.
+    pub fn cost(&self) -> &EncodeCost {
+        &self.cost
     }
 }
 
@@ -126,9 +195,10 @@ impl Models {
     /// the query and take the first stage meanwhile; `None` when there is no model or the
     /// encoding is not worth starting. Queries arriving while one is encoding are encoded
     /// together in the next run (`colbert::QUERY_BATCH`). With `shed` (the prompt path), a
-    /// query that would not fit that next run, or one arriving while prompts back off after
-    /// a miss, is not started: under load the prompt keeps the fused order instead of piling
-    /// up work it would not wait for.
+    /// query that would not fit that next run, one the encodings already in flight would
+    /// finish past the prompt's deadline (`EncodeCost`), or one arriving while prompts back
+    /// off after a miss, is not started: under load the prompt keeps the fused order instead
+    /// of piling up work it would not wait for.
     pub fn start_late_query(&self, text: &str, shed: bool) -> Option<LateQuery> {
         let model = self.late()?;
         if shed {
@@ -144,18 +214,36 @@ impl Models {
             self.prompts.count(PromptRerank::Shed);
             return None;
         }
-        let text = text.to_string();
+        if shed && self.load.cost.would_miss(in_flight.others) {
+            tracing::debug!(
+                others = in_flight.others,
+                "late-interaction query skipped: it would finish past the budget"
+            );
+            self.prompts.count(PromptRerank::Shed);
+            return None;
+        }
+        let (text, load) = (text.to_string(), self.load.clone());
         let wanted = Arc::new(AtomicBool::new(true));
         let still_wanted = wanted.clone();
+        let started = Instant::now();
         // The guard moves into the work: it counts until the encoding ends, however it ends.
         let work = tokio::task::spawn_blocking(move || {
-            let _in_flight = in_flight;
+            let in_flight = in_flight;
             // Abandoned before its turn on a blocking thread: the model never runs for it.
-            still_wanted
+            let states = still_wanted
                 .load(Ordering::Acquire)
-                .then(|| model.encode_query(&text))
+                .then(|| model.encode_query(&text));
+            if let Some(Ok(_)) = &states {
+                load.cost.ran(started.elapsed(), in_flight.others);
+            }
+            states
         });
-        Some(LateQuery { work, wanted, shed })
+        Some(LateQuery {
+            work,
+            wanted,
+            shed,
+            started,
+        })
     }
 
     /// The states of a started encoding, if they arrive before `deadline`. The encoding cannot
@@ -166,6 +254,9 @@ impl Models {
         mut started: LateQuery,
         deadline: Instant,
     ) -> Option<QueryStates> {
+        if started.shed {
+            self.load.cost.allowed(started.started, deadline);
+        }
         match tokio::time::timeout_at(deadline.into(), &mut started.work).await {
             Ok(Ok(Some(Ok(q)))) => Some(q),
             Ok(Ok(Some(Err(e)))) => {
@@ -212,6 +303,8 @@ pub struct LateQuery {
     wanted: Arc<AtomicBool>,
     /// The prompt path's: tallied and shed.
     shed: bool,
+    /// When it was started (`EncodeCost`).
+    started: Instant,
 }
 
 impl Drop for LateQuery {
@@ -254,5 +347,36 @@ mod tests {
         assert!(!load.backing_off(), "no miss yet");
         load.missed();
         assert!(load.backing_off(), "the next prompts skip their encoding");
+    }
+
+    #[test]
+    fn an_encoding_the_queue_would_make_late_is_not_started() {
+        let cost = EncodeCost::default();
+        assert!(
+            !cost.would_miss(10),
+            "nothing measured yet: every encoding starts"
+        );
+        let t0 = Instant::now();
+        // 6 ms for an encoding alone; prompts may wait 25 ms from its start.
+        cost.ran(Duration::from_millis(6), 0);
+        cost.allowed(t0, t0 + Duration::from_millis(25));
+        assert_eq!(
+            cost.estimates(),
+            (Duration::from_millis(6), Duration::from_millis(25))
+        );
+        assert!(!cost.would_miss(0), "alone, an encoding always starts");
+        assert!(!cost.would_miss(3), "4 places x 6 ms fit 25 ms");
+        assert!(cost.would_miss(4), "5 places x 6 ms do not");
+        // The machine gets busy: an encoding behind 3 others took 80 ms (20 ms a place).
+        for _ in 0..20 {
+            cost.ran(Duration::from_millis(80), 3);
+        }
+        assert!(cost.would_miss(1), "{:?}", cost.estimates());
+        assert!(!cost.would_miss(0), "still one at a time");
+        // And quiet again: the estimate comes back down.
+        for _ in 0..40 {
+            cost.ran(Duration::from_millis(5), 0);
+        }
+        assert!(!cost.would_miss(3), "{:?}", cost.estimates());
     }
 }

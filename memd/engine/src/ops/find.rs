@@ -107,6 +107,7 @@ impl Search<'_> {
                 .cross_encoder()
                 .filter(|_| rerank && ce_depth > 0)
                 .map(|ce| (ce, ce_depth)),
+            score: retrieve::LATE_SCORE,
         };
         let (head, _) = retrieve::second_stage(self.late, text, head, how).await;
         head.into_iter().take(q.limit).map(|c| c.view).collect()

@@ -12,8 +12,7 @@ use crate::models::late::States;
 use crate::shared::SharedLink;
 use crate::state::{Db, MemState};
 use proto::{
-    Collection, CollectionStats, HealthResponse, HookCall, IndexStats, MemoryStats, SidecarStatus,
-    StatsResponse,
+    Collection, HealthResponse, HookCall, IndexStats, MemoryStats, SidecarStatus, StatsResponse,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -85,16 +84,15 @@ impl StatsDeps<'_> {
         let late_size = self.late.size();
         let late_disk = self.late.disk_size();
         let late_loaded = self.models.late().is_some();
-        let cap_mb = self.cfg.search.token_states_mb;
         let mut records_bytes = 0;
         let mut index_bytes = (0, 0);
+        // Running totals and the planner's queue: no walk of the records (seconds at 1M).
         let mut stats = self.db.read(|s| StatsResponse {
             version: env!("CARGO_PKG_VERSION").into(),
             collections: {
                 index_bytes = (s.vectors().memory_bytes(), s.lexical().memory_bytes());
-                let (c, bytes) = collections(s);
-                records_bytes = bytes;
-                c
+                records_bytes = s.totals().bytes();
+                s.totals().collections()
             },
             disk_bytes: 0,
             index: IndexStats {
@@ -103,12 +101,12 @@ impl StatsDeps<'_> {
                 lexical_docs: s.lexical().len(),
                 token_states: late_size.0,
                 token_state_bytes: late_size.1 + self.late.codebook_bytes(),
-                token_states_total: s.records().filter(|r| !r.archived).count(),
+                token_states_total: s.totals().live(),
                 token_states_coded: self.late.codebook().is_some(),
                 token_states_on_disk: late_disk.0,
                 token_state_disk_bytes: late_disk.1,
                 pending_token_states: match late_loaded {
-                    true => crate::models::late_plan::pending(self.late, s, cap_mb),
+                    true => crate::models::late_plan::pending(self.late, s),
                     false => 0,
                 },
                 state: s.index_origin.clone(),
@@ -173,30 +171,4 @@ impl StatsDeps<'_> {
             unattributed_bytes: rss_bytes.saturating_sub(attributed),
         }
     }
-}
-
-/// Count, mean score and scored count per collection, and the bytes the records take (counted
-/// in the same walk, so the memory figure costs no second pass).
-fn collections(s: &MemState) -> (BTreeMap<String, CollectionStats>, usize) {
-    let mut collections: BTreeMap<String, CollectionStats> = BTreeMap::new();
-    let mut bytes = 0;
-    for r in s.records() {
-        bytes += r.memory_bytes();
-        let e = collections
-            .entry(r.collection.as_str().to_string())
-            .or_default();
-        e.count += 1;
-        e.mean_score += r.score;
-        if r.uses > 0 {
-            e.scored += 1;
-        }
-    }
-    for e in collections.values_mut() {
-        e.mean_score = if e.count > 0 {
-            e.mean_score / e.count as f64
-        } else {
-            0.0
-        };
-    }
-    (collections, bytes)
 }

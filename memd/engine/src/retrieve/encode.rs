@@ -4,10 +4,11 @@
 //! Owns how long each caller waits for the late-interaction states. A search waits up to
 //! `SEARCH_QUERY_WAIT`, after both encodings. A prompt starts its late encoding beside its
 //! embedding but waits for it only after the first stage, until its reranking deadline
-//! (`search.prompt_budget_ms` after the first stage), and not at all when the head has fewer than two candidates (nothing to reorder) or when a full
-//! batch of queries is already encoding or waiting (load shedding: under load the prompt
-//! keeps the fused order instead of queueing work it would not wait for). Must never fail: a
-//! missing model gives `None`.
+//! (`search.prompt_budget_ms` after the first stage), and not at all when the head has fewer
+//! than two candidates (nothing to reorder) or when the encoding is shed before it starts
+//! (`Models::start_late_query`: a full batch already waiting, or the encodings in flight would
+//! make it late; under load the prompt keeps the fused order instead of queueing work it would
+//! not wait for). Must never fail: a missing model gives `None`.
 
 use crate::models::embed::QueryStates;
 use crate::models::{LateQuery, Models};

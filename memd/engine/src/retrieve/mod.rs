@@ -20,7 +20,8 @@ mod second;
 
 pub use encode::{Encoded, LateWait, PromptEncoding, encode, encode_prompt, late_for_head};
 pub use second::{
-    COSINE_GAP_SCALE, COSINE_WEIGHT_MAX, Second, SecondReport, cosine_weight, second_stage,
+    COSINE_GAP_SCALE, COSINE_WEIGHT_MAX, LATE_SCORE, LateScore, Second, SecondReport,
+    cosine_weight, second_stage,
 };
 
 use crate::search::{self, Hit, Query, Ranking};

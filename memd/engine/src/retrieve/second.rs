@@ -2,7 +2,8 @@
 //! then the cross-encoder over the best of that; both outside the store lock.
 //!
 //! Owns the reorders and late interaction's score: MaxSim per query token plus the cosine
-//! similarity at a weight read off the query's own candidates (`cosine_weight`). Inside each
+//! similarity at a weight read off the query's own candidates (`cosine_weight`), and how that
+//! score meets the first stage's priors (`LateScore`; what ships: `LATE_SCORE`). Inside each
 //! head the model's order alone (blending with the fused rank gave back 0.13 of R@1 in the
 //! design study), below it the order before, every candidate kept.
 //! A memory without token states keeps its place; MaxSim stops at the deadline and what it did
@@ -24,7 +25,28 @@ pub struct Second<'a> {
     pub deadline: Option<Instant>,
     /// The cross-encoder and how many of the head it reorders (searches only: ~9 ms a pair).
     pub cross: Option<(Arc<CrossEncoder>, usize)>,
+    /// How late interaction's score meets the first stage's priors (`LATE_SCORE` ships).
+    pub score: LateScore,
 }
+
+/// How late interaction's score (MaxSim + the weighted cosine) meets what the first stage knew
+/// of each memory beside its text: its kind (exchanges weigh `Ranking::exchange_weight`) and
+/// its outcome prior (`Hit::weight`). In a store of one kind with no outcomes yet every
+/// variant orders the head alike; they differ where conversation turns and notes compete.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum LateScore {
+    /// The same score for every memory: the priors act in the first stage only.
+    #[default]
+    Alike,
+    /// The score times `Hit::weight` raised to this power (1: the first stage's own factor).
+    Priors(f32),
+    /// The score standardised within each kind of the scored head (exchanges, the rest),
+    /// then times `Hit::weight` raised to the power, when one is given.
+    ByKind(Option<f32>),
+}
+
+/// What the daemon ships.
+pub const LATE_SCORE: LateScore = LateScore::Alike;
 
 /// What happened in the second stage.
 #[derive(Debug, Default, Clone, Copy)]
@@ -43,7 +65,7 @@ pub async fn second_stage(
     let mut report = SecondReport::default();
     let mut cands = cands;
     if let Some((query, depth)) = how.late {
-        let (order, finished) = late_order(states, query, &cands, depth, how.deadline);
+        let (order, finished) = late_order(states, query, &cands, depth, how.deadline, how.score);
         report.late_cut_short = !finished;
         cands = permute(cands, order);
     }
@@ -92,6 +114,7 @@ fn late_order(
     cands: &[Candidate],
     depth: usize,
     deadline: Option<Instant>,
+    score: LateScore,
 ) -> (Vec<usize>, bool) {
     let keyed: Vec<late::Candidate> = cands
         .iter()
@@ -104,7 +127,58 @@ fn late_order(
         .into_iter()
         .map(|(i, m)| (i, m + w * keyed[i].2))
         .collect();
+    let scored = with_priors(scored, cands, score);
     (late::order_within(scored, cands.len()), finished)
+}
+
+/// `scored` (index into `cands`, late score) as `how` combines it with the first stage's
+/// priors.
+fn with_priors(
+    mut scored: Vec<(usize, f32)>,
+    cands: &[Candidate],
+    how: LateScore,
+) -> Vec<(usize, f32)> {
+    let power = match how {
+        LateScore::Alike => return scored,
+        LateScore::Priors(p) => Some(p),
+        LateScore::ByKind(p) => {
+            for kind in [true, false] {
+                standardise(&mut scored, |i| is_exchange(&cands[i]) == kind);
+            }
+            p
+        }
+    };
+    if let Some(p) = power {
+        for (i, s) in &mut scored {
+            let factor = (cands[*i].hit.weight as f32).max(0.0).powf(p);
+            // As `apply_prior`: a negative score moves down too.
+            *s += (factor - 1.0) * s.abs();
+        }
+    }
+    scored
+}
+
+/// The scores of the entries `member` picks, as standard scores among themselves.
+fn standardise(scored: &mut [(usize, f32)], member: impl Fn(usize) -> bool) {
+    let picked: Vec<f32> = scored.iter().filter(|e| member(e.0)).map(|e| e.1).collect();
+    if picked.is_empty() {
+        return;
+    }
+    let n = picked.len() as f32;
+    let mean = picked.iter().sum::<f32>() / n;
+    let sd = (picked.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / n).sqrt();
+    for e in scored.iter_mut().filter(|e| member(e.0)) {
+        e.1 = (e.1 - mean) / sd.max(1e-6);
+    }
+}
+
+/// A raw conversation turn, as the stop hook files it (`memory_type` "exchange").
+fn is_exchange(c: &Candidate) -> bool {
+    c.view
+        .metadata
+        .get("memory_type")
+        .and_then(proto::Value::as_str)
+        == Some("exchange")
 }
 
 /// The first stage's cosine similarity (0 when the vector signal is missing).
@@ -175,9 +249,71 @@ mod tests {
             vector_rank: None,
             lexical: None,
             rank_score: 1.0 / key as f64,
+            weight: 1.0,
         };
         let view = crate::search::view(&r, 0, Some(&hit));
         Candidate { hit, view }
+    }
+
+    /// A conversation turn as the stop hook files it, which the first stage weighed `weight`.
+    fn exchange_at(key: u64, text: &str, weight: f64) -> Candidate {
+        let mut c = candidate(key, text);
+        c.view
+            .metadata
+            .insert("memory_type".into(), proto::Value::from("exchange"));
+        c.hit.weight = weight;
+        c
+    }
+
+    /// Ranks `cands` (key, text, MaxSim) by late interaction scored `score`; cosines level.
+    async fn ranked(cands: Vec<(Candidate, f32)>, score: LateScore) -> Vec<u64> {
+        let states = late::States::default();
+        for (c, maxsim) in &cands {
+            let stored = TokenStates::for_tests(&[*maxsim]);
+            states.insert(c.key(), &c.view.content, stored).unwrap();
+        }
+        let q = QueryStates::for_tests(&[1.0]);
+        let how = Second {
+            late: Some((&q, cands.len())),
+            score,
+            ..Second::default()
+        };
+        let cands = cands.into_iter().map(|(c, _)| c).collect();
+        keys(&second_stage(&states, "q", cands, how).await.0)
+    }
+
+    /// A turn MaxSim prefers a little stays first when the score ignores the priors, and
+    /// falls below the note when the exchange weight (0.7) carries into the late score;
+    /// at a quarter of it (0.7^0.25 ≈ 0.91) the turn's lead holds.
+    #[tokio::test]
+    async fn the_first_stages_priors_carry_into_the_late_score_when_asked() {
+        let head = || {
+            vec![
+                (exchange_at(1, "turn", 0.7), 0.90),
+                (candidate(2, "note"), 0.80),
+            ]
+        };
+        assert_eq!(ranked(head(), LateScore::Alike).await, [1, 2]);
+        assert_eq!(ranked(head(), LateScore::Priors(1.0)).await, [2, 1]);
+        assert_eq!(ranked(head(), LateScore::Priors(0.25)).await, [1, 2]);
+    }
+
+    /// Standardised within each kind, the note that stands out among notes outranks the turn
+    /// that stands out less among turns, although every turn has the higher raw score.
+    #[tokio::test]
+    async fn by_kind_compares_each_memory_with_its_own_kind() {
+        let head = vec![
+            (exchange_at(1, "turn a", 1.0), 0.90),
+            (exchange_at(2, "turn b", 1.0), 0.88),
+            (exchange_at(3, "turn c", 1.0), 0.86),
+            (candidate(4, "note a"), 0.70),
+            (candidate(5, "note b"), 0.50),
+            (candidate(6, "note c"), 0.50),
+            (candidate(7, "note d"), 0.50),
+        ];
+        let order = ranked(head.clone(), LateScore::ByKind(None)).await;
+        assert_eq!(order[0], 4);
+        assert_eq!(ranked(head, LateScore::Alike).await[..4], [1, 2, 3, 4]);
     }
 
     fn keys(c: &[Candidate]) -> Vec<u64> {
@@ -200,6 +336,7 @@ mod tests {
             late: Some((&q, 2)),
             deadline,
             cross: None,
+            score: LATE_SCORE,
         };
         let (done, report) = second_stage(&states, "q", cands(), how(None)).await;
         assert_eq!(keys(&done), vec![2, 1]);

@@ -19,23 +19,27 @@ impl MemState {
             Ok(key) => key,
             Err(answer) => return answer,
         };
-        let Some(r) = self.records.get_mut(&key) else {
-            return Output::NotFound { id: id.into() };
+        let changed = self.edit(key, |r| {
+            let was_expired = r.metadata.contains_key(EXPIRED_AT_KEY);
+            match at {
+                Some(t) if !r.archived => {
+                    r.archived = true;
+                    r.metadata
+                        .insert(EXPIRED_AT_KEY.into(), Value::from(t as f64));
+                }
+                None if was_expired => {
+                    r.archived = false;
+                    r.metadata.remove(EXPIRED_AT_KEY);
+                }
+                _ => return None,
+            }
+            Some(r.id.clone())
+        });
+        let id = match changed {
+            None => return Output::NotFound { id: id.into() },
+            Some(None) => return Output::Rejected(format!("{id}: no expiry change to make")),
+            Some(Some(id)) => id,
         };
-        let was_expired = r.metadata.contains_key(EXPIRED_AT_KEY);
-        match at {
-            Some(t) if !r.archived => {
-                r.archived = true;
-                r.metadata
-                    .insert(EXPIRED_AT_KEY.into(), Value::from(t as f64));
-            }
-            None if was_expired => {
-                r.archived = false;
-                r.metadata.remove(EXPIRED_AT_KEY);
-            }
-            _ => return Output::Rejected(format!("{id}: no expiry change to make")),
-        }
-        let id = r.id.clone();
         self.changes.note(key);
         self.touch(key);
         Output::Updated { id }

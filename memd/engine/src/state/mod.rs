@@ -25,6 +25,7 @@ mod signals;
 pub mod sync;
 #[cfg(test)]
 mod sync_tests;
+mod totals;
 mod vector_files;
 
 use crate::index::{Lexical, VectorIndex};
@@ -42,6 +43,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 pub use sync::{Outbox, OutboxRow, OutcomeEvent, SyncState};
+pub use totals::Totals;
 
 /// How many sidecar attempts are kept for `memd status`.
 const SIDECAR_ATTEMPTS_KEPT: usize = 50;
@@ -68,9 +70,9 @@ pub struct MemState {
     lexical: Lexical,
     /// Keys stored but not embedded yet.
     pending: BTreeSet<u64>,
-    /// Records per collection (archived included), kept with the other indexes so
-    /// `/api/health` does not walk every record.
-    per_collection: HashMap<Collection, usize>,
+    /// Counts, score sums and bytes of the records, kept by every write path so
+    /// `/api/health` and `/api/stats` do not walk every record.
+    totals: totals::Totals,
     /// Where the vector index came from at open: `loaded`, `rebuilt` or `empty`.
     pub index_origin: String,
     /// Where the lexical index came from at open: `loaded`, `rebuilt` or `empty`.
@@ -106,7 +108,7 @@ impl MemState {
             vectors: Arc::new(VectorIndex::new(dims)?),
             lexical: Lexical::new(),
             pending: BTreeSet::new(),
-            per_collection: HashMap::new(),
+            totals: totals::Totals::default(),
             index_origin: "empty".into(),
             lexical_origin: "empty".into(),
             open_note: String::new(),
@@ -158,7 +160,7 @@ impl MemState {
     }
 
     pub fn count(&self, c: Collection) -> usize {
-        self.per_collection.get(&c).copied().unwrap_or(0)
+        self.totals.count(c)
     }
 
     /// Up to `n` keys that still need an embedding.
@@ -198,7 +200,6 @@ impl MemState {
             return;
         };
         self.lexical.insert(key, &r.content);
-        *self.per_collection.entry(r.collection).or_default() += 1;
         self.hashes.insert(
             (r.collection, scoped_hash(r.project.as_deref(), &r.content)),
             key,
@@ -214,9 +215,6 @@ impl MemState {
             return;
         };
         let hk = (r.collection, scoped_hash(r.project.as_deref(), &r.content));
-        if let Some(n) = self.per_collection.get_mut(&r.collection) {
-            *n = n.saturating_sub(1);
-        }
         if self.hashes.get(&hk) == Some(&key) {
             self.hashes.remove(&hk);
         }
@@ -239,6 +237,7 @@ impl MemState {
             self.ids.entry(old.clone()).or_insert(key);
         }
         let id = rec.id.clone();
+        self.totals.add(&rec);
         self.records.insert(key, rec);
         self.index_record(key);
         self.touch(key);
@@ -259,10 +258,7 @@ impl MemState {
             Err(answer) => return answer,
         };
         self.unindex_record(key);
-        let content_changed = {
-            let Some(r) = self.records.get_mut(&key) else {
-                return Output::NotFound { id: id.into() };
-            };
+        let content_changed = self.edit(key, |r| {
             let changed = content.as_ref().is_some_and(|c| *c != r.content);
             if let Some(c) = content {
                 r.content = c.clone();
@@ -280,6 +276,9 @@ impl MemState {
             r.confidence = confidence.or(r.confidence);
             r.updated_at = at;
             changed
+        });
+        let Some(content_changed) = content_changed else {
+            return Output::NotFound { id: id.into() };
         };
         if content_changed {
             self.vectors.remove(key).ok();
@@ -299,15 +298,18 @@ impl MemState {
             Ok(key) => key,
             Err(answer) => return answer,
         };
-        let Some(r) = self.records.get_mut(&key) else {
+        let Some(r) = self.records.get(&key) else {
             return Output::NotFound { id: id.into() };
         };
         if r.collection != Collection::MemoryBank {
             return Output::Rejected(format!("{id} is not a memory_bank entry"));
         }
-        r.archived = true;
-        r.updated_at = at;
-        let id = r.id.clone();
+        let id = self.edit(key, |r| {
+            r.archived = true;
+            r.updated_at = at;
+            r.id.clone()
+        });
+        let id = id.unwrap_or_default();
         self.changes.note(key);
         self.touch(key);
         Output::Updated { id }
@@ -330,6 +332,7 @@ impl MemState {
         self.vectors.remove(key).ok();
         self.pending.remove(&key);
         let r = *self.records.remove(&key)?;
+        self.totals.sub(&r);
         self.forget_ids(&r, key);
         if let Some(o) = &r.origin {
             self.mirrored.remove(&o.uid);
@@ -370,7 +373,9 @@ impl MemState {
         };
         self.unindex_record(key);
         self.ids.insert(new_id.to_string(), key);
+        self.uncount(key);
         self.records.insert(key, Box::new(moved));
+        self.recount(key);
         self.index_record(key);
         self.touch(key);
         let kind = if rank(to) > rank(from) {
@@ -410,49 +415,9 @@ impl MemState {
     }
 }
 
-fn rank(c: Collection) -> u8 {
-    match c {
-        Collection::Working => 0,
-        Collection::History => 1,
-        Collection::Patterns => 2,
-        _ => 3,
-    }
-}
-
-/// Counter key for sidecar runs on the UTC day of `at` (for the daily cap).
-pub fn sidecar_day_counter(at: i64) -> String {
-    format!("sidecar_runs_day_{}", at / crate::clock::DAY_MS)
-}
-
-/// Hash of the project and the whitespace-normalised content (exact-duplicate detection).
-pub fn scoped_hash(project: Option<&str>, content: &str) -> u64 {
-    let mut h = Sha256::new();
-    if let Some(p) = project {
-        // Global memories hash as before projects existed; a project prefix cannot collide
-        // with content because of the NUL.
-        h.update(p.as_bytes());
-        h.update([0u8]);
-    }
-    for (i, word) in content.split_whitespace().enumerate() {
-        if i > 0 {
-            h.update(b" ");
-        }
-        h.update(word.as_bytes());
-    }
-    let d = h.finalize();
-    u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
-}
-
-/// A fresh public id: `<collection>_<12 hex>`.
-pub use crate::record::new_id;
-pub use db::Db;
-pub use signals::Signals;
-
-impl Machine for MemState {
-    type Op = Op;
-    type Output = Output;
-
-    fn apply(&mut self, op: &Op) -> Output {
+impl MemState {
+    /// One op applied (`Machine::apply`, which checks the totals in test builds).
+    fn apply_op(&mut self, op: &Op) -> Output {
         match op {
             Op::Insert(rec) => self.apply_insert(rec),
             Op::Update {
@@ -519,6 +484,56 @@ impl Machine for MemState {
                 out
             }
         }
+    }
+}
+
+fn rank(c: Collection) -> u8 {
+    match c {
+        Collection::Working => 0,
+        Collection::History => 1,
+        Collection::Patterns => 2,
+        _ => 3,
+    }
+}
+
+/// Counter key for sidecar runs on the UTC day of `at` (for the daily cap).
+pub fn sidecar_day_counter(at: i64) -> String {
+    format!("sidecar_runs_day_{}", at / crate::clock::DAY_MS)
+}
+
+/// Hash of the project and the whitespace-normalised content (exact-duplicate detection).
+pub fn scoped_hash(project: Option<&str>, content: &str) -> u64 {
+    let mut h = Sha256::new();
+    if let Some(p) = project {
+        // Global memories hash as before projects existed; a project prefix cannot collide
+        // with content because of the NUL.
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    for (i, word) in content.split_whitespace().enumerate() {
+        if i > 0 {
+            h.update(b" ");
+        }
+        h.update(word.as_bytes());
+    }
+    let d = h.finalize();
+    u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+/// A fresh public id: `<collection>_<12 hex>`.
+pub use crate::record::new_id;
+pub use db::Db;
+pub use signals::Signals;
+
+impl Machine for MemState {
+    type Op = Op;
+    type Output = Output;
+
+    fn apply(&mut self, op: &Op) -> Output {
+        let out = self.apply_op(op);
+        #[cfg(test)]
+        self.check_totals();
+        out
     }
 
     fn encode(&self) -> Result<Vec<u8>> {

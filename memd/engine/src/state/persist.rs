@@ -69,19 +69,20 @@ impl MemState {
     pub(super) fn decode_snapshot(&mut self, bytes: &[u8]) -> Result<()> {
         let started = Instant::now();
         let mut p: Persisted = rmp_serde::from_slice(bytes)?;
-        // Each chunk is decoded and hashed on one core and stays its own vector until its
-        // records move into the map: no copy of every record into one list first.
+        // Each chunk is decoded, hashed and counted on one core and stays its own vector until
+        // its records move into the map: no copy of every record into one list first.
         let mut chunks = on_all_cores(&p.record_chunks, |c| {
             let records: Vec<Box<Record>> = rmp_serde::from_slice(c)?;
-            Ok::<_, rmp_serde::decode::Error>(with_hashes(records))
+            Ok::<_, rmp_serde::decode::Error>(Decoded::of(records))
         })
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("a chunk of records: {e}"))?;
         let old_records = std::mem::take(&mut p.records);
         if !old_records.is_empty() {
-            chunks.push(with_hashes(old_records.into_iter().map(Box::new).collect()));
+            chunks.push(Decoded::of(old_records.into_iter().map(Box::new).collect()));
         }
+        let decoded = started.elapsed();
         self.next_key = p.next_key.max(1);
         self.sessions = p.sessions;
         self.graph = p.graph;
@@ -90,58 +91,93 @@ impl MemState {
         self.projects = p.projects;
         self.sync = p.sync;
         self.cleanup_clock = p.cleanup_clock;
+        let lookups = Instant::now();
         self.rebuild_lookups(chunks);
         self.open_note = format!(
-            "{} records decoded in {} ms",
+            "{} records decoded in {} ms (lookups built in {} ms of it)",
             self.records.len(),
-            started.elapsed().as_millis()
+            decoded.as_millis(),
+            lookups.elapsed().as_millis()
         );
         Ok(())
     }
 
-    /// Takes the records in chunks (with the content hash of each) and rebuilds every lookup
-    /// but the search indexes: ids, duplicate hashes, per-collection counts, mirrored uids.
-    // Boxed on purpose: the key map holds `Box<Record>`, so each record moves in as it was
-    // decoded instead of being copied out of the chunk.
-    #[allow(clippy::vec_box)]
-    fn rebuild_lookups(&mut self, chunks: Vec<(Vec<Box<Record>>, Vec<u64>)>) {
+    /// Takes the records in decoded chunks and rebuilds every lookup but the search indexes:
+    /// ids (built on a second thread meanwhile), duplicate hashes, mirrored uids, totals.
+    fn rebuild_lookups(&mut self, chunks: Vec<Decoded>) {
         self.records.clear();
-        self.ids.clear();
         self.hashes.clear();
-        self.per_collection.clear();
         self.mirrored.clear();
         self.pending.clear();
         self.lexical = crate::index::Lexical::new();
-        let n: usize = chunks.iter().map(|c| c.0.len()).sum();
-        self.records.reserve(n);
-        self.ids.reserve(n);
-        self.hashes.reserve(n);
-        for (records, hashes) in chunks {
-            for (r, hash) in records.into_iter().zip(hashes) {
-                let key = r.key;
-                if let Some(o) = &r.origin {
-                    self.mirrored.insert(o.uid.clone(), key);
-                }
-                self.ids.insert(r.id.clone(), key);
-                for old in &r.former_ids {
-                    self.ids.insert(old.clone(), key);
-                }
-                *self.per_collection.entry(r.collection).or_default() += 1;
-                self.hashes.insert((r.collection, hash), key);
-                self.records.insert(key, r);
-            }
+        let n: usize = chunks.iter().map(|c| c.records.len()).sum();
+        let mut totals = super::totals::Totals::default();
+        let mut id_lists = Vec::with_capacity(chunks.len());
+        let mut parts = Vec::with_capacity(chunks.len());
+        for c in chunks {
+            totals.merge(&c.totals);
+            id_lists.push(c.ids);
+            parts.push((c.records, c.hashes));
         }
+        self.totals = totals;
+        let ids = &mut self.ids;
+        let (records, hashes, mirrored) = (&mut self.records, &mut self.hashes, &mut self.mirrored);
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                ids.clear();
+                ids.reserve(n);
+                // In record order, each id then its former ids, as the walk before did.
+                ids.extend(id_lists.into_iter().flatten());
+            });
+            records.reserve(n);
+            hashes.reserve(n);
+            for (chunk, chunk_hashes) in parts {
+                for (r, hash) in chunk.into_iter().zip(chunk_hashes) {
+                    let key = r.key;
+                    if let Some(o) = &r.origin {
+                        mirrored.insert(o.uid.clone(), key);
+                    }
+                    hashes.insert((r.collection, hash), key);
+                    records.insert(key, r);
+                }
+            }
+        });
     }
 }
 
-/// `records` with the duplicate-lookup hash of each (boxed as the key map holds them).
+/// One chunk of records as decoded on its core: the records (boxed as the key map holds
+/// them), the duplicate-lookup hash of each, their ids and their totals.
+// Boxed on purpose: the key map holds `Box<Record>`, so each record moves in as it was
+// decoded instead of being copied out of the chunk.
 #[allow(clippy::vec_box)]
-fn with_hashes(records: Vec<Box<Record>>) -> (Vec<Box<Record>>, Vec<u64>) {
-    let hashes = records
-        .iter()
-        .map(|r| scoped_hash(r.project.as_deref(), &r.content))
-        .collect();
-    (records, hashes)
+struct Decoded {
+    records: Vec<Box<Record>>,
+    hashes: Vec<u64>,
+    /// (id, key) of each record's id, then its former ids, in record order.
+    ids: Vec<(String, u64)>,
+    totals: super::totals::Totals,
+}
+
+impl Decoded {
+    #[allow(clippy::vec_box)]
+    fn of(records: Vec<Box<Record>>) -> Decoded {
+        let hashes = records
+            .iter()
+            .map(|r| scoped_hash(r.project.as_deref(), &r.content))
+            .collect();
+        let mut ids = Vec::with_capacity(records.len());
+        for r in &records {
+            ids.push((r.id.clone(), r.key));
+            ids.extend(r.former_ids.iter().map(|f| (f.clone(), r.key)));
+        }
+        let totals = super::totals::Totals::of(records.iter().map(|r| &**r));
+        Decoded {
+            records,
+            hashes,
+            ids,
+            totals,
+        }
+    }
 }
 
 /// `f` over every item, the items spread over the available cores (at most 8 threads, none
@@ -198,6 +234,9 @@ mod tests {
             assert_eq!(dup, Some(r.id.as_str()));
         }
         assert_eq!(back.count(Collection::Working), s.len());
+        let walked = super::super::totals::Totals::of(back.records());
+        assert_eq!(back.totals(), &walked, "totals at open are a walk's");
+        assert_eq!(back.totals().bytes(), s.totals().bytes());
     }
 
     /// What a start spends decoding records, in parts (not a pass/fail test: run with

@@ -25,6 +25,7 @@ impl MemState {
                 result.skipped.push(id.clone());
                 continue;
             };
+            self.uncount(key);
             let Some(rec) = self.records.get_mut(&key) else {
                 result.skipped.push(id.clone());
                 continue;
@@ -37,6 +38,7 @@ impl MemState {
             } else {
                 learn::scoring::apply_outcome(rec, *outcome, b.at, b.time_weighting).is_ok()
             };
+            self.recount(key);
             // Collection-level learning happens for every collection, books included.
             if !seen_collections.contains(&collection) {
                 seen_collections.push(collection);

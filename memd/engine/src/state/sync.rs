@@ -243,7 +243,7 @@ impl MemState {
             Ok(key) => key,
             Err(answer) => return answer,
         };
-        let Some(r) = self.records.get_mut(&key) else {
+        let Some(r) = self.records.get(&key) else {
             return Output::NotFound { id: id.into() };
         };
         if team && !matches!(r.collection, Collection::MemoryBank | Collection::Patterns) {
@@ -252,9 +252,13 @@ impl MemState {
                 r.collection.as_str()
             ));
         }
-        r.team = team;
-        r.updated_at = at;
-        let id = r.id.clone();
+        let id = self
+            .edit(key, |r| {
+                r.team = team;
+                r.updated_at = at;
+                r.id.clone()
+            })
+            .unwrap_or_default();
         self.touch(key);
         Output::Updated { id }
     }
@@ -347,9 +351,12 @@ impl MemState {
         }
         if let Some(key) = existing.filter(|k| self.sync.dirty.contains_key(k)) {
             // Our edit of it is on its way there: keep it, take only the counts.
+            let events = &self.sync.events;
             if let Some(r) = self.records.get_mut(&key) {
+                self.totals.sub(r);
                 take_counts(&row.record, r);
-                with_pending(r, &row.uid, &self.sync.events);
+                with_pending(r, &row.uid, events);
+                self.totals.add(r);
             }
             return;
         }
@@ -363,6 +370,7 @@ impl MemState {
             Some(key) => {
                 self.unindex_record(key);
                 if let Some(old) = self.records.remove(&key) {
+                    self.totals.sub(&old);
                     self.forget_ids(&old, key);
                     same_text = old.content == rec.content;
                 }
@@ -395,6 +403,7 @@ impl MemState {
         self.mirrored.insert(row.uid.clone(), key);
         // The old embedding still fits an unchanged text until the owner's arrives.
         let same_text = same_text && self.vectors.contains(key);
+        self.totals.add(&rec);
         self.records.insert(key, Box::new(rec));
         match &row.vector {
             Some(v) => {
@@ -429,12 +438,14 @@ impl MemState {
         let Some(r) = self.records.get_mut(&key) else {
             return;
         };
+        self.totals.sub(r);
         let confidence = r.confidence;
         take_counts(&row.record, r);
         if r.collection != Collection::MemoryBank {
             r.confidence = confidence;
         }
         with_pending(r, &row.uid, &self.sync.events);
+        self.totals.add(r);
     }
 
     /// What another machine of this role changed in one of this store's memories: its text
@@ -453,14 +464,14 @@ impl MemState {
             return;
         }
         self.unindex_record(key);
-        if let Some(r) = self.records.get_mut(&key) {
+        self.edit(key, |r| {
             r.content = theirs.content.clone();
             r.tags = theirs.tags.clone();
             r.importance = theirs.importance;
             r.archived = theirs.archived;
             r.team = theirs.team;
             r.updated_at = r.updated_at.max(theirs.updated_at);
-        }
+        });
         if text_changed {
             self.vectors.remove(key).ok();
         }

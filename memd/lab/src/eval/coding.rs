@@ -274,9 +274,9 @@ impl CodingIndex {
         &self.set
     }
 
-    /// Embeds the questions again with `embedder` (`memd-eval retrieval --vectors upgraded`).
-    pub(super) fn embed_questions(&mut self, embedder: &dyn Embed) -> Result<()> {
-        self.indexed.embed_questions(embedder)
+    /// The store, its labels and the embedded questions (evidence: each question's answers).
+    pub(super) fn into_indexed(self) -> Indexed {
+        self.indexed
     }
 
     /// The store, its labels and the embedded questions (evidence: each question's answers).

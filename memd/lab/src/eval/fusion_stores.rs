@@ -5,9 +5,11 @@
 //! before ranking: every memory's token states, token ids and kind, and document frequencies.
 //!
 //! Owns loading the sets, the merge (each label and each piece of evidence prefixed with its
-//! set's name, so LoCoMo's `D1:3` of two conversations stay apart) and the split of the
-//! questions back by set. Must never change a memory's text or collection, or a question,
-//! beyond that prefix, or write anywhere but temporary stores.
+//! set's name, so LoCoMo's `D1:3` of two conversations stay apart; conversation turns marked
+//! `memory_type: exchange`, as the daemon files them, so the exchange weight acts on them as
+//! in a user's store) and the split of the questions back by set. Must never change a
+//! memory's text or collection, or a question, beyond that prefix and marker, or write
+//! anywhere but temporary stores.
 
 use super::coding::{CodingIndex, CodingSet};
 use super::dataset::Question;
@@ -17,7 +19,7 @@ use super::locomo::Indexed;
 use anyhow::Result;
 use memd_engine::models::embed::{Embed, LateInteraction, TokenStates};
 use memd_engine::record::new_id;
-use proto::Collection;
+use proto::{Collection, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -156,6 +158,10 @@ pub(super) fn mixed_store(parts: &[(String, &Indexed)], embedder: &dyn Embed) ->
                     let mut rec = rec.clone();
                     rec.key = 0;
                     rec.id = new_id(rec.collection);
+                    if kind_of(rec.collection) == Kind::Exchange {
+                        rec.metadata
+                            .insert("memory_type".into(), Value::from("exchange"));
+                    }
                     memories.push((rec, prefixed(label)));
                 }
             }

@@ -134,6 +134,23 @@ pub enum EvalCommand {
         /// made before the change is queried after it).
         #[arg(long, value_enum, default_value = "shipped")]
         vectors: summary::Vectors,
+        /// Rank each set in its own store, or every set in one store as a user's daemon holds
+        /// conversations (exchanges) and notes together.
+        #[arg(long, value_enum, default_value = "own")]
+        stores: fusion_stores::Stores,
+        /// Also rank through the pipeline with these late scores (`alike`, `priors:<power>`,
+        /// `by-kind`, `by-kind:<power>`; not shipped), token states computed once.
+        #[arg(long, value_delimiter = ',', value_parser = pipeline::parse_late_score)]
+        late_score: Vec<memd_engine::retrieve::LateScore>,
+        /// Which of the repository's note sets to measure (and, with `--stores mixed`, to
+        /// store beside the conversations).
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "coding,holdout"
+        )]
+        notes: Vec<summary::NoteSet>,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
     /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
@@ -279,14 +296,19 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             states,
             log_form,
             vectors,
+            stores,
+            late_score,
+            notes,
         } => {
             let sets = summary::Sets {
+                stores,
+                late_scores: late_score,
                 locomo: summary::locomo_files(locomo.as_deref())?,
                 turn_text,
                 states,
                 log_form,
                 vectors,
-                coding: summary::repository_sets(),
+                coding: summary::note_sets(&notes),
             };
             print!("{}", summary::run(&sets, &runtime, 0)?);
         }

@@ -13,10 +13,12 @@
 use anyhow::{Context, Result};
 use memd_engine::config::{LearningConfig, SearchConfig};
 use memd_engine::models::embed::{
-    CrossEncoder, LateInteraction, RuntimePaths, late_interaction_dir, reranker_dir,
+    CrossEncoder, LateInteraction, RuntimePaths, colbert, late_interaction_dir, reranker_dir,
 };
 use memd_engine::models::late;
-use memd_engine::retrieve::{self, COSINE_GAP_SCALE, COSINE_WEIGHT_MAX, FirstStage, Second};
+use memd_engine::retrieve::{
+    self, COSINE_GAP_SCALE, COSINE_WEIGHT_MAX, FirstStage, LateScore, Second,
+};
 use memd_engine::search::{Hit, Query, RRF_K, Ranking};
 use memd_engine::state::MemState;
 use memd_engine::store::Store;
@@ -52,6 +54,8 @@ pub fn shipped_ranking() -> Ranking {
 pub struct Settings {
     pub search: SearchConfig,
     pub ranking: Ranking,
+    /// How late interaction's score meets the first stage's priors.
+    pub late_score: LateScore,
 }
 
 impl Default for Settings {
@@ -59,6 +63,7 @@ impl Default for Settings {
         Settings {
             search: SearchConfig::default(),
             ranking: shipped_ranking(),
+            late_score: retrieve::LATE_SCORE,
         }
     }
 }
@@ -114,6 +119,51 @@ pub struct Pipeline {
     late: LateInteraction,
     cross: Option<Arc<CrossEncoder>>,
     runtime: tokio::runtime::Runtime,
+    /// What the questions' late-interaction encodings cost.
+    late_cost: std::sync::Mutex<LateCost>,
+}
+
+/// The questions' late-interaction encodings: how many, their tokens, the process's CPU time
+/// and the wall time they took (one at a time, on the thread count the pipeline was loaded
+/// with).
+#[derive(Debug, Default, Clone)]
+pub struct LateCost {
+    pub queries: usize,
+    pub tokens: usize,
+    pub cpu: std::time::Duration,
+    pub wall: std::time::Duration,
+    /// The cut (`MAX_QUERY_TOKENS` unless `MEMD_STUDY_QUERY_CUT` set another).
+    pub cut: usize,
+}
+
+impl fmt::Display for LateCost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.queries.max(1) as f64;
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0 / n;
+        write!(
+            f,
+            "late-interaction query encodings (cut at {} tokens): {}, {:.1} tokens, CPU {:.2} ms, wall {:.2} ms each (mean)",
+            self.cut,
+            self.queries,
+            self.tokens as f64 / n,
+            ms(self.cpu),
+            ms(self.wall)
+        )
+    }
+}
+
+/// This process's CPU time (user + system, all threads).
+fn cpu_time() -> std::time::Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// `MEMD_STUDY_QUERY_CUT`: where the study cuts questions for late interaction (tokens).
+fn study_query_cut() -> Option<usize> {
+    std::env::var("MEMD_STUDY_QUERY_CUT").ok()?.parse().ok()
 }
 
 /// Which second stages one ranking runs (the probe runs each on its own).
@@ -136,6 +186,8 @@ impl Pipeline {
             .context(
                 "the shipped pipeline needs the late-interaction model (install/fetch-runtime.sh)",
             )?;
+        let cut = study_query_cut().unwrap_or(colbert::MAX_QUERY_TOKENS);
+        let late = late.with_query_cut(cut);
         let cross = match search.rerank && search.cross_encoder_depth > 0 {
             true => Some(Arc::new(load_cross_encoder(runtime, threads)?)),
             false => None,
@@ -149,7 +201,35 @@ impl Pipeline {
             runtime: tokio::runtime::Builder::new_current_thread()
                 .build()
                 .context("starting the evaluation's async runtime")?,
+            late_cost: std::sync::Mutex::new(LateCost {
+                cut,
+                ..LateCost::default()
+            }),
         })
+    }
+
+    /// What the questions' late-interaction encodings have cost so far.
+    pub fn late_cost(&self) -> LateCost {
+        self.late_cost
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A question's late-interaction states, its encoding timed.
+    fn encode_late(&self, text: &str) -> Result<memd_engine::models::embed::QueryStates> {
+        let (cpu, wall) = (cpu_time(), std::time::Instant::now());
+        let states = self.late.encode_query(text)?;
+        let (cpu, wall) = (cpu_time().saturating_sub(cpu), wall.elapsed());
+        let mut cost = self
+            .late_cost
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cost.queries += 1;
+        cost.tokens += states.tokens();
+        cost.cpu += cpu;
+        cost.wall += wall;
+        Ok(states)
     }
 
     /// The cross-encoder, when the settings use it.
@@ -238,18 +318,54 @@ impl Pipeline {
         };
         let head = store.read(|s| retrieve::first_stage(s, &stage, depth, |_| true, NOW_MS));
         let query_states = match stages.late {
-            true => Some(self.late.encode_query(text)?),
+            true => Some(self.encode_late(text)?),
             false => None,
         };
         let how = Second {
             late: query_states.as_ref().map(|q| (q, head.len())),
             deadline: None,
             cross: stages.cross.clone(),
+            score: self.settings.late_score,
         };
         let (head, _) = self
             .runtime
             .block_on(retrieve::second_stage(states, text, head, how));
         Ok(head.into_iter().take(k).map(|c| c.hit).collect())
+    }
+}
+
+/// How a late score variant reads in reports and on the command line (`parse_late_score`).
+pub fn late_score_label(v: LateScore) -> String {
+    match v {
+        LateScore::Alike => "alike".to_string(),
+        LateScore::Priors(p) => format!("priors:{p}"),
+        LateScore::ByKind(None) => "by-kind".to_string(),
+        LateScore::ByKind(Some(p)) => format!("by-kind:{p}"),
+    }
+}
+
+/// `alike`, `priors:<power>`, `by-kind` or `by-kind:<power>` (`memd-eval retrieval
+/// --late-score`).
+pub fn parse_late_score(s: &str) -> Result<LateScore, String> {
+    let (name, power) = match s.split_once(':') {
+        Some((n, p)) => {
+            let p: f32 = p
+                .parse()
+                .map_err(|_| format!("--late-score {s}: the power after ':' must be a number"))?;
+            if !(0.0..=10.0).contains(&p) {
+                return Err(format!("--late-score {s}: the power must be within 0..=10"));
+            }
+            (n, Some(p))
+        }
+        None => (s, None),
+    };
+    match (name, power) {
+        ("alike", None) => Ok(LateScore::Alike),
+        ("priors", Some(p)) => Ok(LateScore::Priors(p)),
+        ("by-kind", p) => Ok(LateScore::ByKind(p)),
+        _ => Err(format!(
+            "--late-score {s}: expected alike, priors:<power>, by-kind or by-kind:<power>"
+        )),
     }
 }
 
@@ -278,10 +394,11 @@ impl fmt::Display for Settings {
         let late = match s.rerank {
             true => format!(
                 "late interaction {LATE_MODEL} (MaxSim per query token + w x cosine, w = {} x the \
-                 cosine's lead / MaxSim's lead, at most {}) over the first {} \
-                 (search.rerank_depth) and the vector list's first {}",
+                 cosine's lead / MaxSim's lead, at most {}; with the first stage's priors: {}) \
+                 over the first {} (search.rerank_depth) and the vector list's first {}",
                 COSINE_GAP_SCALE,
                 COSINE_WEIGHT_MAX,
+                late_score_label(self.late_score),
                 s.rerank_depth,
                 retrieve::VECTOR_CANDIDATES
             ),

@@ -1,6 +1,7 @@
 //! `memd-eval retrieval`: the one table of what memd retrieves, per evaluation set (the LoCoMo
 //! conversations given, the coding set, the holdout set), the first stage alone beside what
-//! memd ships, followed by the paraphrase probe.
+//! memd ships (and late scores not shipped, when asked), each set in its own store or every
+//! set in one, followed by the paraphrase probe.
 //!
 //! Owns that table and its rows, and the three-note paraphrase probe of issue 34; the stores,
 //! the first stage and the shipped pipeline are the other evaluations' (`locomo`, `coding`,
@@ -9,12 +10,17 @@
 
 use super::coding::{self, CodingIndex, CodingSet};
 use super::dataset::Question;
+use super::fusion_stores::{Stores, mixed_store};
 use super::late::TurnText;
-use super::locomo::{self, Indexed};
-use super::metrics::{ConfigResult, Recall};
-use super::pipeline::{FIRST_STAGE, Pipeline, SHIPPED, Stages, load_cross_encoder};
+use super::locomo::Indexed;
+use super::metrics::{ConfigResult, Recall, Scorer};
+use super::pipeline::{
+    FIRST_STAGE, Pipeline, SHIPPED, Stages, late_score_label, load_cross_encoder,
+};
 use anyhow::{Context, Result};
 use memd_engine::models::embed::{Embed, OnnxEmbedder, RuntimePaths};
+use memd_engine::retrieve::LateScore;
+use memd_engine::search::Hit;
 use proto::Collection;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -26,6 +32,8 @@ pub struct SetRow {
     pub set: String,
     pub first_stage: ConfigResult,
     pub shipped: ConfigResult,
+    /// Through the pipeline with another late score (`Sets::late_scores`), not shipped.
+    pub variants: Vec<ConfigResult>,
 }
 
 /// Every set's row, then the probe.
@@ -33,6 +41,10 @@ pub struct SetRow {
 pub struct Summary {
     pub rows: Vec<SetRow>,
     pub probe: Probe,
+    /// Where the questions were ranked.
+    pub stores: Stores,
+    /// What the late-interaction query encodings of the pipeline's rows cost.
+    pub late_cost: super::pipeline::LateCost,
 }
 
 /// The sets to measure: LoCoMo conversation files (none: no LoCoMo row) and coding-format sets
@@ -48,6 +60,10 @@ pub struct Sets {
     pub log_form: Option<super::pipeline::LogForm>,
     /// Which embedder makes the memories' and the questions' vectors.
     pub vectors: Vectors,
+    /// Each set in its own store, or every set in one (bench/EVAL.md section 17).
+    pub stores: Stores,
+    /// Late scores to measure beside the shipped one (not shipped).
+    pub late_scores: Vec<LateScore>,
 }
 
 /// Which embedder makes the vectors.
@@ -83,64 +99,215 @@ fn embedders(
     })
 }
 
-/// Measures every set with the first stage alone and with the shipped pipeline.
+/// Measures every set with the first stage alone and through the daemon's pipeline (the
+/// shipped late score, then each of `sets.late_scores`), in the stores `sets.stores` asks for.
 pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summary> {
     let (embedder, queries) = embedders(sets.vectors, runtime, threads)?;
     let mut pipeline = Pipeline::shipped(runtime, threads)?;
     pipeline.states_form = sets.states;
     pipeline.log_form = sets.log_form;
-    let ranking = pipeline.settings.ranking;
-    let mut rows = Vec::new();
+    let parts = load_parts(sets, &embedder, queries.as_ref())?;
+    let mixed;
+    let stores: Vec<(&Indexed, Vec<(String, usize)>)> = match sets.stores {
+        Stores::Own => parts
+            .iter()
+            .map(|(n, ix)| (ix, vec![(n.clone(), ix.questions.len())]))
+            .collect(),
+        Stores::Mixed => {
+            anyhow::ensure!(
+                sets.vectors == Vectors::Shipped,
+                "--stores mixed embeds every memory again: it takes --vectors shipped only"
+            );
+            let mut refs: Vec<(String, &Indexed)> =
+                parts.iter().map(|(n, ix)| (n.clone(), ix)).collect();
+            let probe = probe_index(&embedder)?;
+            refs.push((PROBE_SET.to_string(), &probe));
+            mixed = mixed_store(&refs, &embedder)?;
+            vec![(&mixed.ix, mixed.sets.clone())]
+        }
+    };
+    let mut variants = vec![pipeline.settings.late_score];
+    for v in &sets.late_scores {
+        if !variants.contains(v) {
+            variants.push(*v);
+        }
+    }
+    let mut tallies: Vec<Tally> = Vec::new();
+    for (ix, split) in stores {
+        let lists = rank_store(&mut pipeline, ix, &variants)?;
+        tally(&mut tallies, ix, split, &lists, variants.len());
+    }
+    pipeline.settings.late_score = variants[0];
+    let rows = tallies
+        .into_iter()
+        .map(|t| row_of(t, sets, &variants))
+        .collect();
+    let late_cost = pipeline.late_cost();
+    let probe = probe(&pipeline, runtime, &embedder)?;
+    Ok(Summary {
+        rows,
+        probe,
+        stores: sets.stores,
+        late_cost,
+    })
+}
+
+/// The label of the paraphrase probe's notes and question in the mixed store.
+const PROBE_SET: &str = "paraphrase probe (3 notes)";
+
+/// Every set's store, each LoCoMo conversation apart, with the set's name for its row.
+fn load_parts(
+    sets: &Sets,
+    embedder: &OnnxEmbedder,
+    queries: Option<&OnnxEmbedder>,
+) -> Result<Vec<(String, Indexed)>> {
+    let mut parts = Vec::new();
     if !sets.locomo.is_empty() {
         let turn_text = sets.turn_text;
         let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
-        let mut indexed = super::late::index_files(&sets.locomo, &embedder, &text)?;
-        if let Some(queries) = &queries {
-            for conversation in &mut indexed {
-                conversation.embed_questions(queries)?;
-            }
-        }
         let form = match turn_text {
             TurnText::Speaker => String::new(),
             other => format!(", turns {other:?}"),
         };
-        rows.push(SetRow {
-            set: format!("LoCoMo ({} conversations{form})", indexed.len()),
-            first_stage: locomo::score_config(&indexed, FIRST_STAGE, &ranking),
-            shipped: locomo::score_shipped(&indexed, &pipeline)?,
-        });
+        let name = format!("LoCoMo ({} conversations{form})", sets.locomo.len());
+        for ix in super::late::index_files(&sets.locomo, embedder, &text)? {
+            parts.push((name.clone(), ix));
+        }
     }
     for (name, dir) in &sets.coding {
-        let mut index = CodingIndex::build(CodingSet::load(dir)?, &embedder)?;
-        if let Some(queries) = &queries {
-            index.embed_questions(queries)?;
-        }
-        let first = index.rank(&ranking, coding::CANDIDATE_DEPTH);
-        let shipped = index.shipped(&pipeline, coding::CANDIDATE_DEPTH)?;
-        let score = |name: &str, lists| coding::score(index.set(), name, lists).result;
-        rows.push(SetRow {
-            set: format!("{name} ({} notes)", index.set().notes.len()),
-            first_stage: score(FIRST_STAGE, first),
-            shipped: score(SHIPPED, shipped),
-        });
+        let index = CodingIndex::build(CodingSet::load(dir)?, embedder)?;
+        let name = format!("{name} ({} notes)", index.set().notes.len());
+        parts.push((name, index.into_indexed()));
     }
-    if sets.states != super::pipeline::StatesForm::Shipped {
-        for row in &mut rows {
-            row.shipped.name = format!("{SHIPPED}, token states {:?}", sets.states);
+    if let Some(queries) = queries {
+        for (_, ix) in &mut parts {
+            ix.embed_questions(queries)?;
         }
+    }
+    Ok(parts)
+}
+
+/// Per question of `ix`, its first `TOP` hits: the first stage alone, then through the
+/// pipeline with each late score of `variants` (token states computed once).
+fn rank_store(
+    pipeline: &mut Pipeline,
+    ix: &Indexed,
+    variants: &[LateScore],
+) -> Result<Vec<Vec<Vec<Hit>>>> {
+    let (states, _log) = pipeline.states(&ix.store, ix.labels.keys().copied())?;
+    let first = Stages {
+        late: false,
+        cross: None,
+    };
+    let mut runs = vec![first];
+    runs.extend(variants.iter().map(|_| pipeline.stages()));
+    let mut lists = Vec::new();
+    for (i, stages) in runs.iter().enumerate() {
+        if i > 0 {
+            pipeline.settings.late_score = variants[i - 1];
+        }
+        let ranked = ix
+            .questions
+            .iter()
+            .zip(&ix.question_vecs)
+            .map(|(q, v)| pipeline.rank(&ix.store, &states, (&q.text, v), stages, TOP))
+            .collect::<Result<Vec<_>>>()?;
+        lists.push(ranked);
+    }
+    Ok(lists)
+}
+
+/// The hits kept per question: what R@10 and MRR@10 read.
+const TOP: usize = 10;
+
+/// One set's scorers: the first stage's, then one per late score.
+struct Tally {
+    set: String,
+    scorers: Vec<Scorer>,
+}
+
+/// Adds `lists` (per run, per question of `ix`) to the tallies of the sets `split` names, in
+/// question order.
+fn tally(
+    tallies: &mut Vec<Tally>,
+    ix: &Indexed,
+    split: Vec<(String, usize)>,
+    lists: &[Vec<Vec<Hit>>],
+    variants: usize,
+) {
+    let mut q = 0;
+    for (set, n) in split {
+        let at = match tallies.iter().position(|t| t.set == set) {
+            Some(at) => at,
+            None => {
+                let scorers = (0..=variants).map(|_| Scorer::default()).collect();
+                tallies.push(Tally { set, scorers });
+                tallies.len() - 1
+            }
+        };
+        for question in &ix.questions[q..q + n] {
+            for (run, scorer) in lists.iter().zip(&mut tallies[at].scorers) {
+                let ranked: Vec<&[String]> = run[q]
+                    .iter()
+                    .filter_map(|h| ix.labels.get(&h.key).map(Vec::as_slice))
+                    .collect();
+                scorer.add(question.category, &question.evidence, &ranked);
+            }
+            q += 1;
+        }
+    }
+}
+
+/// A set's row: the first stage, what ships, then the other late scores.
+fn row_of(t: Tally, sets: &Sets, variants: &[LateScore]) -> SetRow {
+    let mut results = t.scorers.iter().enumerate().map(|(i, s)| match i {
+        0 => s.finish(FIRST_STAGE),
+        1 => s.finish(&shipped_name(sets)),
+        i => s.finish(&format!("late score {}", late_score_label(variants[i - 1]))),
+    });
+    let first_stage = results.next().expect("the first stage's scorer");
+    let shipped = results.next().expect("the shipped scorer");
+    let set = match sets.vectors {
+        Vectors::Shipped => t.set,
+        other => format!("{}, vectors {other:?}", t.set),
+    };
+    SetRow {
+        set,
+        first_stage,
+        shipped,
+        variants: results.collect(),
+    }
+}
+
+/// "shipped", and how the token states or the log differ from what ships, when they do.
+fn shipped_name(sets: &Sets) -> String {
+    let mut name = SHIPPED.to_string();
+    if sets.states != super::pipeline::StatesForm::Shipped {
+        name = format!("{name}, token states {:?}", sets.states);
     }
     if let Some(form) = sets.log_form {
-        for row in &mut rows {
-            row.shipped.name = format!("{}, log {form:?}", row.shipped.name);
-        }
+        name = format!("{name}, log {form:?}");
     }
-    if sets.vectors != Vectors::Shipped {
-        for row in &mut rows {
-            row.set = format!("{}, vectors {:?}", row.set, sets.vectors);
-        }
-    }
-    let probe = probe(&pipeline, runtime, &embedder)?;
-    Ok(Summary { rows, probe })
+    name
+}
+
+/// One of the repository's coding-format sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NoteSet {
+    /// tests/data/coding-set.
+    Coding,
+    /// tests/data/holdout-set.
+    Holdout,
+}
+
+/// The repository's coding-format sets `which` names, in the repository's order.
+pub fn note_sets(which: &[NoteSet]) -> Vec<(String, PathBuf)> {
+    repository_sets()
+        .into_iter()
+        .zip([NoteSet::Coding, NoteSet::Holdout])
+        .filter(|(_, n)| which.contains(n))
+        .map(|(set, _)| set)
+        .collect()
 }
 
 /// The repository's coding-format sets: ("coding set", tests/data/coding-set) and
@@ -162,12 +329,20 @@ pub fn locomo_files(dir: Option<&Path>) -> Result<Vec<PathBuf>> {
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stores = match self.stores {
+            Stores::Own => "each set in a store of its own",
+            Stores::Mixed => {
+                "every set in one store (LoCoMo turns as exchanges, notes in the memory bank)"
+            }
+        };
+        writeln!(f, "stores: {stores}\n")?;
         writeln!(
             f,
             "| set | questions | stage | R@1 | R@5 | R@10 | MRR@10 |\n|---|---:|---|---:|---:|---:|---:|"
         )?;
         for row in &self.rows {
-            for r in [&row.first_stage, &row.shipped] {
+            let rows = [&row.first_stage, &row.shipped];
+            for r in rows.into_iter().chain(&row.variants) {
                 let o: Recall = r.overall;
                 writeln!(
                     f,
@@ -185,7 +360,7 @@ impl fmt::Display for Summary {
                 row.set
             )?;
         }
-        writeln!(f)?;
+        writeln!(f, "{}\n", self.late_cost)?;
         write!(f, "{}", self.probe)
     }
 }

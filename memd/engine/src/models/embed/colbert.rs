@@ -252,6 +252,8 @@ pub struct LateInteraction {
     /// Queries waiting for the model, encoded together.
     queries: QueryBatch<Vec<Vec<f32>>>,
     query_tokens: usize,
+    /// Where unpadded queries are cut (`MAX_QUERY_TOKENS`; studies change it).
+    query_cut: usize,
     dims: usize,
     /// Shared with the embedder (same vocabulary); cut at `MAX_DOC_TOKENS` less the marker.
     vocab: Vocab,
@@ -271,6 +273,7 @@ impl LateInteraction {
             run_options: super::onnx::RunModes::new()?,
             queries: QueryBatch::default(),
             query_tokens: QUERY_TOKENS,
+            query_cut: MAX_QUERY_TOKENS,
             dims: DIMS,
             vocab: parts.vocab,
             digest,
@@ -294,6 +297,12 @@ impl LateInteraction {
     /// long as they are). For studies.
     pub fn with_query_tokens(mut self, n: usize) -> Self {
         self.query_tokens = n;
+        self
+    }
+
+    /// Cuts unpadded queries at `n` tokens instead of `MAX_QUERY_TOKENS`. For studies.
+    pub fn with_query_cut(mut self, n: usize) -> Self {
+        self.query_cut = n.max(3);
         self
     }
 
@@ -329,7 +338,7 @@ impl LateInteraction {
     fn query_input(&self, query: &str) -> Result<(Vec<i64>, Vec<i64>)> {
         let mut ids = self.token_ids(query, QUERY_MARKER)?;
         ids.truncate(match self.query_tokens {
-            0 => MAX_QUERY_TOKENS,
+            0 => self.query_cut,
             n => n,
         });
         let real = ids.len();

@@ -242,6 +242,7 @@ pub async fn retrieve(
         late: late.as_ref().map(|l| (l, found.head.len())),
         deadline: Some(deadline),
         cross: None,
+        score: retrieve::LATE_SCORE,
     };
     let (head, report) = retrieve::second_stage(d.late, &p.query, found.head, how).await;
     if late.is_some() {
