@@ -119,9 +119,17 @@ impl VectorIndex {
         self.read().size()
     }
 
-    /// Bytes usearch holds (graph, vectors and reserved capacity), for `memd stats`.
+    /// Bytes of the index in use (graph, vectors, the slot tables), for `memd stats`.
+    /// usearch's `memory_usage` also counts the arenas' reserved tails: capacity reserved
+    /// ahead (up to twice the vectors held, `grow_if_full`) in anonymous mappings whose pages
+    /// are never touched until an add reaches them, so not resident. At 10,000 memories it
+    /// reported 16.9 MB where 5.3 MB is in use.
     pub fn memory_bytes(&self) -> usize {
-        self.read().memory_usage()
+        let ix = self.read();
+        let stats = ix.memory_stats();
+        ix.memory_usage()
+            .saturating_sub(stats.graph_reserved)
+            .saturating_sub(stats.vectors_reserved)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -470,6 +478,23 @@ mod tests {
         for k in [0, INITIAL_CAPACITY as u64, n - 1] {
             assert_eq!(ix.search(&vs[k as usize], 1, &all).expect("search")[0].0, k);
         }
+    }
+
+    #[test]
+    fn the_memory_figure_leaves_out_capacity_reserved_ahead() {
+        let n = INITIAL_CAPACITY * 2 + 100;
+        let (ix, _) = filled(n as u64, 4);
+        let (used, usage, capacity) = (
+            ix.memory_bytes(),
+            ix.read().memory_usage(),
+            ix.read().capacity(),
+        );
+        assert!(used >= n * D, "{used} < the vectors' own {} bytes", n * D);
+        assert!(
+            used + (capacity - n) * D <= usage,
+            "{used} counts the {} reserved slots (usearch: {usage})",
+            capacity - n
+        );
     }
 
     #[test]
