@@ -33,23 +33,33 @@ fn row(report: &str, set: &str, stage: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn the_retrieval_report_names_its_commit_configuration_and_stages() {
+/// `memd-eval retrieval <args>`'s report, asserting it succeeded; `None` when model tests are
+/// skipped (MEMD_SKIP_MODEL_TESTS=1).
+fn retrieval(args: &[&str]) -> Option<String> {
     if std::env::var("MEMD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {
         eprintln!("MEMD_SKIP_MODEL_TESTS=1: skipping memd-eval retrieval (needs the models)");
-        return;
+        return None;
     }
     let out = Command::new(env!("CARGO_BIN_EXE_memd-eval"))
         .arg("retrieval")
+        .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("memd-eval runs");
-    let report = String::from_utf8_lossy(&out.stdout);
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{report}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Some(report)
+}
+
+#[test]
+fn the_retrieval_report_names_its_commit_configuration_and_stages() {
+    let Some(report) = retrieval(&[]) else {
+        return;
+    };
     let first = report.lines().next().unwrap_or_default();
     assert!(
         first.starts_with("memd-eval ") && first.contains(" at commit "),
@@ -95,22 +105,17 @@ fn the_retrieval_report_names_its_commit_configuration_and_stages() {
 /// store of notes only (one kind, no outcomes) must equal the shipped row.
 #[test]
 fn the_mixed_store_report_names_its_store_and_its_late_scores() {
-    if std::env::var("MEMD_SKIP_MODEL_TESTS").as_deref() == Ok("1") {
-        eprintln!("MEMD_SKIP_MODEL_TESTS=1: skipping memd-eval retrieval (needs the models)");
+    let args = [
+        "--stores",
+        "mixed",
+        "--notes",
+        "coding",
+        "--late-score",
+        "priors:1",
+    ];
+    let Some(report) = retrieval(&args) else {
         return;
-    }
-    let out = Command::new(env!("CARGO_BIN_EXE_memd-eval"))
-        .args(["retrieval", "--stores", "mixed", "--notes", "coding"])
-        .args(["--late-score", "priors:1"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("memd-eval runs");
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    };
     assert!(
         report.contains("stores: every set in one store"),
         "{report}"
