@@ -333,11 +333,12 @@ thread_local! {
 }
 
 /// FxHash-style hasher: term and key lookups dominate index build time, and SipHash's DoS
-/// resistance buys nothing for a local, single-user index.
+/// resistance buys nothing for a local, single-user index. Also the store's maps keyed by
+/// its own numbers (`state`).
 #[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
+pub(crate) struct FxHasher(u64);
 
-type FastHash = BuildHasherDefault<FxHasher>;
+pub(crate) type FastHash = BuildHasherDefault<FxHasher>;
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 

@@ -13,5 +13,6 @@ pub mod vector;
 mod vector_file;
 
 pub use fuse::reciprocal_rank_fusion;
+pub(crate) use lexical::FastHash;
 pub use lexical::Lexical;
 pub use vector::{VectorIndex, quantize};

@@ -19,6 +19,7 @@ pub mod ops;
 mod persist;
 mod prefetch;
 mod projects;
+mod rows;
 mod scores;
 pub mod session;
 mod signals;
@@ -28,7 +29,7 @@ mod sync_tests;
 mod totals;
 mod vector_files;
 
-use crate::index::{Lexical, VectorIndex};
+use crate::index::{FastHash, Lexical, VectorIndex};
 use crate::learn;
 use crate::record::Record;
 use crate::store::Machine;
@@ -50,14 +51,16 @@ const SIDECAR_ATTEMPTS_KEPT: usize = 50;
 
 pub struct MemState {
     /// Boxed: the map then holds 16 bytes a slot instead of a whole record, and hashbrown keeps
-    /// up to twice the slots it needs (at 1M memories ~350 MB less resident).
-    records: HashMap<u64, Box<Record>>,
+    /// up to twice the slots it needs (at 1M memories ~350 MB less resident). Keyed by the
+    /// store's own numbers, so hashed without SipHash (filling it at open took half the time;
+    /// bench/EVAL.md section 23), as is `hashes`.
+    records: HashMap<u64, Box<Record>, FastHash>,
     /// Current and former ids → key.
     ids: HashMap<String, u64>,
     /// (collection, hash of project and content) → key, for exact-duplicate detection. The
     /// same text in two projects is two memories: forgetting one project must not take the
     /// other's.
-    hashes: HashMap<(Collection, u64), u64>,
+    hashes: HashMap<(Collection, u64), u64, FastHash>,
     next_key: u64,
     pub sessions: Sessions,
     pub graph: learn::Graphs,
@@ -96,9 +99,9 @@ pub struct MemState {
 impl MemState {
     pub fn new(dims: usize) -> Result<MemState> {
         Ok(MemState {
-            records: HashMap::new(),
+            records: HashMap::default(),
             ids: HashMap::new(),
-            hashes: HashMap::new(),
+            hashes: HashMap::default(),
             next_key: 1,
             sessions: Sessions::default(),
             graph: learn::Graphs::default(),
@@ -502,6 +505,8 @@ pub fn sidecar_day_counter(at: i64) -> String {
 }
 
 /// Hash of the project and the whitespace-normalised content (exact-duplicate detection).
+/// Held in memory only (the duplicate lookup is rebuilt at every open), so only its values
+/// within one process matter; they are the same as ever.
 pub fn scoped_hash(project: Option<&str>, content: &str) -> u64 {
     let mut h = Sha256::new();
     if let Some(p) = project {
@@ -510,14 +515,42 @@ pub fn scoped_hash(project: Option<&str>, content: &str) -> u64 {
         h.update(p.as_bytes());
         h.update([0u8]);
     }
-    for (i, word) in content.split_whitespace().enumerate() {
-        if i > 0 {
-            h.update(b" ");
+    if is_normalised(content) {
+        // Already words joined by single spaces: what the walk below would feed, in one go.
+        // Splitting cost a start more than the hashing (at 1M memories ~0.5 of ~0.7 s).
+        h.update(content.as_bytes());
+    } else {
+        for (i, word) in content.split_whitespace().enumerate() {
+            if i > 0 {
+                h.update(b" ");
+            }
+            h.update(word.as_bytes());
         }
-        h.update(word.as_bytes());
     }
     let d = h.finalize();
     u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+/// Whether `text` is its own whitespace normal form: ASCII (so no Unicode spaces), no
+/// whitespace but single spaces between words, none at either end.
+fn is_normalised(text: &str) -> bool {
+    let b = text.as_bytes();
+    if b.first() == Some(&b' ') || b.last() == Some(&b' ') {
+        return false;
+    }
+    let mut after_space = false;
+    for &c in b {
+        // `char::is_whitespace` on ASCII: space, \t, \n, \x0b, \x0c, \r.
+        if !c.is_ascii() || matches!(c, b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+            return false;
+        }
+        let space = c == b' ';
+        if space && after_space {
+            return false;
+        }
+        after_space = space;
+    }
+    true
 }
 
 /// A fresh public id: `<collection>_<12 hex>`.

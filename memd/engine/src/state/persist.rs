@@ -1,18 +1,21 @@
 //! The snapshot encoding of `MemState`, and rebuilding the lookups a snapshot does not hold.
 //!
-//! Records are written in chunks of `CHUNK` records, each its own named-MessagePack byte
-//! string, so a start decodes them on every core at once (and hashes their contents for the
-//! duplicate lookup in the same pass). Snapshots written before chunks existed (one `records`
-//! array) still load. Must never leave the lexical index half-built: `decode` leaves it empty
-//! and `Machine::load_side_files` loads its image or rebuilds it (`lexical_file`).
+//! Records are written in chunks of `CHUNK` records, each its own MessagePack byte string of
+//! rows (`rows`: fields by position), so a start decodes them on every core at once (and hashes
+//! their contents for the duplicate lookup in the same pass). Chunks of named maps (written
+//! before rows) and snapshots written before chunks existed (one `records` array) still load.
+//! Must never leave the lexical index half-built: `decode` leaves it empty and
+//! `Machine::load_side_files` loads its image or rebuilds it (`lexical_file`).
 
 use super::{MemState, ProjectSeen, SyncState, scoped_hash};
+use crate::index::FastHash;
 use crate::learn;
 use crate::record::Record;
 use anyhow::{Result, anyhow};
+use proto::Collection;
 use serde::{Deserialize, Serialize};
 use serde_bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 /// Records per chunk: small enough to spread over the cores, large enough that the per-chunk
@@ -48,7 +51,7 @@ impl MemState {
         let mut records: Vec<&Record> = self.records().collect();
         records.sort_unstable_by_key(|r| r.key);
         let chunks: Vec<&[&Record]> = records.chunks(CHUNK).collect();
-        let encoded = on_all_cores(&chunks, rmp_serde::to_vec_named)
+        let encoded = on_all_cores(&chunks, |c| super::rows::encode_chunk(c))
             .into_iter()
             .collect::<Result<Vec<Vec<u8>>, _>>()?;
         let p = Persisted {
@@ -103,58 +106,96 @@ impl MemState {
     }
 
     /// Takes the records in decoded chunks and rebuilds every lookup but the search indexes:
-    /// ids (built on a second thread meanwhile), duplicate hashes, mirrored uids, totals.
+    /// ids, duplicate hashes, mirrored uids, totals. The id map is built from the chunks as
+    /// they are (no per-chunk id lists), beside the hashes on a second thread in large stores.
     fn rebuild_lookups(&mut self, chunks: Vec<Decoded>) {
         self.records.clear();
-        self.hashes.clear();
-        self.mirrored.clear();
         self.pending.clear();
         self.lexical = crate::index::Lexical::new();
         let n: usize = chunks.iter().map(|c| c.records.len()).sum();
         let mut totals = super::totals::Totals::default();
-        let mut id_lists = Vec::with_capacity(chunks.len());
-        let mut parts = Vec::with_capacity(chunks.len());
-        for c in chunks {
+        for c in &chunks {
             totals.merge(&c.totals);
-            id_lists.push(c.ids);
-            parts.push((c.records, c.hashes));
         }
         self.totals = totals;
-        let ids = &mut self.ids;
-        let (records, hashes, mirrored) = (&mut self.records, &mut self.hashes, &mut self.mirrored);
+        let maps = (&mut self.ids, &mut self.hashes, &mut self.mirrored);
+        fill_lookups(maps, &chunks, n >= IDS_ON_A_THREAD);
+        self.records.reserve(n);
+        for c in chunks {
+            // Each record moves in as it was decoded (boxed), and its chunk's vectors go now.
+            self.records
+                .extend(c.records.into_iter().map(|r| (r.key, r)));
+        }
+    }
+}
+
+/// Stores of at least this many records build the id map on a second thread; smaller ones
+/// inline, where the thread saved little and its allocations landed in another malloc arena
+/// (bench/EVAL.md section 23).
+const IDS_ON_A_THREAD: usize = 100_000;
+
+/// The maps `rebuild_lookups` fills from the chunks: ids, duplicate hashes, mirrored uids.
+type Lookups<'a> = (
+    &'a mut HashMap<String, u64>,
+    &'a mut HashMap<(Collection, u64), u64, FastHash>,
+    &'a mut HashMap<String, u64>,
+);
+
+/// Fills the lookups, the id map on a second thread meanwhile when `threaded`.
+fn fill_lookups((ids, hashes, mirrored): Lookups, chunks: &[Decoded], threaded: bool) {
+    let n = chunks.iter().map(|c| c.records.len()).sum();
+    if threaded {
         std::thread::scope(|scope| {
-            scope.spawn(move || {
-                ids.clear();
-                ids.reserve(n);
-                // In record order, each id then its former ids, as the walk before did.
-                ids.extend(id_lists.into_iter().flatten());
-            });
-            records.reserve(n);
-            hashes.reserve(n);
-            for (chunk, chunk_hashes) in parts {
-                for (r, hash) in chunk.into_iter().zip(chunk_hashes) {
-                    let key = r.key;
-                    if let Some(o) = &r.origin {
-                        mirrored.insert(o.uid.clone(), key);
-                    }
-                    hashes.insert((r.collection, hash), key);
-                    records.insert(key, r);
-                }
-            }
+            scope.spawn(|| fill_ids(ids, chunks, n));
+            fill_hashes(hashes, mirrored, chunks, n);
         });
+    } else {
+        fill_ids(ids, chunks, n);
+        fill_hashes(hashes, mirrored, chunks, n);
+    }
+}
+
+/// Current and former ids → key, in record order (each id, then its former ids), so a later
+/// record's claim on an id wins as it did when records were inserted one by one.
+fn fill_ids(ids: &mut HashMap<String, u64>, chunks: &[Decoded], n: usize) {
+    ids.clear();
+    ids.reserve(n);
+    for r in chunks.iter().flat_map(|c| &c.records) {
+        ids.insert(r.id.clone(), r.key);
+        for old in &r.former_ids {
+            ids.insert(old.clone(), r.key);
+        }
+    }
+}
+
+/// The duplicate lookup (from the hashes computed at decode) and the mirrored memories' uids.
+fn fill_hashes(
+    hashes: &mut HashMap<(Collection, u64), u64, FastHash>,
+    mirrored: &mut HashMap<String, u64>,
+    chunks: &[Decoded],
+    n: usize,
+) {
+    hashes.clear();
+    mirrored.clear();
+    hashes.reserve(n);
+    for c in chunks {
+        for (r, hash) in c.records.iter().zip(&c.hashes) {
+            if let Some(o) = &r.origin {
+                mirrored.insert(o.uid.clone(), r.key);
+            }
+            hashes.insert((r.collection, *hash), r.key);
+        }
     }
 }
 
 /// One chunk of records as decoded on its core: the records (boxed as the key map holds
-/// them), the duplicate-lookup hash of each, their ids and their totals.
+/// them), the duplicate-lookup hash of each and their totals.
 // Boxed on purpose: the key map holds `Box<Record>`, so each record moves in as it was
 // decoded instead of being copied out of the chunk.
 #[allow(clippy::vec_box)]
 struct Decoded {
     records: Vec<Box<Record>>,
     hashes: Vec<u64>,
-    /// (id, key) of each record's id, then its former ids, in record order.
-    ids: Vec<(String, u64)>,
     totals: super::totals::Totals,
 }
 
@@ -165,16 +206,10 @@ impl Decoded {
             .iter()
             .map(|r| scoped_hash(r.project.as_deref(), &r.content))
             .collect();
-        let mut ids = Vec::with_capacity(records.len());
-        for r in &records {
-            ids.push((r.id.clone(), r.key));
-            ids.extend(r.former_ids.iter().map(|f| (f.clone(), r.key)));
-        }
         let totals = super::totals::Totals::of(records.iter().map(|r| &**r));
         Decoded {
             records,
             hashes,
-            ids,
             totals,
         }
     }
@@ -262,13 +297,31 @@ mod tests {
         }
         let bytes = s.encode_snapshot().unwrap();
         let p: Persisted = rmp_serde::from_slice(&bytes).unwrap();
+        // The same chunks as named maps, as snapshots held them before rows.
+        let mut sorted: Vec<&Record> = s.records().collect();
+        sorted.sort_unstable_by_key(|r| r.key);
+        let named: Vec<Vec<u8>> = sorted
+            .chunks(CHUNK)
+            .map(|c| rmp_serde::to_vec_named(c).unwrap())
+            .collect();
         let t = Instant::now();
-        let decoded: Vec<Vec<Record>> = p
+        for c in &named {
+            let _: Vec<Box<Record>> = rmp_serde::from_slice(c).unwrap();
+        }
+        let decode_named = t.elapsed();
+        let t = Instant::now();
+        let decoded: Vec<Vec<Box<Record>>> = p
             .record_chunks
             .iter()
             .map(|c| rmp_serde::from_slice(c).unwrap())
             .collect();
         let decode = t.elapsed();
+        let mb = |n: usize| n >> 20;
+        eprintln!(
+            "rows {} MB decoded (one core) in {decode:?}; named maps {} MB in {decode_named:?}",
+            mb(p.record_chunks.iter().map(|c| c.len()).sum()),
+            mb(named.iter().map(Vec::len).sum())
+        );
         let t = Instant::now();
         let _h: Vec<u64> = decoded
             .iter()
@@ -334,6 +387,99 @@ mod tests {
         assert_eq!(back.len(), 10);
         let first = s.records().next().unwrap();
         assert_eq!(back.by_id(&first.id), Some(first));
+    }
+
+    #[test]
+    fn duplicate_hashes_are_the_word_walks_whatever_the_spacing() {
+        use sha2::{Digest, Sha256};
+        // What every hash was before the one-go path for text already normalised.
+        let walk = |project: Option<&str>, text: &str| {
+            let mut h = Sha256::new();
+            if let Some(p) = project {
+                h.update(p.as_bytes());
+                h.update([0u8]);
+            }
+            let words: Vec<&str> = text.split_whitespace().collect();
+            h.update(words.join(" ").as_bytes());
+            u64::from_le_bytes(h.finalize()[..8].try_into().unwrap())
+        };
+        let texts = [
+            "plain words here",
+            "",
+            " ",
+            "one",
+            " leading",
+            "trailing ",
+            "two  spaces",
+            "tab\there",
+            "new\nline",
+            "cr\r\nlf",
+            "form\x0cfeed",
+            "vertical\x0btab",
+            "no\u{a0}break",
+            "ideographic\u{3000}space",
+            "caf\u{e9} au lait",
+        ];
+        for text in texts {
+            for project in [None, Some("p1")] {
+                assert_eq!(scoped_hash(project, text), walk(project, text), "{text:?}");
+            }
+        }
+        assert_eq!(scoped_hash(None, "a  b\n"), scoped_hash(None, "a b"));
+    }
+
+    #[test]
+    fn lookups_built_inline_and_on_a_thread_are_the_same() {
+        let s = state_with(50);
+        let mut records: Vec<Box<Record>> = s.records().cloned().map(Box::new).collect();
+        records.sort_by_key(|r| r.key);
+        // A later record claiming an earlier one's id as a former id takes it, in both ways.
+        let taken = records[0].id.clone();
+        records[7].former_ids.push(taken.clone());
+        records[9].origin = Some(crate::record::Origin {
+            uid: "store:9".into(),
+            owner: "bob".into(),
+        });
+        let second = records.split_off(30);
+        let chunks = [Decoded::of(records), Decoded::of(second)];
+        let build = |threaded| {
+            let (mut ids, mut hashes, mut mirrored) = Default::default();
+            fill_lookups((&mut ids, &mut hashes, &mut mirrored), &chunks, threaded);
+            (ids, hashes, mirrored)
+        };
+        let (inline, threaded) = (build(false), build(true));
+        assert_eq!(inline, threaded);
+        assert_eq!(inline.0.len(), 50);
+        assert_eq!(inline.0[&taken], chunks[0].records[7].key);
+        assert_eq!(inline.1.len(), 50);
+        assert_eq!(inline.2["store:9"], chunks[0].records[9].key);
+    }
+
+    #[test]
+    fn a_snapshot_of_named_map_chunks_still_loads() {
+        let s = state_with(CHUNK + 3);
+        let mut records: Vec<&Record> = s.records().collect();
+        records.sort_by_key(|r| r.key);
+        let chunks: Vec<Vec<u8>> = records
+            .chunks(CHUNK)
+            .map(|c| rmp_serde::to_vec_named(c).unwrap())
+            .collect();
+        let old = Persisted {
+            record_chunks: chunks.iter().map(|c| Bytes::new(c)).collect(),
+            next_key: s.next_key,
+            ..Persisted::default()
+        };
+        let mut back = MemState::new(4).unwrap();
+        back.decode_snapshot(&rmp_serde::to_vec_named(&old).unwrap())
+            .unwrap();
+        assert_eq!(back.len(), s.len());
+        for r in s.records() {
+            assert_eq!(back.by_id(&r.id), Some(r));
+        }
+        // Written again, the chunks are rows: no field names.
+        let again = back.encode_snapshot().unwrap();
+        let p: Persisted = rmp_serde::from_slice(&again).unwrap();
+        assert!(!p.record_chunks[0].windows(7).any(|w| w == b"content"));
     }
 
     #[test]

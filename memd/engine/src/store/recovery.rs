@@ -35,10 +35,11 @@ pub(crate) fn recover<M: Machine>(dir: &Path, mut machine: M) -> Result<Recovere
         // Half-written by a crash; the published files never depend on them.
         fs::remove_file(temp).map_err(|e| io_err("removing a stale temp file", e))?;
     }
-    let base = choose_base(dir, &listing)?;
+    let mut base = choose_base(dir, &listing)?;
     machine.prefetch_side_files(dir, base.generation);
-    if let Some(payload) = &base.payload {
-        machine.decode(payload).map_err(|e| {
+    // Taken, so the snapshot's bytes are freed once decoded, not held through the replay.
+    if let Some(payload) = base.payload.take() {
+        machine.decode(&payload).map_err(|e| {
             StoreError::Corrupt(format!(
                 "snapshot {} in {} passes its checksum but cannot be decoded ({e:#}); \
                  it may come from an incompatible memd version",
@@ -90,7 +91,7 @@ pub(crate) fn recover<M: Machine>(dir: &Path, mut machine: M) -> Result<Recovere
 /// Where replay starts: a snapshot's contents (or nothing) at a generation.
 struct Base {
     generation: u64,
-    payload: Option<Vec<u8>>,
+    payload: Option<snapshot::Payload>,
     /// Newer snapshots that failed validation, with the reason.
     rejected: Vec<(u64, String)>,
 }

@@ -130,10 +130,20 @@ fn header(generation: u64, payload: &[u8]) -> [u8; HEADER_LEN] {
     header
 }
 
+/// A snapshot file's bytes, validated; derefs to its payload (the header is skipped in place:
+/// moving hundreds of MB down by 32 bytes cost a start ~0.1 s at 1M memories).
+pub(crate) struct Payload(Vec<u8>);
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0[HEADER_LEN..]
+    }
+}
+
 /// Reads and fully validates snapshot `generation`; `Err` says why it cannot be used.
-pub(crate) fn read(dir: &Path, generation: u64) -> Result<Vec<u8>, String> {
-    let mut bytes =
-        fs::read(dir.join(files::snapshot_name(generation))).map_err(|e| e.to_string())?;
+pub(crate) fn read(dir: &Path, generation: u64) -> Result<Payload, String> {
+    let bytes = fs::read(dir.join(files::snapshot_name(generation))).map_err(|e| e.to_string())?;
     if bytes.len() < HEADER_LEN {
         return Err(format!("{} bytes, shorter than the header", bytes.len()));
     }
@@ -159,8 +169,7 @@ pub(crate) fn read(dir: &Path, generation: u64) -> Result<Vec<u8>, String> {
     if crc32fast::hash(&bytes[HEADER_LEN..]) != crc {
         return Err("checksum mismatch".to_owned());
     }
-    bytes.drain(..HEADER_LEN);
-    Ok(bytes)
+    Ok(Payload(bytes))
 }
 
 fn le_array<const N: usize>(slice: &[u8]) -> [u8; N] {
