@@ -390,45 +390,6 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_hashes_are_the_word_walks_whatever_the_spacing() {
-        use sha2::{Digest, Sha256};
-        // What every hash was before the one-go path for text already normalised.
-        let walk = |project: Option<&str>, text: &str| {
-            let mut h = Sha256::new();
-            if let Some(p) = project {
-                h.update(p.as_bytes());
-                h.update([0u8]);
-            }
-            let words: Vec<&str> = text.split_whitespace().collect();
-            h.update(words.join(" ").as_bytes());
-            u64::from_le_bytes(h.finalize()[..8].try_into().unwrap())
-        };
-        let texts = [
-            "plain words here",
-            "",
-            " ",
-            "one",
-            " leading",
-            "trailing ",
-            "two  spaces",
-            "tab\there",
-            "new\nline",
-            "cr\r\nlf",
-            "form\x0cfeed",
-            "vertical\x0btab",
-            "no\u{a0}break",
-            "ideographic\u{3000}space",
-            "caf\u{e9} au lait",
-        ];
-        for text in texts {
-            for project in [None, Some("p1")] {
-                assert_eq!(scoped_hash(project, text), walk(project, text), "{text:?}");
-            }
-        }
-        assert_eq!(scoped_hash(None, "a  b\n"), scoped_hash(None, "a b"));
-    }
-
-    #[test]
     fn lookups_built_inline_and_on_a_thread_are_the_same() {
         let s = state_with(50);
         let mut records: Vec<Box<Record>> = s.records().cloned().map(Box::new).collect();
