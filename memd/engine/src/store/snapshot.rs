@@ -229,7 +229,7 @@ mod tests {
     fn snapshot_file_round_trips_and_rejects_damage() {
         let dir = tempfile::tempdir().unwrap();
         write_snapshot(dir.path(), 4, b"state bytes");
-        assert_eq!(read(dir.path(), 4).unwrap(), b"state bytes");
+        assert_eq!(&*read(dir.path(), 4).unwrap(), b"state bytes");
 
         let path = dir.path().join(files::snapshot_name(4));
         let good = fs::read(&path).unwrap();
