@@ -184,8 +184,8 @@ impl Codebook {
                 // As `f32`'s `Sum` starts, so a lane is `dot` of its token to the bit.
                 let mut sum = [-0.0f32; LANES];
                 for (q, &v) in by_value[s * SUB..(s + 1) * SUB].iter().zip(centroid) {
-                    for l in 0..LANES {
-                        sum[l] += q[l] * v;
+                    for (lane, &x) in sum.iter_mut().zip(q) {
+                        *lane += x * v;
                     }
                 }
                 *row = sum;
@@ -229,12 +229,12 @@ impl QueryTable {
                 let mut sum = [0f32; LANES];
                 for (s, &c) in token.iter().enumerate() {
                     let row = &block[s * CENTROIDS + c as usize];
-                    for l in 0..LANES {
-                        sum[l] += row[l];
+                    for (lane, &x) in sum.iter_mut().zip(row) {
+                        *lane += x;
                     }
                 }
-                for l in 0..LANES {
-                    best[l] = best[l].max(sum[l]);
+                for (lane, &x) in best.iter_mut().zip(&sum) {
+                    *lane = lane.max(x);
                 }
             }
             for &v in &best[..LANES.min(self.tokens - b * LANES)] {
