@@ -452,7 +452,16 @@ pub struct IndexStats {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PromptRerankStats {
     pub reranked: u64,
+    /// `late_encoding_late` + `maxsim_cut_short`.
     pub over_budget: u64,
+    /// Of `over_budget`: the query's late encoding had not arrived by the deadline (the whole
+    /// head kept its fused order).
+    #[serde(default)]
+    pub late_encoding_late: u64,
+    /// Of `over_budget`: the encoding arrived, and MaxSim reached the deadline before the end
+    /// of the head (the part it did not reach kept its fused places).
+    #[serde(default)]
+    pub maxsim_cut_short: u64,
     pub shed: u64,
     #[serde(default)]
     pub nothing_to_rerank: u64,

@@ -115,6 +115,10 @@ fn off_or_out_of_budget_keeps_the_fused_order() {
     wait_late(&spent);
     assert_eq!(first_injected(&spent, "spent"), FUSED_FIRST);
     assert_eq!(prompt_tally(&spent), (0, 1, 0), "counted as over budget");
+    // Split by what ran out: the encoding (not waited for at all) or, when it was done before
+    // the first stage was, MaxSim (stopped before its first memory).
+    let t = spent.get::<StatsResponse>("/api/stats").index.prompt_rerank;
+    assert_eq!(t.late_encoding_late + t.maxsim_cut_short, 1, "{t:?}");
     // And reported where a user looks: `memd status` and `memd stats`.
     for command in ["status", "stats"] {
         let out = tests::project::memd_in(&spent, spent.root())
@@ -122,10 +126,13 @@ fn off_or_out_of_budget_keeps_the_fused_order() {
             .output()
             .expect("run memd");
         let said = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            said.contains("0 reranked, 1 over budget, 0 shed (100.0% kept the fused order)"),
-            "memd {command}: {said}"
+        let split = format!(
+            "({} late encoding, {} MaxSim cut short)",
+            t.late_encoding_late, t.maxsim_cut_short
         );
+        let line =
+            format!("0 reranked, 1 over budget {split}, 0 shed (100.0% kept the fused order)");
+        assert!(said.contains(&line), "memd {command}: {said}");
     }
     assert_eq!(first_found(&spent).results[0].content, ANSWER);
 }

@@ -51,7 +51,8 @@ pub fn run_status(json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `3 reranked, 1 over budget, 0 shed (25.0% kept the fused order)`: how prompts fared against
+/// `3 reranked, 1 over budget (1 late encoding, 0 MaxSim cut short), 0 shed (25.0% kept the
+/// fused order)`: how prompts fared against
 /// the reranking budget since the daemon started (the share only once there was a prompt), and
 /// how many had nothing to rerank (when any).
 fn prompt_rerank(pr: &proto::PromptRerankStats) -> String {
@@ -68,8 +69,9 @@ fn prompt_rerank(pr: &proto::PromptRerankStats) -> String {
         n => format!("; {n} with nothing to rerank"),
     };
     format!(
-        "{} reranked, {} over budget, {} shed{share}{nothing}",
-        pr.reranked, pr.over_budget, pr.shed
+        "{} reranked, {} over budget ({} late encoding, {} MaxSim cut short), {} shed\
+         {share}{nothing}",
+        pr.reranked, pr.over_budget, pr.late_encoding_late, pr.maxsim_cut_short, pr.shed
     )
 }
 

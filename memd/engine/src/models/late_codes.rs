@@ -162,15 +162,33 @@ impl Codebook {
             .collect()
     }
 
-    /// Per query token, its dot product with every centroid: what MaxSim reads.
+    /// Per query token, its dot product with every centroid: what MaxSim reads. Laid out for
+    /// blocks of `LANES` query tokens side by side (`QueryTable`) and computed that way: each
+    /// centroid value multiplies the block's values of its dimension, in the order a per-token
+    /// dot product takes them (the same sums to the bit).
     pub fn table(&self, query: &[Vec<f32>]) -> QueryTable {
-        let mut dots = Vec::with_capacity(query.len() * SUBVECTORS * CENTROIDS);
-        for q in query {
-            for s in 0..SUBVECTORS {
-                let piece = &q[s * SUB..(s + 1) * SUB];
-                for c in 0..CENTROIDS {
-                    dots.push(dot(piece, self.centroid(s, c)));
+        let blocks = query.len().div_ceil(LANES);
+        let mut dots = vec![[0f32; LANES]; blocks * ROWS];
+        for (b, rows) in dots.chunks_exact_mut(ROWS).enumerate() {
+            // The block's tokens transposed: value `k` of each side by side (padding 0).
+            let mut by_value = vec![[0f32; LANES]; DIMS];
+            let tokens = &query[b * LANES..query.len().min((b + 1) * LANES)];
+            for (l, q) in tokens.iter().enumerate() {
+                for (k, &v) in q.iter().take(DIMS).enumerate() {
+                    by_value[k][l] = v;
                 }
+            }
+            for (at, row) in rows.iter_mut().enumerate() {
+                let s = at / CENTROIDS;
+                let centroid = &self.centroids[at * SUB..(at + 1) * SUB];
+                // As `f32`'s `Sum` starts, so a lane is `dot` of its token to the bit.
+                let mut sum = [-0.0f32; LANES];
+                for (q, &v) in by_value[s * SUB..(s + 1) * SUB].iter().zip(centroid) {
+                    for (lane, &x) in sum.iter_mut().zip(q) {
+                        *lane += x * v;
+                    }
+                }
+                *row = sum;
             }
         }
         QueryTable {
@@ -180,29 +198,49 @@ impl Codebook {
     }
 }
 
-/// A query's dot products with a codebook's centroids.
+/// Query tokens a table row holds side by side: a row is whole vector registers, so MaxSim
+/// adds and compares a block of query tokens at once (`memd-eval state-scale`, bench/EVAL.md
+/// section 21: the table and the code MaxSim of a prompt's head in a third of the
+/// instructions of one token at a time).
+const LANES: usize = 8;
+/// Rows of one block: one per (sub-vector, centroid).
+const ROWS: usize = SUBVECTORS * CENTROIDS;
+
+/// A query's dot products with a codebook's centroids, by blocks of `LANES` query tokens:
+/// `dots[b × ROWS + s × CENTROIDS + c][l]` is query token `b × LANES + l`'s piece `s` against
+/// centroid `c` of that piece. A memory token's 16 codes pick 16 rows of a block, whose sum is
+/// its dot product with each of the block's query tokens.
 pub struct QueryTable {
-    dots: Vec<f32>,
+    dots: Vec<[f32; LANES]>,
     tokens: usize,
 }
 
 impl QueryTable {
     /// MaxSim: for every query token the best dot product with one of the memory's tokens,
-    /// summed (0 for a memory without tokens).
+    /// summed (0 for a memory without tokens). Each memory token's rows are summed piece by
+    /// piece (the order a per-token sum takes them) and the best kept lane by lane.
     pub fn maxsim(&self, doc: &Codes) -> f32 {
         let mut total = 0f32;
-        for t in 0..self.tokens {
-            let table = &self.dots[t * SUBVECTORS * CENTROIDS..(t + 1) * SUBVECTORS * CENTROIDS];
-            let mut best = f32::NEG_INFINITY;
+        for (b, block) in self.dots.chunks_exact(ROWS).enumerate() {
+            let block: &[[f32; LANES]; ROWS] = block.try_into().expect("whole blocks");
+            let mut best = [f32::NEG_INFINITY; LANES];
             for token in doc.codes.chunks_exact(SUBVECTORS) {
-                let mut sum = 0f32;
+                let token: &[u8; SUBVECTORS] = token.try_into().expect("whole tokens");
+                let mut sum = [0f32; LANES];
                 for (s, &c) in token.iter().enumerate() {
-                    sum += table[s * CENTROIDS + c as usize];
+                    let row = &block[s * CENTROIDS + c as usize];
+                    for (lane, &x) in sum.iter_mut().zip(row) {
+                        *lane += x;
+                    }
                 }
-                best = best.max(sum);
+                for (lane, &x) in best.iter_mut().zip(&sum) {
+                    *lane = lane.max(x);
+                }
             }
-            if best.is_finite() {
-                total += best;
+            for &v in &best[..LANES.min(self.tokens - b * LANES)] {
+                if v.is_finite() {
+                    total += v;
+                }
             }
         }
         total
@@ -311,6 +349,53 @@ pub(crate) mod tests {
         let looked_up = book.table(&query).maxsim(&doc);
         assert!((direct - looked_up).abs() < 1e-4, "{direct} vs {looked_up}");
         assert_eq!(book.table(&query).maxsim(&book.encode(&[])), 0.0);
+    }
+
+    /// MaxSim over codes as it was first written: a table per query token, a memory token's
+    /// 16 look-ups summed one by one.
+    fn maxsim_one_token_at_a_time(book: &Codebook, query: &[Vec<f32>], doc: &Codes) -> f32 {
+        let mut total = 0f32;
+        for q in query {
+            let mut best = f32::NEG_INFINITY;
+            for token in doc.codes.chunks_exact(SUBVECTORS) {
+                let mut sum = 0f32;
+                for (s, &c) in token.iter().enumerate() {
+                    sum += dot(&q[s * SUB..(s + 1) * SUB], book.centroid(s, c as usize));
+                }
+                best = best.max(sum);
+            }
+            if best.is_finite() {
+                total += best;
+            }
+        }
+        total
+    }
+
+    /// The table's layout (query tokens side by side, padded to whole blocks) changes no bit
+    /// of any score: every query length around a block's edge, memories of 0 to 60 tokens.
+    #[test]
+    fn the_side_by_side_table_scores_to_the_bit_as_one_token_at_a_time() {
+        let book = sample_codebook();
+        for (n, seed) in [(1, 3), (7, 4), (8, 5), (9, 6), (15, 7), (16, 8), (32, 9)] {
+            let query = unit_vectors(n, seed);
+            let table = book.table(&query);
+            for len in [0, 1, 13, 60] {
+                let doc = book.encode(&unit_vectors(len, seed * 100 + len as u64));
+                let (got, want) = (
+                    table.maxsim(&doc),
+                    maxsim_one_token_at_a_time(&book, &query, &doc),
+                );
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{n} query tokens, {len}: {got} vs {want}"
+                );
+            }
+        }
+        assert_eq!(
+            book.table(&[]).maxsim(&book.encode(&unit_vectors(3, 1))),
+            0.0
+        );
     }
 
     #[test]

@@ -132,7 +132,8 @@ impl Load {
 #[derive(Default)]
 pub struct PromptTally {
     reranked: std::sync::atomic::AtomicU64,
-    over_budget: std::sync::atomic::AtomicU64,
+    late_encoding_late: std::sync::atomic::AtomicU64,
+    maxsim_cut_short: std::sync::atomic::AtomicU64,
     shed: std::sync::atomic::AtomicU64,
     nothing_to_rerank: std::sync::atomic::AtomicU64,
 }
@@ -142,8 +143,11 @@ pub struct PromptTally {
 pub enum PromptRerank {
     /// The whole head was scored within the budget.
     Reranked,
-    /// The query encoding or MaxSim ran past the budget: (part of) the fused order kept.
-    OverBudget,
+    /// The query's late encoding had not arrived by the deadline: the fused order kept.
+    LateEncodingLate,
+    /// MaxSim reached the deadline before the end of the head: the part it did not reach
+    /// kept its fused places.
+    MaxSimCutShort,
     /// A full batch of queries was already encoding or waiting: the fused order at once
     /// (load shedding).
     Shed,
@@ -156,7 +160,8 @@ impl PromptTally {
     pub fn count(&self, what: PromptRerank) {
         let counter = match what {
             PromptRerank::Reranked => &self.reranked,
-            PromptRerank::OverBudget => &self.over_budget,
+            PromptRerank::LateEncodingLate => &self.late_encoding_late,
+            PromptRerank::MaxSimCutShort => &self.maxsim_cut_short,
             PromptRerank::Shed => &self.shed,
             PromptRerank::NothingToRerank => &self.nothing_to_rerank,
         };
@@ -165,9 +170,12 @@ impl PromptTally {
 
     pub fn view(&self) -> proto::PromptRerankStats {
         let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let (late, cut) = (get(&self.late_encoding_late), get(&self.maxsim_cut_short));
         proto::PromptRerankStats {
             reranked: get(&self.reranked),
-            over_budget: get(&self.over_budget),
+            over_budget: late + cut,
+            late_encoding_late: late,
+            maxsim_cut_short: cut,
             shed: get(&self.shed),
             nothing_to_rerank: get(&self.nothing_to_rerank),
         }
@@ -289,7 +297,7 @@ impl Models {
     /// A query encoding ran out of time: a prompt's is tallied, and the next prompts back off.
     fn missed_budget(&self, shed: bool) {
         if shed {
-            self.prompts.count(PromptRerank::OverBudget);
+            self.prompts.count(PromptRerank::LateEncodingLate);
             self.load.missed();
         }
     }

@@ -248,7 +248,7 @@ pub async fn retrieve(
     if late.is_some() {
         // MaxSim stops at the deadline: past it, (part of) the head kept its fused places.
         d.models.prompts.count(match report.late_cut_short {
-            true => PromptRerank::OverBudget,
+            true => PromptRerank::MaxSimCutShort,
             false => PromptRerank::Reranked,
         });
     }

@@ -251,9 +251,12 @@ pub(super) fn rerank_tally(
     after: proto::PromptRerankStats,
 ) -> String {
     format!(
-        "prompts reranked {}, over the budget {}, shed {}, nothing to rerank {}",
+        "prompts reranked {}, over the budget {} (late encoding late {}, MaxSim cut short {}), \
+         shed {}, nothing to rerank {}",
         after.reranked - before.reranked,
         after.over_budget - before.over_budget,
+        after.late_encoding_late - before.late_encoding_late,
+        after.maxsim_cut_short - before.maxsim_cut_short,
         after.shed - before.shed,
         after.nothing_to_rerank - before.nothing_to_rerank
     )
@@ -269,6 +272,7 @@ fn fallback_figure(
 ) -> Figure {
     let reranked = after.reranked - before.reranked;
     let over = after.over_budget - before.over_budget;
+    let late = after.late_encoding_late - before.late_encoding_late;
     let shed = after.shed - before.shed;
     let nothing = after.nothing_to_rerank - before.nothing_to_rerank;
     let asked = (reranked + over + shed).max(1);
@@ -279,7 +283,8 @@ fn fallback_figure(
     )
     .with_note(format!(
         "{sessions} concurrent sessions: of {} prompts asking for late interaction, {reranked} \
-         reranked, {over} over the budget, {shed} shed (fused order kept); {nothing} more had \
+         reranked, {over} over the budget ({late} with the late encoding late, the rest with MaxSim \
+         cut short), {shed} shed (fused order kept); {nothing} more had \
          nothing to rerank",
         reranked + over + shed
     ))
