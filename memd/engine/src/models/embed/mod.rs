@@ -20,6 +20,7 @@ mod onnx_wire;
 mod rerank;
 mod runtime;
 mod vocab;
+mod wordpiece;
 
 pub use colbert::{LateInteraction, QueryStates, TokenStates};
 pub use gate::{Urgent, urgent};

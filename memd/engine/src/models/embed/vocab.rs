@@ -1,10 +1,11 @@
 //! One tokenizer per vocabulary for the whole process, cut to each model's length per call.
 //!
 //! memd's three models ship the same BERT uncased WordPiece `tokenizer.json`; the files differ
-//! only in the truncation and padding they set, which memd replaces anyway. Each loaded copy
-//! holds its 30,522-entry vocabulary twice (token → id and id → token) in small heap blocks,
-//! several MB a copy, so files that tokenize alike share one `Tokenizer` here, and each model
-//! passes its own cut (`Cut`) to `Vocab::encode`.
+//! only in the truncation and padding they set, which memd replaces anyway. The library's
+//! tokenizer holds its 30,522-entry vocabulary twice (token → id and id → token) in small heap
+//! blocks, ~6 MB a copy, so files that tokenize alike share one tokenizer here, each model
+//! passes its own cut (`Cut`) to `Vocab::encode`, and the vocabulary itself is held compactly
+//! (`wordpiece::Pieces`, ~0.7 MB) inside the library's tokenizer.
 //!
 //! Owns reading `tokenizer.json` files, deciding which tokenize alike (the file with its
 //! `truncation` and `padding` blanked, hashed), and encoding with a cut applied exactly where
@@ -24,7 +25,21 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use anyhow::{Result, anyhow, ensure};
 use sha2::Digest as _;
 use tokenizers::utils::truncation::truncate_encodings;
-use tokenizers::{Encoding, PostProcessor as _, Tokenizer, TruncationParams};
+use tokenizers::{
+    DecoderWrapper, Encoding, ModelWrapper, NormalizerWrapper, PostProcessor as _,
+    PostProcessorWrapper, PreTokenizerWrapper, Tokenizer, TokenizerImpl, TruncationParams,
+};
+
+use super::wordpiece::Pieces;
+
+/// The library's tokenizer around memd's compact WordPiece vocabulary (`Pieces`).
+type Lean = TokenizerImpl<
+    Pieces,
+    NormalizerWrapper,
+    PreTokenizerWrapper,
+    PostProcessorWrapper,
+    DecoderWrapper,
+>;
 
 /// The most tokens any of memd's models reads of one input (the embedder's and the
 /// cross-encoder's cut); a `Cut` may not ask for more.
@@ -32,12 +47,12 @@ pub(crate) const LONGEST: usize = 256;
 
 /// The tokenizers loaded in this process, by the hash of their file without truncation and
 /// padding.
-static LOADED: Mutex<Vec<([u8; 32], Weak<Tokenizer>)>> = Mutex::new(Vec::new());
+static LOADED: Mutex<Vec<([u8; 32], Weak<Lean>)>> = Mutex::new(Vec::new());
 
 /// A tokenizer without padding, cutting at `LONGEST`, possibly shared with other models.
 #[derive(Clone)]
 pub(crate) struct Vocab {
-    tokenizer: Arc<Tokenizer>,
+    tokenizer: Arc<Lean>,
 }
 
 /// How a model cuts its inputs: the truncation its tokenizer would otherwise carry, counted
@@ -67,7 +82,9 @@ impl Vocab {
         {
             return Ok(Vocab { tokenizer });
         }
-        let mut tokenizer: Tokenizer = serde_json::from_value(json).map_err(|e| fail(&e))?;
+        let library: Tokenizer = serde_json::from_value(json).map_err(|e| fail(&e))?;
+        let mut tokenizer = lean(&library).map_err(|e| fail(&e))?;
+        drop(library);
         let longest = TruncationParams {
             max_length: LONGEST,
             ..Default::default()
@@ -142,6 +159,22 @@ impl Vocab {
             .post_process(a, b, true)
             .map_err(|e| anyhow!("adding special tokens: {e}"))
     }
+}
+
+/// `library` with its WordPiece vocabulary held as `Pieces`: the same normalizer,
+/// pre-tokenizer, added tokens, post-processor and decoder.
+fn lean(library: &Tokenizer) -> Result<Lean> {
+    let ModelWrapper::WordPiece(wordpiece) = library.get_model() else {
+        return Err(anyhow!("not a WordPiece tokenizer"));
+    };
+    let mut lean = Lean::new(Pieces::from_library(wordpiece)?);
+    lean.with_normalizer(library.get_normalizer().cloned())
+        .map_err(|e| anyhow!("{e}"))?;
+    lean.with_pre_tokenizer(library.get_pre_tokenizer().cloned())
+        .with_post_processor(library.get_post_processor().cloned())
+        .with_decoder(library.get_decoder().cloned())
+        .with_added_vocabulary(library.get_added_vocabulary().clone());
+    Ok(lean)
 }
 
 #[cfg(test)]
