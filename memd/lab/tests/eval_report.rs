@@ -131,6 +131,38 @@ fn the_mixed_store_report_names_its_store_and_its_late_scores() {
     );
 }
 
+/// `--projects kept` stores each note in its project and asks each question from its
+/// answer's, as the prompt hook scopes reads: other projects' notes stop being candidates, so
+/// the coding set's rows change, and the report says how the questions were asked.
+#[test]
+fn questions_asked_from_their_project_are_ranked_among_its_notes() {
+    let Some(ignored) = retrieval(&["--notes", "coding"]) else {
+        return;
+    };
+    let Some(kept) = retrieval(&["--notes", "coding", "--projects", "kept"]) else {
+        return;
+    };
+    assert!(
+        ignored.contains("notes stored with no project"),
+        "{ignored}"
+    );
+    assert!(
+        kept.contains("each question asked from its answer's project"),
+        "{kept}"
+    );
+    for stage in ["first stage only", "shipped"] {
+        let (a, b) = (
+            row(&ignored, "coding set", stage),
+            row(&kept, "coding set", stage),
+        );
+        assert_eq!(b.len(), 4, "{kept}");
+        assert_ne!(
+            a, b,
+            "{stage}: scoping to the answer's project changed nothing"
+        );
+    }
+}
+
 /// A late score that does not parse is refused before anything loads, naming the flag.
 #[test]
 fn a_bad_late_score_is_refused_naming_the_flag() {

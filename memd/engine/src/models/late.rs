@@ -283,7 +283,7 @@ pub const COSINE_WEIGHT: f32 = 0.05;
 /// A memory's late-interaction score: MaxSim per query token plus `COSINE_WEIGHT` × its
 /// cosine similarity to the query (0 when the vector signal is missing).
 pub fn score(query: &QueryStates, states: &TokenStates, cosine: f32) -> f32 {
-    query.maxsim(states) / query.tokens().max(1) as f32 + COSINE_WEIGHT * cosine
+    query.maxsim(states) / query.norm() + COSINE_WEIGHT * cosine
 }
 
 /// `score` of a stored form: coded states through `table` (the query against the codebook
@@ -298,7 +298,7 @@ pub fn score_stored(
         Stored::Full(s) => Some(score(query, s, cosine)),
         Stored::Coded(c) => {
             let t = table?;
-            Some(t.maxsim(c) / query.tokens().max(1) as f32 + COSINE_WEIGHT * cosine)
+            Some(t.maxsim(c) / query.norm() + COSINE_WEIGHT * cosine)
         }
     }
 }
@@ -347,6 +347,16 @@ pub fn maxsim_within(
     deadline: Option<Instant>,
 ) -> (Vec<(usize, f32)>, bool) {
     let n = depth.min(keyed.len());
+    // A study's query asks to be weighed over these candidates (`late_weigh`); none of the
+    // daemon's does, and costs nothing here.
+    let weighed = match query.weigh() {
+        Some(_) => {
+            let texts: Vec<&str> = keyed[..n].iter().map(|c| c.1).collect();
+            super::late_weigh::weigh_by(query, &texts)
+        }
+        None => None,
+    };
+    let query = weighed.as_ref().unwrap_or(query);
     // Built once per query (~0.1 M multiply-adds for a 16-token query), read per memory.
     let table = match n {
         0 => None,
@@ -419,7 +429,7 @@ fn rescore(
         }
         let (key, text, _) = keyed[i];
         match states.read_full(key, text) {
-            Ok(Some(f)) => full.push((j, query.maxsim(&f.states) / query.tokens().max(1) as f32)),
+            Ok(Some(f)) => full.push((j, query.maxsim(&f.states) / query.norm())),
             Ok(None) => return true,
             Err(e) => {
                 tracing::warn!("rescoring from the code order: {e:#}");

@@ -16,6 +16,7 @@ mod late_file;
 mod late_open;
 pub mod late_plan;
 mod late_record;
+mod late_weigh;
 mod query;
 
 pub use late_file::{FILE_NAME as TOKEN_STATES_FILE, path_in as token_states_path_in};

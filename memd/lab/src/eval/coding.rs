@@ -243,6 +243,18 @@ pub struct Candidate {
 /// Per question (in the set's order), candidates best first.
 pub type RankedLists = Vec<Vec<Candidate>>;
 
+/// Whether the notes keep their made-up projects (bench/EVAL.md section 22).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Projects {
+    /// Stored with no project: every question's candidates include every project's notes
+    /// (a user whose notes are all global; the harder case).
+    #[default]
+    Ignored,
+    /// Each note stored in its project, each question asked from its answer's project: other
+    /// projects' notes are never candidates (`scope::Visibility`), as in a user's daemon.
+    Kept,
+}
+
 /// The set stored as memory-bank records in a temporary store and embedded, questions too.
 pub struct CodingIndex {
     set: CodingSet,
@@ -250,12 +262,29 @@ pub struct CodingIndex {
 }
 
 impl CodingIndex {
+    /// The notes stored with no project: every question sees every note.
     pub fn build(set: CodingSet, embedder: &dyn Embed) -> Result<CodingIndex> {
+        Self::build_with(set, embedder, Projects::Ignored)
+    }
+
+    pub fn build_with(
+        set: CodingSet,
+        embedder: &dyn Embed,
+        projects: Projects,
+    ) -> Result<CodingIndex> {
+        let kept = |project: &str| match projects {
+            Projects::Kept => Some(project.to_string()).filter(|p| !p.is_empty()),
+            Projects::Ignored => None,
+        };
         let memories = set
             .notes
             .iter()
             .enumerate()
-            .map(|(i, n)| (bank_record(n, i), n.id.clone()))
+            .map(|(i, n)| {
+                let mut rec = bank_record(n, i);
+                rec.project = kept(&n.project);
+                (rec, n.id.clone())
+            })
             .collect();
         let questions: Vec<Question> = set
             .questions
@@ -264,6 +293,8 @@ impl CodingIndex {
                 text: q.text.clone(),
                 category: 0,
                 evidence: q.answers.clone(),
+                // Asked where its (first) answer belongs, as an agent working there would.
+                project: q.answers.first().and_then(|a| kept(&set.note(a)?.project)),
             })
             .collect();
         let indexed = Indexed::store(memories, &questions, embedder)?;
@@ -331,8 +362,9 @@ impl CodingIndex {
 }
 
 /// A note as `memory_bank_add` stores it with the defaults an agent leaves: score 1.0,
-/// importance and confidence 0.7, no project (every note competes with every other, the
-/// harder case: distractors from other projects are not filtered out). Fixed timestamps keep
+/// importance and confidence 0.7, no project (`CodingIndex::build_with` sets one when asked;
+/// without, every note competes with every other, the harder case: distractors from other
+/// projects are not filtered out). Fixed timestamps keep
 /// the store byte-identical from run to run.
 fn bank_record(n: &Note, i: usize) -> memd_engine::record::Record {
     let mut rec = Core::new_record(

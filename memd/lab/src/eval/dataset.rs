@@ -49,6 +49,9 @@ pub struct Question {
     pub category: u8,
     /// dia_ids of the turns that answer it; empty when the data gives none usable.
     pub evidence: Vec<String>,
+    /// The project it is asked from, as the prompt hook scopes reads (`scope::Visibility`);
+    /// `None`: from no project (global memories only; every memory when none has a project).
+    pub project: Option<String>,
 }
 
 /// The conversation files of a directory (`*.json`), sorted by name.
@@ -145,6 +148,7 @@ fn parse_question(q: &Json) -> Option<Question> {
         text: q.get("question")?.as_str()?.to_string(),
         category: category as u8,
         evidence,
+        project: None,
     })
 }
 

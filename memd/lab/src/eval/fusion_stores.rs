@@ -4,11 +4,12 @@
 //! candidates then include other sets' memories); and what the study reads off a store
 //! before ranking: every memory's token states, token ids and kind, and document frequencies.
 //!
-//! Owns loading the sets, the merge (each label and each piece of evidence prefixed with its
-//! set's name, so LoCoMo's `D1:3` of two conversations stay apart; conversation turns marked
+//! Owns loading the sets, the merge (each label, each piece of evidence and each project
+//! prefixed with its set's name, so LoCoMo's `D1:3` of two conversations and the two sets'
+//! `infra` projects stay apart; conversation turns marked
 //! `memory_type: exchange`, as the daemon files them, so the exchange weight acts on them as
 //! in a user's store) and the split of the questions back by set. Must never change a
-//! memory's text or collection, or a question, beyond that prefix and marker, or write
+//! memory's text or collection, or a question, beyond those prefixes and marker, or write
 //! anywhere but temporary stores.
 
 use super::coding::{CodingIndex, CodingSet};
@@ -158,6 +159,7 @@ pub(super) fn mixed_store(parts: &[(String, &Indexed)], embedder: &dyn Embed) ->
                     let mut rec = rec.clone();
                     rec.key = 0;
                     rec.id = new_id(rec.collection);
+                    rec.project = rec.project.as_ref().map(prefixed);
                     if kind_of(rec.collection) == Kind::Exchange {
                         rec.metadata
                             .insert("memory_type".into(), Value::from("exchange"));
@@ -170,6 +172,7 @@ pub(super) fn mixed_store(parts: &[(String, &Indexed)], embedder: &dyn Embed) ->
             text: q.text.clone(),
             category: q.category,
             evidence: q.evidence.iter().map(prefixed).collect(),
+            project: q.project.as_ref().map(prefixed),
         }));
         match sets.iter_mut().find(|(n, _)| n == name) {
             Some((_, count)) => *count += ix.questions.len(),

@@ -460,7 +460,7 @@ impl Indexed {
         self.questions
             .iter()
             .zip(&self.question_vecs)
-            .map(|(q, v)| pipeline.rank(&self.store, &states, (&q.text, v), &stages, k))
+            .map(|(q, v)| pipeline.rank(&self.store, &states, q.asked(v), &stages, k))
             .collect()
     }
 
@@ -595,6 +595,7 @@ fn notes_floor_samples(
                 text: q.to_string(),
                 category: 4,
                 evidence: evidence.clone(),
+                project: None,
             })
         })
         .collect();

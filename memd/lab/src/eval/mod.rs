@@ -152,6 +152,15 @@ pub enum EvalCommand {
             default_value = "coding,holdout"
         )]
         notes: Vec<summary::NoteSet>,
+        /// `kept`: each note stored in its made-up project and each question asked from its
+        /// answer's project, as the prompt hook scopes reads (other projects' notes are never
+        /// candidates); `ignored`: no projects, every question sees every note.
+        #[arg(long, value_enum, default_value = "ignored")]
+        projects: coding::Projects,
+        /// Weigh each query token by its smoothed IDF over the memories late interaction
+        /// scores for that query (floor 2; bench/EVAL.md sections 16, 22). Not shipped.
+        #[arg(long)]
+        candidate_weights: bool,
     },
     /// Second stages compared on LoCoMo and the coding set: late interaction (MaxSim) at
     /// several depths, the cross-encoder behind it, the cross-encoder alone; with their costs.
@@ -300,8 +309,12 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
             stores,
             late_score,
             notes,
+            projects,
+            candidate_weights,
         } => {
             let sets = summary::Sets {
+                projects,
+                candidate_weights,
                 stores,
                 late_scores: late_score,
                 locomo: summary::locomo_files(locomo.as_deref())?,

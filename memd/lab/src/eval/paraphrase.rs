@@ -39,6 +39,7 @@ pub(super) fn probe_index(embedder: &dyn Embed) -> Result<Indexed> {
         text: PROBE_QUERY.to_string(),
         category: 0,
         evidence: vec![PROBE_ANSWER.to_string()],
+        project: None,
     };
     Indexed::store(memories, &[question], embedder)
 }

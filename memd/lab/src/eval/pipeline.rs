@@ -10,6 +10,7 @@
 //! reimplement a stage (it calls `retrieve::first_stage` and `retrieve::second_stage`), set a
 //! deadline (offline figures must not depend on the machine's speed), or write to a store.
 
+use super::dataset::Question;
 use anyhow::{Context, Result};
 use memd_engine::config::{LearningConfig, SearchConfig};
 use memd_engine::models::embed::{
@@ -19,6 +20,7 @@ use memd_engine::models::late;
 use memd_engine::retrieve::{
     self, COSINE_GAP_SCALE, COSINE_WEIGHT_MAX, FirstStage, LateScore, Second,
 };
+use memd_engine::scope::Visibility;
 use memd_engine::search::{Hit, Query, RRF_K, Ranking};
 use memd_engine::state::MemState;
 use memd_engine::store::Store;
@@ -56,6 +58,9 @@ pub struct Settings {
     pub ranking: Ranking,
     /// How late interaction's score meets the first stage's priors.
     pub late_score: LateScore,
+    /// Weigh each query token by its smoothed IDF over the memories it is scored against
+    /// (`QueryStates::weighed_over_candidates`; bench/EVAL.md sections 16, 22). Not shipped.
+    pub candidate_weights: bool,
 }
 
 impl Default for Settings {
@@ -64,6 +69,7 @@ impl Default for Settings {
             search: SearchConfig::default(),
             ranking: shipped_ranking(),
             late_score: retrieve::LATE_SCORE,
+            candidate_weights: false,
         }
     }
 }
@@ -219,7 +225,11 @@ impl Pipeline {
     /// A question's late-interaction states, its encoding timed.
     fn encode_late(&self, text: &str) -> Result<memd_engine::models::embed::QueryStates> {
         let (cpu, wall) = (cpu_time(), std::time::Instant::now());
-        let states = self.late.encode_query(text)?;
+        let mut states = self.late.encode_query(text)?;
+        if self.settings.candidate_weights {
+            let ids = self.late.query_ids(text)?;
+            states = states.weighed_over_candidates(ids, self.late.doc_tokenizer());
+        }
         let (cpu, wall) = (cpu_time().saturating_sub(cpu), wall.elapsed());
         let mut cost = self
             .late_cost
@@ -287,18 +297,28 @@ impl Pipeline {
         Ok((states, dir))
     }
 
-    /// Question `text` (embedded as `vector`) ranked through `stages`; the first `k` hits.
+    /// Question `asked` ranked through `stages` among the memories its project sees; the
+    /// first `k` hits.
     pub fn rank(
         &self,
         store: &Store<MemState>,
         states: &late::States,
-        (text, vector): (&str, &[f32]),
+        asked: Asked,
         stages: &Stages,
         k: usize,
     ) -> Result<Vec<Hit>> {
+        let Asked {
+            text,
+            vector,
+            project,
+        } = asked;
         let reranking = stages.late || stages.cross.is_some();
         let query = Query {
             limit: k,
+            // As the prompt hook reads: the caller's project and the global memories, or
+            // the global ones alone when no project is known (every memory, in a store
+            // where none has a project).
+            visibility: Visibility::of_current(project),
             ..Query::default()
         };
         // As `/api/search` does: a reranked head is `rerank_depth` deep, whatever the limit.
@@ -331,6 +351,27 @@ impl Pipeline {
             .runtime
             .block_on(retrieve::second_stage(states, text, head, how));
         Ok(head.into_iter().take(k).map(|c| c.hit).collect())
+    }
+}
+
+/// One question as the pipeline ranks it.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    pub text: &'a str,
+    /// Its embedding.
+    pub vector: &'a [f32],
+    /// The project it is asked from (`None`: a caller in no project).
+    pub project: Option<&'a str>,
+}
+
+impl Question {
+    /// This question, embedded as `vector`, asked from its project.
+    pub fn asked<'a>(&'a self, vector: &'a [f32]) -> Asked<'a> {
+        Asked {
+            text: &self.text,
+            vector,
+            project: self.project.as_deref(),
+        }
     }
 }
 
@@ -398,7 +439,13 @@ impl fmt::Display for Settings {
                  over the first {} (search.rerank_depth) and the vector list's first {}",
                 COSINE_GAP_SCALE,
                 COSINE_WEIGHT_MAX,
-                late_score_label(self.late_score),
+                match self.candidate_weights {
+                    true => format!(
+                        "{}; query tokens weighed by IDF over the candidates (not shipped)",
+                        late_score_label(self.late_score)
+                    ),
+                    false => late_score_label(self.late_score),
+                },
                 s.rerank_depth,
                 retrieve::VECTOR_CANDIDATES
             ),

@@ -8,7 +8,7 @@
 //! `pipeline`). Must never write outside temporary
 //! stores, download anything, or let timing decide a figure.
 
-use super::coding::{CodingIndex, CodingSet, repository_sets};
+use super::coding::{CodingIndex, CodingSet, Projects, repository_sets};
 use super::fusion_stores::{Stores, mixed_store};
 use super::late::TurnText;
 use super::locomo::Indexed;
@@ -42,6 +42,8 @@ pub struct Summary {
     pub probe: Probe,
     /// Where the questions were ranked.
     pub stores: Stores,
+    /// Whether the notes kept their projects.
+    pub projects: Projects,
     /// What the late-interaction query encodings of the pipeline's rows cost.
     pub late_cost: super::pipeline::LateCost,
 }
@@ -63,6 +65,11 @@ pub struct Sets {
     pub stores: Stores,
     /// Late scores to measure beside the shipped one (not shipped).
     pub late_scores: Vec<LateScore>,
+    /// Whether the notes keep their projects and each question is asked from its answer's
+    /// (bench/EVAL.md section 22).
+    pub projects: Projects,
+    /// Query tokens weighed by IDF over each query's candidates (not shipped).
+    pub candidate_weights: bool,
 }
 
 /// Which embedder makes the vectors.
@@ -103,6 +110,7 @@ fn embedders(
 pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summary> {
     let (embedder, queries) = embedders(sets.vectors, runtime, threads)?;
     let mut pipeline = Pipeline::shipped(runtime, threads)?;
+    pipeline.settings.candidate_weights = sets.candidate_weights;
     pipeline.states_form = sets.states;
     pipeline.log_form = sets.log_form;
     let parts = load_parts(sets, &embedder, queries.as_ref())?;
@@ -147,6 +155,7 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
         rows,
         probe,
         stores: sets.stores,
+        projects: sets.projects,
         late_cost,
     })
 }
@@ -174,7 +183,7 @@ fn load_parts(
         }
     }
     for (name, dir) in &sets.coding {
-        let index = CodingIndex::build(CodingSet::load(dir)?, embedder)?;
+        let index = CodingIndex::build_with(CodingSet::load(dir)?, embedder, sets.projects)?;
         let name = format!("{name} ({} notes)", index.set().notes.len());
         parts.push((name, index.into_indexed()));
     }
@@ -209,7 +218,7 @@ fn rank_store(
             .questions
             .iter()
             .zip(&ix.question_vecs)
-            .map(|(q, v)| pipeline.rank(&ix.store, &states, (&q.text, v), stages, TOP))
+            .map(|(q, v)| pipeline.rank(&ix.store, &states, q.asked(v), stages, TOP))
             .collect::<Result<Vec<_>>>()?;
         lists.push(ranked);
     }
@@ -287,6 +296,9 @@ fn shipped_name(sets: &Sets) -> String {
     if let Some(form) = sets.log_form {
         name = format!("{name}, log {form:?}");
     }
+    if sets.candidate_weights {
+        name = format!("{name} + token weights over the candidates (not shipped)");
+    }
     name
 }
 
@@ -322,7 +334,14 @@ impl fmt::Display for Summary {
                 "every set in one store (LoCoMo turns as exchanges, notes in the memory bank)"
             }
         };
-        writeln!(f, "stores: {stores}\n")?;
+        let projects = match self.projects {
+            Projects::Ignored => "notes stored with no project, every question sees every note",
+            Projects::Kept => {
+                "notes in their projects, each question asked from its answer's project \
+                 (other projects' notes are not candidates)"
+            }
+        };
+        writeln!(f, "stores: {stores}; {projects}\n")?;
         writeln!(
             f,
             "| set | questions | stage | R@1 | R@5 | R@10 | MRR@10 |\n|---|---:|---|---:|---:|---:|---:|"
@@ -391,7 +410,7 @@ pub fn probe(p: &Pipeline, runtime: &RuntimePaths, embedder: &dyn Embed) -> Resu
         ));
     }
     runs.push((SHIPPED.to_string(), p.stages()));
-    let q = (PROBE_QUERY, ix.question_vecs[0].as_slice());
+    let q = ix.questions[0].asked(&ix.question_vecs[0]);
     let stages = runs
         .into_iter()
         .map(|(name, stages)| {

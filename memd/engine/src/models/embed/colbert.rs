@@ -137,6 +137,50 @@ impl TokenStates {
 pub struct QueryStates {
     states: TokenStates,
     rows: Vec<Vec<f32>>,
+    /// What MaxSim is divided by for a score per query token: the row count, or the rows'
+    /// weights summed once `weighted`.
+    norm: f32,
+    /// The rows' token ids and the model's tokenizer, when the query is to be weighed over
+    /// the memories it is scored against (`late_weigh`; a study, not shipped: `None` on
+    /// every daemon path).
+    weigh: Option<(Vec<i64>, DocTokenizer)>,
+}
+
+/// Memories' token ids as the late-interaction model reads them (`[CLS] [unused1] text
+/// [SEP]`), the tokenizer only: no model run.
+#[derive(Clone)]
+pub struct DocTokenizer(Vocab);
+
+impl std::fmt::Debug for DocTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DocTokenizer")
+    }
+}
+
+impl DocTokenizer {
+    /// `text`'s token ids (empty when it does not tokenise).
+    pub fn ids(&self, text: &str) -> Vec<i64> {
+        token_ids(&self.0, text, DOC_MARKER).unwrap_or_default()
+    }
+}
+
+/// Where texts are cut: `MAX_DOC_TOKENS` less the marker's place.
+fn doc_cut() -> Cut {
+    Cut {
+        max_length: MAX_DOC_TOKENS - 1,
+        ..Default::default()
+    }
+}
+
+/// `text` (cut to `MAX_INPUT_BYTES`) tokenised, `[CLS]` … `[SEP]`, `marker` inserted after
+/// `[CLS]` in the one place of `MAX_DOC_TOKENS` left for it.
+fn token_ids(vocab: &Vocab, text: &str, marker: i64) -> Result<Vec<i64>> {
+    let encoding = vocab
+        .encode(cut_at_char_boundary(text, MAX_INPUT_BYTES), &doc_cut())
+        .context("tokenizing text for late interaction")?;
+    let mut ids: Vec<i64> = encoding.get_ids().iter().map(|&i| i64::from(i)).collect();
+    ids.insert(1.min(ids.len()), marker);
+    Ok(ids)
 }
 
 impl QueryStates {
@@ -153,17 +197,61 @@ impl QueryStates {
     pub fn from_rows(rows: Vec<Vec<f32>>) -> QueryStates {
         QueryStates {
             states: TokenStates::quantize(&rows),
+            norm: rows.len().max(1) as f32,
             rows,
+            weigh: None,
         }
+    }
+
+    /// These states, to be weighed over the memories they are scored against (`late_weigh`):
+    /// `ids` are the rows' token ids (ignored unless there is one per row). For studies.
+    pub fn weighed_over_candidates(mut self, ids: Vec<i64>, docs: DocTokenizer) -> QueryStates {
+        if ids.len() == self.rows.len() {
+            self.weigh = Some((ids, docs));
+        }
+        self
+    }
+
+    /// The rows' token ids and the tokenizer of memories, when the query asks to be weighed.
+    pub fn weigh(&self) -> Option<(&[i64], &DocTokenizer)> {
+        self.weigh
+            .as_ref()
+            .map(|(ids, docs)| (ids.as_slice(), docs))
+    }
+
+    /// MaxSim's divisor for a score per query token (the weights' sum once `weighted`).
+    pub fn norm(&self) -> f32 {
+        self.norm
+    }
+
+    /// These states with row `t`'s matches counted `weights[t]` times: MaxSim becomes the
+    /// weighted sum and `norm` the weights' sum, so MaxSim / `norm` is the weighted mean. A
+    /// list of another length, one that sums to nothing, or one holding a negative or
+    /// non-finite weight leaves the states as they are. The result asks for no more weighing.
+    pub fn weighted(&self, weights: &[f32]) -> QueryStates {
+        let total: f32 = weights.iter().sum();
+        let usable = weights.len() == self.tokens()
+            && total > 0.0
+            && total.is_finite()
+            && weights.iter().all(|w| *w >= 0.0);
+        let mut out = self.clone();
+        out.weigh = None;
+        if !usable {
+            return out;
+        }
+        for (scale, w) in out.states.scales.iter_mut().zip(weights) {
+            *scale *= w;
+        }
+        for (row, w) in out.rows.iter_mut().zip(weights) {
+            row.iter_mut().for_each(|x| *x *= w);
+        }
+        out.norm = total;
+        out
     }
 
     #[cfg(test)]
     pub(crate) fn for_tests(values: &[f32]) -> QueryStates {
-        let states = TokenStates::for_tests(values);
-        QueryStates {
-            rows: states.rows(),
-            states,
-        }
+        QueryStates::from_rows(TokenStates::for_tests(values).rows())
     }
 
     /// MaxSim: for every query token the best dot product with one of the memory's tokens,
@@ -364,6 +452,11 @@ impl LateInteraction {
         self.token_ids(text, DOC_MARKER)
     }
 
+    /// The tokenizer, reading memories as `doc_ids` does. For studies.
+    pub fn doc_tokenizer(&self) -> DocTokenizer {
+        DocTokenizer(self.vocab.clone())
+    }
+
     /// A memory's token ids and unit-length f32 states, before quantizing. For studies.
     pub fn doc_rows(&self, text: &str) -> Result<(Vec<i64>, Vec<Vec<f32>>)> {
         let ids = self.token_ids(text, DOC_MARKER)?;
@@ -419,23 +512,16 @@ impl LateInteraction {
         self.vocab.id_to_token(u32::try_from(id).ok()?)
     }
 
-    /// `text` (already cut to `MAX_INPUT_BYTES`) tokenised, `[CLS]` … `[SEP]`, leaving one
-    /// place of `MAX_DOC_TOKENS` for the marker inserted after `[CLS]`.
+    /// `text` (already cut to `MAX_INPUT_BYTES`) tokenised as `token_ids` does, before the
+    /// marker.
     fn encode(&self, text: &str) -> Result<tokenizers::Encoding> {
-        let cut = Cut {
-            max_length: MAX_DOC_TOKENS - 1,
-            ..Default::default()
-        };
         self.vocab
-            .encode(text, &cut)
+            .encode(text, &doc_cut())
             .context("tokenizing text for late interaction")
     }
 
     fn token_ids(&self, text: &str, marker: i64) -> Result<Vec<i64>> {
-        let encoding = self.encode(cut_at_char_boundary(text, MAX_INPUT_BYTES))?;
-        let mut ids: Vec<i64> = encoding.get_ids().iter().map(|&i| i64::from(i)).collect();
-        ids.insert(1.min(ids.len()), marker);
-        Ok(ids)
+        token_ids(&self.vocab, text, marker)
     }
 
     /// Unit-length hidden state of every position.
@@ -580,5 +666,25 @@ mod tests {
         );
         assert!(per[2].abs() < 1e-3, "{per:?}");
         assert_eq!(q.maxsim_per_token(&empty), vec![0.0; 3]);
+    }
+
+    #[test]
+    fn weighted_states_give_the_weighted_mean_of_the_best_matches() {
+        let basis = |i: usize| {
+            let mut v = vec![0f32; DIMS];
+            v[i] = 1.0;
+            v
+        };
+        let doc = TokenStates::quantize(&[basis(0)]);
+        let q = QueryStates::from_rows(vec![basis(0), basis(1)]);
+        assert!((q.maxsim(&doc) / q.norm() - 0.5).abs() < 1e-3);
+        // Token 0 (matched) counts 3 times, token 1 (unmatched) once: 3 / 4.
+        let w = q.weighted(&[3.0, 1.0]);
+        assert!((w.maxsim(&doc) / w.norm() - 0.75).abs() < 1e-3);
+        assert!((w.norm() - 4.0).abs() < 1e-6);
+        // Unusable weights leave the query as it was.
+        for bad in [&[1.0][..], &[0.0, 0.0], &[-1.0, 2.0], &[f32::NAN, 1.0]] {
+            assert!((q.weighted(bad).maxsim(&doc) / q.weighted(bad).norm() - 0.5).abs() < 1e-3);
+        }
     }
 }
