@@ -247,6 +247,8 @@ impl QueryTable {
     }
 }
 
+/// The plain dot product the tests' reference MaxSim uses.
+#[cfg(test)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
