@@ -12,6 +12,7 @@
 
 mod batch;
 pub mod colbert;
+mod dot_i8;
 mod gate;
 mod int8_matmul;
 mod int8_tables;
