@@ -244,6 +244,16 @@ mod tests {
     use crate::store::Machine;
     use proto::Collection;
 
+    /// `s`'s records in key order, in chunks written as named maps (snapshots before rows).
+    fn named_chunks(s: &MemState) -> Vec<Vec<u8>> {
+        let mut records: Vec<&Record> = s.records().collect();
+        records.sort_unstable_by_key(|r| r.key);
+        records
+            .chunks(CHUNK)
+            .map(|c| rmp_serde::to_vec_named(c).unwrap())
+            .collect()
+    }
+
     fn state_with(n: usize) -> MemState {
         let mut s = MemState::new(4).unwrap();
         for i in 0..n {
@@ -298,12 +308,7 @@ mod tests {
         let bytes = s.encode_snapshot().unwrap();
         let p: Persisted = rmp_serde::from_slice(&bytes).unwrap();
         // The same chunks as named maps, as snapshots held them before rows.
-        let mut sorted: Vec<&Record> = s.records().collect();
-        sorted.sort_unstable_by_key(|r| r.key);
-        let named: Vec<Vec<u8>> = sorted
-            .chunks(CHUNK)
-            .map(|c| rmp_serde::to_vec_named(c).unwrap())
-            .collect();
+        let named = named_chunks(&s);
         let t = Instant::now();
         for c in &named {
             let _: Vec<Box<Record>> = rmp_serde::from_slice(c).unwrap();
@@ -419,12 +424,7 @@ mod tests {
     #[test]
     fn a_snapshot_of_named_map_chunks_still_loads() {
         let s = state_with(CHUNK + 3);
-        let mut records: Vec<&Record> = s.records().collect();
-        records.sort_by_key(|r| r.key);
-        let chunks: Vec<Vec<u8>> = records
-            .chunks(CHUNK)
-            .map(|c| rmp_serde::to_vec_named(c).unwrap())
-            .collect();
+        let chunks = named_chunks(&s);
         let old = Persisted {
             record_chunks: chunks.iter().map(|c| Bytes::new(c)).collect(),
             next_key: s.next_key,
