@@ -46,8 +46,10 @@ pub fn tune_for_daemon() {
 
 /// How many malloc heaps the daemon's threads share. glibc gives threads their own heap as
 /// they contend, up to 8 per core (16 here for 13 threads: ONNX Runtime's pools, the WAL,
-/// tokio's), and each keeps its own free blocks and partly used pages. memd's threads
-/// allocate little at a time and rarely at once, so a few shared heaps cost no waiting.
+/// tokio's), and each keeps its own free blocks and partly used pages: two heaps measured
+/// 2 MB less at 10k memories (bench/EVAL.md sections 19, 20). memd's threads allocate little
+/// at a time and rarely at once, so two should cost little waiting; that latency pair on an
+/// idle machine is still to be run.
 const ARENA_MAX: i32 = 2;
 
 /// Returns free pages of every malloc heap to the OS. A no-op where the C library has no such
