@@ -21,7 +21,7 @@ use ort::session::Session;
 use ort::value::TensorRef;
 
 use super::DIMS;
-use super::dot_i8::dot_i8;
+use super::dot_i8::{Rows, dot_i8, maxsim_i8};
 use super::onnx::{cut_at_char_boundary, load_model_dir};
 use super::vocab::{Cut, Vocab};
 
@@ -87,6 +87,14 @@ impl TokenStates {
     /// `rows` (unit vectors) in the stored i8 form. For studies.
     pub fn quantize_rows(rows: &[Vec<f32>]) -> TokenStates {
         TokenStates::quantize(rows)
+    }
+
+    fn as_rows(&self) -> Rows<'_> {
+        Rows {
+            values: &self.values,
+            scales: &self.scales,
+            width: self.width(),
+        }
     }
 
     /// Values per token.
@@ -259,22 +267,7 @@ impl QueryStates {
     /// summed. Higher = more relevant; comparable only within one query. Integer dot products
     /// (i8 × i8 summed in i32) vectorise; the f32 version took 19.6 ms for 60 memories.
     pub fn maxsim(&self, doc: &TokenStates) -> f32 {
-        let q = &self.states;
-        let w = q.width();
-        if w == 0 || doc.width() != w {
-            return 0.0;
-        }
-        let mut total = 0f32;
-        for (q_row, q_scale) in q.values.chunks_exact(w).zip(&q.scales) {
-            let mut best = f32::NEG_INFINITY;
-            for (d_row, d_scale) in doc.values.chunks_exact(w).zip(&doc.scales) {
-                best = best.max(dot_i8(q_row, d_row) as f32 * d_scale);
-            }
-            if best.is_finite() {
-                total += best * q_scale;
-            }
-        }
-        total
+        maxsim_i8(self.states.as_rows(), doc.as_rows())
     }
 
     /// For every query token, its best dot product with one of the memory's tokens (what
