@@ -1,7 +1,8 @@
 //! One usearch HNSW index (cosine) holding the embedding of every memory in every collection.
 //!
 //! Owns the vectors (the store keeps none) and the locking around usearch; the on-disk framing
-//! (checksum trailer, atomic replace) is in `vector_file`.
+//! (checksum trailer, atomic replace) is in `vector_file`, opening a saved index as a view of
+//! its file in `view`.
 //! Must never know about collections or ranking: callers filter with a key predicate and fuse
 //! results elsewhere.
 //!
@@ -54,6 +55,8 @@ use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
 use super::vector_file::{self, utf8_path};
 
+mod view;
+
 const CONNECTIVITY: usize = 16;
 const EXPANSION_ADD: usize = 128;
 /// See the table above: recall@10 0.997 at 59k real vectors, margin for 100k.
@@ -73,6 +76,9 @@ pub struct VectorIndex {
     dims: usize,
     index: RwLock<Index>,
     contexts: Permits,
+    /// Set while `index` is a read-only view of its file (`view`): how the writable copy
+    /// comes, which every write waits for.
+    writable: Mutex<Option<view::Writable>>,
 }
 
 impl VectorIndex {
@@ -96,7 +102,7 @@ impl VectorIndex {
             q.len(),
             self.dims
         );
-        let ix = self.write();
+        let ix = self.writable()?;
         if ix.contains(key) {
             remove_key(&ix, key)?;
         }
@@ -108,7 +114,7 @@ impl VectorIndex {
 
     /// Removes `key`; returns whether it was present.
     pub fn remove(&self, key: u64) -> Result<bool> {
-        remove_key(&self.write(), key)
+        remove_key(&*self.writable()?, key)
     }
 
     pub fn contains(&self, key: u64) -> bool {
@@ -207,8 +213,10 @@ impl VectorIndex {
     }
 
     /// Writes the index to `path` atomically: a temp file in the same directory, fsync, rename,
-    /// fsync of the directory. Searches continue meanwhile; writers wait.
+    /// fsync of the directory. Searches continue meanwhile; writers wait. A view is made
+    /// writable first: the caller may then delete the file it maps.
     pub fn save(&self, path: &Path) -> Result<()> {
+        drop(self.writable()?);
         let ix = self.read();
         vector_file::save_atomically(path, self.dims, |tmp| {
             ix.save(utf8_path(tmp)?)
@@ -219,40 +227,17 @@ impl VectorIndex {
     /// Loads an index saved by `save` fully into memory (mutable). Fails, without touching the
     /// file, if it is truncated, fails its checksum, or holds vectors of other dimensions.
     pub fn load(path: &Path, dims: usize) -> Result<Self> {
-        vector_file::verify(path, dims)?;
-        let path_str = utf8_path(path)?;
-        let meta = Index::metadata(path_str)
-            .map_err(|e| anyhow!("read vector index header {}: {e}", path.display()))?;
-        ensure!(
-            meta.dimensions == dims as u64,
-            "vector index {} has {} dimensions, expected {dims}",
-            path.display(),
-            meta.dimensions
-        );
-        ensure!(
-            meta.metric == MetricKind::Cos && !meta.multi,
-            "vector index {} was not built by memd (metric or multi-key mismatch)",
-            path.display()
-        );
-        let index = Index::new(&options(dims)).map_err(|e| anyhow!("create vector index: {e}"))?;
-        index
-            .load(path_str)
-            .map_err(|e| anyhow!("load vector index {}: {e}", path.display()))?;
-        Self::wrap(index, dims)
+        Self::wrap(load_index(path, dims)?, dims)
     }
 
     fn wrap(index: Index, dims: usize) -> Result<Self> {
         let contexts = context_count();
-        let capacity = index.capacity().max(INITIAL_CAPACITY);
-        index
-            .reserve_capacity_and_threads(capacity, contexts)
-            .map_err(|e| anyhow!("reserve vector index: {e}"))?;
-        index.change_expansion_search(EXPANSION_SEARCH);
-        index.change_expansion_add(EXPANSION_ADD);
+        prepare(&index, contexts)?;
         Ok(Self {
             dims,
             index: RwLock::new(index),
             contexts: Permits::new(contexts),
+            writable: Mutex::new(None),
         })
     }
 
@@ -300,6 +285,49 @@ fn options(dims: usize) -> IndexOptions {
         expansion_search: EXPANSION_SEARCH,
         multi: false,
     }
+}
+
+/// Checks a file saved by `save` (trailer, checksum, usearch's header) before usearch reads
+/// it; returns the path as usearch takes it.
+fn checked(path: &Path, dims: usize) -> Result<&str> {
+    vector_file::verify(path, dims)?;
+    let path_str = utf8_path(path)?;
+    let meta = Index::metadata(path_str)
+        .map_err(|e| anyhow!("read vector index header {}: {e}", path.display()))?;
+    ensure!(
+        meta.dimensions == dims as u64,
+        "vector index {} has {} dimensions, expected {dims}",
+        path.display(),
+        meta.dimensions
+    );
+    ensure!(
+        meta.metric == MetricKind::Cos && !meta.multi,
+        "vector index {} was not built by memd (metric or multi-key mismatch)",
+        path.display()
+    );
+    Ok(path_str)
+}
+
+/// The index saved at `path`, read fully into memory (mutable), after `checked`.
+fn load_index(path: &Path, dims: usize) -> Result<Index> {
+    let path_str = checked(path, dims)?;
+    let index = Index::new(&options(dims)).map_err(|e| anyhow!("create vector index: {e}"))?;
+    index
+        .load(path_str)
+        .map_err(|e| anyhow!("load vector index {}: {e}", path.display()))?;
+    Ok(index)
+}
+
+/// Room for the held vectors (at least `INITIAL_CAPACITY`) and `contexts` threads, and the
+/// search settings, which a saved index does not keep.
+fn prepare(index: &Index, contexts: usize) -> Result<()> {
+    let capacity = index.capacity().max(INITIAL_CAPACITY);
+    index
+        .reserve_capacity_and_threads(capacity, contexts)
+        .map_err(|e| anyhow!("reserve vector index: {e}"))?;
+    index.change_expansion_search(EXPANSION_SEARCH);
+    index.change_expansion_add(EXPANSION_ADD);
+    Ok(())
 }
 
 /// Scales `v` so its largest component maps to ±127 and rounds. `check_vector` has already
@@ -381,19 +409,19 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use std::fs;
 
-    const D: usize = 384;
+    pub(super) const D: usize = 384;
 
     /// How far an i8 similarity may be from the exact f32 one (module doc).
     const QUANT_TOL: f32 = 0.01;
 
-    fn unit(rng: &mut StdRng) -> Vec<f32> {
+    pub(super) fn unit(rng: &mut StdRng) -> Vec<f32> {
         let mut v: Vec<f32> = (0..D).map(|_| rng.random::<f32>() - 0.5).collect();
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.iter_mut().for_each(|x| *x /= n);
         v
     }
 
-    fn filled(n: u64, seed: u64) -> (VectorIndex, Vec<Vec<f32>>) {
+    pub(super) fn filled(n: u64, seed: u64) -> (VectorIndex, Vec<Vec<f32>>) {
         let mut rng = StdRng::seed_from_u64(seed);
         let ix = VectorIndex::new(D).expect("new");
         let vs: Vec<Vec<f32>> = (0..n).map(|_| unit(&mut rng)).collect();
@@ -403,7 +431,7 @@ mod tests {
         (ix, vs)
     }
 
-    fn all(_: u64) -> bool {
+    pub(super) fn all(_: u64) -> bool {
         true
     }
 
