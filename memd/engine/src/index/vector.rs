@@ -48,7 +48,7 @@
 //! below the gaps that relevance floors and duplicate thresholds rely on.
 
 use std::path::Path;
-use std::sync::{Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use anyhow::{Result, anyhow, ensure};
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
@@ -74,11 +74,12 @@ const INITIAL_CAPACITY: usize = 1024;
 /// failing with usearch's "reserve capacity ahead of searches".
 pub struct VectorIndex {
     dims: usize,
-    index: RwLock<Index>,
+    /// Shared with the thread loading a view's writable copy, which swaps it in when done.
+    index: Arc<RwLock<Index>>,
     contexts: Permits,
     /// Set while `index` is a read-only view of its file (`view`): how the writable copy
     /// comes, which every write waits for.
-    writable: Mutex<Option<view::Writable>>,
+    writable: Arc<Mutex<Option<view::Writable>>>,
 }
 
 impl VectorIndex {
@@ -235,9 +236,9 @@ impl VectorIndex {
         prepare(&index, contexts)?;
         Ok(Self {
             dims,
-            index: RwLock::new(index),
+            index: Arc::new(RwLock::new(index)),
             contexts: Permits::new(contexts),
-            writable: Mutex::new(None),
+            writable: Arc::default(),
         })
     }
 

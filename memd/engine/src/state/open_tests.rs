@@ -226,3 +226,45 @@ fn a_damaged_vector_file_read_beside_the_decode_is_not_used() {
         assert_eq!(s.pending_len(), 1);
     });
 }
+
+/// A start views the saved vector index (searchable at once, made writable beside); the WAL's
+/// embeddings after the snapshot are replayed into its writable copy, writes after the open
+/// land in it, and a kill (no close) loses none of them.
+#[test]
+fn a_viewed_vector_index_takes_the_wal_and_later_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = open(dir.path());
+    insert(&store, 0, 40);
+    store.close().unwrap();
+    let (store, recovery) = open(dir.path());
+    assert_eq!(recovery.ops_replayed, 0);
+    let probe = vector(3);
+    store.read(|s| {
+        assert!(
+            s.open_note.contains("vector index viewed"),
+            "{}",
+            s.open_note
+        );
+        assert_eq!(s.index_origin, "loaded");
+        assert_eq!(s.pending_len(), 0);
+        // `vector` repeats every 11 notes: any of those is the nearest.
+        let hits = s.vectors().search(&probe, 1, &|_| true).unwrap();
+        let twins: Vec<String> = (0..40).filter(|i| i % 11 == 3).map(text).collect();
+        assert!(twins.contains(&s.by_key(hits[0].0).unwrap().content));
+    });
+    // Writes on the view: new memories with their vectors, then a kill (dropped, no close).
+    insert(&store, 40, 50);
+    store.read(|s| {
+        assert!(!s.vectors().is_view());
+        assert_eq!(s.vectors().len(), 50);
+    });
+    drop(store);
+    // The snapshot's index is viewed again and the WAL's ten vectors are replayed into it.
+    let (store, recovery) = open(dir.path());
+    assert!(recovery.ops_replayed > 0);
+    store.read(|s| {
+        assert_eq!(s.vectors().len(), 50);
+        assert_eq!(s.pending_len(), 0);
+        assert!(s.records().all(|r| s.vectors().contains(r.key)));
+    });
+}

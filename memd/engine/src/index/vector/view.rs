@@ -4,7 +4,8 @@
 //! place (memory-mapped) instead of reading a million nodes into memory first (seconds at 1M
 //! memories, bench/EVAL.md section 24). Writes cannot go to a view (usearch refuses them), so
 //! the writable copy is loaded from the same file, on a thread once the open is done
-//! (`load_writable_in_background`) or at the first write, and swapped in for the view.
+//! (`load_writable_in_background`, which swaps it in itself) or at the first write, and
+//! swapped in for the view.
 //!
 //! Owns that hand-over. Must never trust a file that fails `load`'s checks (trailer, checksum,
 //! usearch's header: the view is checked as a load is), never let a write reach the view
@@ -22,8 +23,9 @@ use std::time::Instant;
 pub(super) enum Writable {
     /// Not started: the first write loads it from this file.
     Later(PathBuf),
-    /// Being loaded on a thread (the file's path kept to retry if the thread failed).
-    Loading(JoinHandle<Result<Index>>, PathBuf),
+    /// Being loaded on a thread (the file's path kept to retry if the thread failed). The
+    /// thread returns the copy only when a writer was waiting for it (`None`: swapped in).
+    Loading(JoinHandle<Result<Option<Index>>>, PathBuf),
 }
 
 impl VectorIndex {
@@ -47,23 +49,30 @@ impl VectorIndex {
     }
 
     /// Starts loading a view's writable copy on a thread (no-op when writable or already
-    /// loading), so that writes after a start rarely wait for it.
+    /// loading), which swaps it in for the view when done (unless a writer is already waiting
+    /// for it), so the file's pages and the copy are not both held for long.
     pub fn load_writable_in_background(&self) {
         let mut pending = self.pending();
         if let Some(Writable::Later(path)) = pending.take() {
-            let (file, dims) = (path.clone(), self.dims);
+            let (file, dims, contexts) = (path.clone(), self.dims, self.contexts.total);
+            let (index, waiting) = (self.index.clone(), self.writable.clone());
             let thread = std::thread::Builder::new()
                 .name("vector-index-load".into())
                 .spawn(move || {
                     let started = Instant::now();
-                    let loaded = load_index(&file, dims);
-                    if loaded.is_ok() {
-                        tracing::info!(
-                            "vector index: writable copy loaded in {} ms",
-                            started.elapsed().as_millis()
-                        );
-                    }
-                    loaded
+                    let full = load_index(&file, dims)?;
+                    prepare(&full, contexts)?;
+                    tracing::info!(
+                        "vector index: writable copy loaded in {} ms",
+                        started.elapsed().as_millis()
+                    );
+                    // A writer holding the lock is joining this thread: it takes the copy.
+                    let Ok(mut pending) = waiting.try_lock() else {
+                        return Ok(Some(full));
+                    };
+                    *index.write().unwrap_or_else(PoisonError::into_inner) = full;
+                    *pending = None;
+                    Ok(None)
                 });
             *pending = Some(match thread {
                 Ok(handle) => Writable::Loading(handle, path),
@@ -79,7 +88,7 @@ impl VectorIndex {
         let mut pending = self.pending();
         if let Some(how) = pending.take() {
             let (loaded, path) = match how {
-                Writable::Later(path) => (load_index(&path, self.dims), path),
+                Writable::Later(path) => (load_index(&path, self.dims).map(Some), path),
                 Writable::Loading(handle, path) => {
                     let joined = handle
                         .join()
@@ -92,13 +101,17 @@ impl VectorIndex {
                 Ok(full) => full,
                 Err(e) => {
                     tracing::warn!("vector index: loading the writable copy failed ({e:#})");
-                    load_index(&path, self.dims).inspect_err(|_| {
-                        *pending = Some(Writable::Later(path.clone()));
-                    })?
+                    let again = load_index(&path, self.dims);
+                    if again.is_err() {
+                        *pending = Some(Writable::Later(path));
+                    }
+                    Some(again?)
                 }
             };
-            prepare(&full, self.contexts.total)?;
-            *self.write() = full;
+            if let Some(full) = full {
+                prepare(&full, self.contexts.total)?;
+                *self.write() = full;
+            }
         }
         Ok(self.write())
     }
@@ -150,7 +163,6 @@ mod tests {
         let (_dir, path, _ix, vs) = saved(1500, 13);
         let viewed = VectorIndex::view(&path, D).expect("view");
         viewed.load_writable_in_background();
-        assert!(viewed.is_view(), "a view until a write swaps the copy in");
         let mut rng = StdRng::seed_from_u64(14);
         let added: Vec<Vec<f32>> = (0..50).map(|_| unit(&mut rng)).collect();
         std::thread::scope(|s| {
@@ -167,6 +179,27 @@ mod tests {
         assert!(!viewed.is_view());
         assert_eq!(viewed.len(), 1550);
         assert_eq!(viewed.search(&added[7], 1, &all).expect("s")[0].0, 10_007);
+    }
+
+    #[test]
+    fn the_background_copy_swaps_itself_in_without_a_write() {
+        let (_dir, path, ix, vs) = saved(1000, 17);
+        let viewed = VectorIndex::view(&path, D).expect("view");
+        assert!(viewed.is_view());
+        viewed.load_writable_in_background();
+        // Polls the condition (the thread's swap), bounded so a hang fails instead.
+        let started = Instant::now();
+        while viewed.is_view() {
+            assert!(started.elapsed().as_secs() < 120, "never swapped in");
+            std::thread::yield_now();
+        }
+        assert!(viewed.pending().is_none());
+        assert_eq!(
+            viewed.search(&vs[4], 5, &all).expect("a"),
+            ix.search(&vs[4], 5, &all).expect("b")
+        );
+        viewed.upsert(4242, &vs[0]).expect("upsert");
+        assert_eq!(viewed.len(), 1001);
     }
 
     #[test]
