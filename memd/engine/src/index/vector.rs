@@ -1,8 +1,7 @@
 //! One usearch HNSW index (cosine) holding the embedding of every memory in every collection.
 //!
 //! Owns the vectors (the store keeps none) and the locking around usearch; the on-disk framing
-//! (checksum trailer, atomic replace) is in `vector_file`, opening a saved index as a view of
-//! its file in `view`.
+//! (checksum trailer, atomic replace) is in `vector_file`.
 //! Must never know about collections or ranking: callers filter with a key predicate and fuse
 //! results elsewhere.
 //!
@@ -48,14 +47,12 @@
 //! below the gaps that relevance floors and duplicate thresholds rely on.
 
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use anyhow::{Result, anyhow, ensure};
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
 use super::vector_file::{self, utf8_path};
-
-mod view;
 
 const CONNECTIVITY: usize = 16;
 const EXPANSION_ADD: usize = 128;
@@ -74,12 +71,8 @@ const INITIAL_CAPACITY: usize = 1024;
 /// failing with usearch's "reserve capacity ahead of searches".
 pub struct VectorIndex {
     dims: usize,
-    /// Shared with the thread loading a view's writable copy, which swaps it in when done.
-    index: Arc<RwLock<Index>>,
+    index: RwLock<Index>,
     contexts: Permits,
-    /// Set while `index` is a read-only view of its file (`view`): how the writable copy
-    /// comes, which every write waits for.
-    writable: Arc<Mutex<Option<view::Writable>>>,
 }
 
 impl VectorIndex {
@@ -103,7 +96,7 @@ impl VectorIndex {
             q.len(),
             self.dims
         );
-        let ix = self.writable()?;
+        let ix = self.write();
         if ix.contains(key) {
             remove_key(&ix, key)?;
         }
@@ -115,7 +108,7 @@ impl VectorIndex {
 
     /// Removes `key`; returns whether it was present.
     pub fn remove(&self, key: u64) -> Result<bool> {
-        remove_key(&*self.writable()?, key)
+        remove_key(&self.write(), key)
     }
 
     pub fn contains(&self, key: u64) -> bool {
@@ -214,10 +207,8 @@ impl VectorIndex {
     }
 
     /// Writes the index to `path` atomically: a temp file in the same directory, fsync, rename,
-    /// fsync of the directory. Searches continue meanwhile; writers wait. A view is made
-    /// writable first: the caller may then delete the file it maps.
+    /// fsync of the directory. Searches continue meanwhile; writers wait.
     pub fn save(&self, path: &Path) -> Result<()> {
-        drop(self.writable()?);
         let ix = self.read();
         vector_file::save_atomically(path, self.dims, |tmp| {
             ix.save(utf8_path(tmp)?)
@@ -228,17 +219,40 @@ impl VectorIndex {
     /// Loads an index saved by `save` fully into memory (mutable). Fails, without touching the
     /// file, if it is truncated, fails its checksum, or holds vectors of other dimensions.
     pub fn load(path: &Path, dims: usize) -> Result<Self> {
-        Self::wrap(load_index(path, dims)?, dims)
+        vector_file::verify(path, dims)?;
+        let path_str = utf8_path(path)?;
+        let meta = Index::metadata(path_str)
+            .map_err(|e| anyhow!("read vector index header {}: {e}", path.display()))?;
+        ensure!(
+            meta.dimensions == dims as u64,
+            "vector index {} has {} dimensions, expected {dims}",
+            path.display(),
+            meta.dimensions
+        );
+        ensure!(
+            meta.metric == MetricKind::Cos && !meta.multi,
+            "vector index {} was not built by memd (metric or multi-key mismatch)",
+            path.display()
+        );
+        let index = Index::new(&options(dims)).map_err(|e| anyhow!("create vector index: {e}"))?;
+        index
+            .load(path_str)
+            .map_err(|e| anyhow!("load vector index {}: {e}", path.display()))?;
+        Self::wrap(index, dims)
     }
 
     fn wrap(index: Index, dims: usize) -> Result<Self> {
         let contexts = context_count();
-        prepare(&index, contexts)?;
+        let capacity = index.capacity().max(INITIAL_CAPACITY);
+        index
+            .reserve_capacity_and_threads(capacity, contexts)
+            .map_err(|e| anyhow!("reserve vector index: {e}"))?;
+        index.change_expansion_search(EXPANSION_SEARCH);
+        index.change_expansion_add(EXPANSION_ADD);
         Ok(Self {
             dims,
-            index: Arc::new(RwLock::new(index)),
+            index: RwLock::new(index),
             contexts: Permits::new(contexts),
-            writable: Arc::default(),
         })
     }
 
@@ -286,49 +300,6 @@ fn options(dims: usize) -> IndexOptions {
         expansion_search: EXPANSION_SEARCH,
         multi: false,
     }
-}
-
-/// Checks a file saved by `save` (trailer, checksum, usearch's header) before usearch reads
-/// it; returns the path as usearch takes it.
-fn checked(path: &Path, dims: usize) -> Result<&str> {
-    vector_file::verify(path, dims)?;
-    let path_str = utf8_path(path)?;
-    let meta = Index::metadata(path_str)
-        .map_err(|e| anyhow!("read vector index header {}: {e}", path.display()))?;
-    ensure!(
-        meta.dimensions == dims as u64,
-        "vector index {} has {} dimensions, expected {dims}",
-        path.display(),
-        meta.dimensions
-    );
-    ensure!(
-        meta.metric == MetricKind::Cos && !meta.multi,
-        "vector index {} was not built by memd (metric or multi-key mismatch)",
-        path.display()
-    );
-    Ok(path_str)
-}
-
-/// The index saved at `path`, read fully into memory (mutable), after `checked`.
-fn load_index(path: &Path, dims: usize) -> Result<Index> {
-    let path_str = checked(path, dims)?;
-    let index = Index::new(&options(dims)).map_err(|e| anyhow!("create vector index: {e}"))?;
-    index
-        .load(path_str)
-        .map_err(|e| anyhow!("load vector index {}: {e}", path.display()))?;
-    Ok(index)
-}
-
-/// Room for the held vectors (at least `INITIAL_CAPACITY`) and `contexts` threads, and the
-/// search settings, which a saved index does not keep.
-fn prepare(index: &Index, contexts: usize) -> Result<()> {
-    let capacity = index.capacity().max(INITIAL_CAPACITY);
-    index
-        .reserve_capacity_and_threads(capacity, contexts)
-        .map_err(|e| anyhow!("reserve vector index: {e}"))?;
-    index.change_expansion_search(EXPANSION_SEARCH);
-    index.change_expansion_add(EXPANSION_ADD);
-    Ok(())
 }
 
 /// Scales `v` so its largest component maps to ±127 and rounds. `check_vector` has already
@@ -410,19 +381,19 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use std::fs;
 
-    pub(super) const D: usize = 384;
+    const D: usize = 384;
 
     /// How far an i8 similarity may be from the exact f32 one (module doc).
     const QUANT_TOL: f32 = 0.01;
 
-    pub(super) fn unit(rng: &mut StdRng) -> Vec<f32> {
+    fn unit(rng: &mut StdRng) -> Vec<f32> {
         let mut v: Vec<f32> = (0..D).map(|_| rng.random::<f32>() - 0.5).collect();
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.iter_mut().for_each(|x| *x /= n);
         v
     }
 
-    pub(super) fn filled(n: u64, seed: u64) -> (VectorIndex, Vec<Vec<f32>>) {
+    fn filled(n: u64, seed: u64) -> (VectorIndex, Vec<Vec<f32>>) {
         let mut rng = StdRng::seed_from_u64(seed);
         let ix = VectorIndex::new(D).expect("new");
         let vs: Vec<Vec<f32>> = (0..n).map(|_| unit(&mut rng)).collect();
@@ -432,7 +403,7 @@ mod tests {
         (ix, vs)
     }
 
-    pub(super) fn all(_: u64) -> bool {
+    fn all(_: u64) -> bool {
         true
     }
 

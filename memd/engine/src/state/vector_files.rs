@@ -1,8 +1,7 @@
 //! The vector index's files beside the snapshots: `vectors.<generation>.usearch`.
 //!
-//! Owns saving the index with each snapshot (dropping older generations) and opening the
-//! newest usable one at open (as a view of its file, its writable copy loaded once the
-//! records are decoded). Must never trust an index older than the snapshot it starts
+//! Owns saving the index with each snapshot (dropping older generations) and loading the
+//! newest usable one at open. Must never trust an index older than the snapshot it starts
 //! from, and never fail an open over an unusable index: what is missing is re-embedded.
 
 use super::MemState;
@@ -39,8 +38,6 @@ impl MemState {
             ),
         };
         if let Some(ix) = index {
-            // The decode is done: the writable copy's load no longer competes with it.
-            ix.load_writable_in_background();
             self.vectors = Arc::new(ix);
             self.index_origin = "loaded".into();
         }
@@ -56,13 +53,8 @@ impl MemState {
             .collect();
         if !self.records.is_empty() {
             let origin = self.index_origin.clone();
-            let how = if self.vectors.is_view() {
-                "viewed"
-            } else {
-                &origin
-            };
             self.note_open(format!(
-                "vector index {how} in {} ms ({} to embed)",
+                "vector index {origin} in {} ms ({} to embed)",
                 (took + started.elapsed()).as_millis(),
                 self.pending.len()
             ));
@@ -71,16 +63,15 @@ impl MemState {
     }
 }
 
-/// The newest index in `dir` at least as new as snapshot `generation` that passes its checks,
-/// as a view of its file (`VectorIndex::view`: searchable at once, made writable in the
-/// background). Any such index works: replaying the WAL on top of it is idempotent (upserts
-/// and removals); anything missing is re-embedded in the background.
+/// The newest index in `dir` at least as new as snapshot `generation` that loads. Any such
+/// index works: replaying the WAL on top of it is idempotent (upserts and removals); anything
+/// missing is re-embedded in the background.
 pub(super) fn read_index(dir: &Path, generation: u64, dims: usize) -> Option<VectorIndex> {
     for (g, path) in vector_files(dir) {
         if g < generation {
             break;
         }
-        match VectorIndex::view(&path, dims) {
+        match VectorIndex::load(&path, dims) {
             Ok(ix) => return Some(ix),
             Err(e) => tracing::warn!("vector index {} unusable: {e}", path.display()),
         }
