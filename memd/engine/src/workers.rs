@@ -38,7 +38,7 @@ const LATE_RETRY_AFTER: Duration = Duration::from_secs(5);
 const SAVE_EVERY: Duration = Duration::from_secs(300);
 /// With nothing to encode, the pass looks at the store's change journal this often anyway.
 const IDLE_TICK: Duration = Duration::from_secs(60);
-/// While prompts are arriving (`models::Load::prompts_arriving`), the background encoding
+/// While prompts or searches are arriving (`models::Load::queries_arriving`), the background encoding
 /// takes at most this share of the time: after each memory it rests (1 / share − 1) × what the
 /// memory took, and each batch waits `BUSY_SETTLE`, so a burst of new memories is taken in
 /// together. Token states are derived data: a memory
@@ -340,7 +340,7 @@ impl Workers<'_> {
                 }
             }
             // Under load, let the new memories gather first.
-            if self.models.load.prompts_arriving() {
+            if self.models.load.queries_arriving() {
                 tokio::select! {
                     _ = tokio::time::sleep(BUSY_SETTLE) => {}
                     _ = shutdown.wait() => return,
@@ -411,7 +411,7 @@ impl Workers<'_> {
                     }
                 }
                 done += 1;
-                if load.prompts_arriving() {
+                if load.queries_arriving() {
                     std::thread::sleep(started.elapsed().mul_f64(1.0 / BUSY_SHARE - 1.0));
                 }
             }

@@ -170,6 +170,25 @@ async fn prompt_queries_beyond_a_batch_shed_while_others_encode() {
     );
 }
 
+/// A search counts as a query arriving, as a prompt does: the background token-state encoding
+/// yields to both (`Load::queries_arriving`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searches_make_the_background_encoding_yield_as_prompts_do() {
+    let Some(model) = load() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = memd_engine::config::Config::for_dir(dir.path(), 0);
+    let (core, _) = memd_engine::core::Core::open(cfg).unwrap();
+    core.set_late_model(std::sync::Arc::new(model));
+    assert!(!core.models().load.queries_arriving(), "nothing asked yet");
+    // Checked right after the search starts its encoding (the window is 2 s; the encoding
+    // itself may take longer on a loaded machine).
+    let started = core
+        .models()
+        .start_late_query("which port does staging use?", false);
+    assert!(started.is_some(), "a search is never shed");
+    assert!(core.models().load.queries_arriving(), "a search just asked");
+}
+
 /// The largest difference between two queries' token vectors (`None`: not the same shape).
 fn max_difference(a: &QueryStates, b: &QueryStates) -> Option<f32> {
     (a.tokens() == b.tokens()).then(|| {

@@ -13,8 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// While prompts are arriving (one within `BUSY_WINDOW`), the background token-state encoding
-/// yields (`workers`): it takes a tenth of the time and plans at most once a second.
+/// While prompts or searches are arriving (one within `BUSY_WINDOW`), the background
+/// token-state encoding yields (`workers`): it takes a tenth of the time and plans at most once
+/// a second. Searches count too: someone (an agent's MCP call, the dashboard) waits for each, and
+/// at 1M memories with a backlog that halved the daemon's CPU per search (bench/EVAL.md section 24).
 pub const BUSY_WINDOW: Duration = Duration::from_secs(2);
 /// After a prompt's query encoding missed its budget, the prompts of the next `MISS_BACKOFF`
 /// keep the fused order without encoding: on a machine that busy their encodings would finish
@@ -27,11 +29,11 @@ fn clock_ms() -> u64 {
     EPOCH.elapsed().as_millis() as u64 + 1
 }
 
-/// When the last prompt asked for reranking, and until when prompts skip their query encoding
-/// after a miss (milliseconds on `clock_ms`); what query encodings have been taking.
+/// When the last prompt or search asked for reranking, and until when prompts skip their query
+/// encoding after a miss (milliseconds on `clock_ms`); what query encodings have been taking.
 #[derive(Default)]
 pub struct Load {
-    last_prompt_ms: AtomicU64,
+    last_query_ms: AtomicU64,
     backoff_until_ms: AtomicU64,
     cost: EncodeCost,
 }
@@ -99,14 +101,14 @@ fn ewma(cell: &AtomicU64, sample: u64) {
 }
 
 impl Load {
-    /// A prompt asked for reranking now.
-    fn prompt_seen(&self) {
-        self.last_prompt_ms.store(clock_ms(), Ordering::Relaxed);
+    /// A prompt or a search asked for reranking now.
+    fn query_seen(&self) {
+        self.last_query_ms.store(clock_ms(), Ordering::Relaxed);
     }
 
-    /// Whether a prompt asked for reranking within `BUSY_WINDOW`.
-    pub fn prompts_arriving(&self) -> bool {
-        let last = self.last_prompt_ms.load(Ordering::Relaxed);
+    /// Whether a prompt or a search asked for reranking within `BUSY_WINDOW`.
+    pub fn queries_arriving(&self) -> bool {
+        let last = self.last_query_ms.load(Ordering::Relaxed);
         last != 0 && clock_ms().saturating_sub(last) < BUSY_WINDOW.as_millis() as u64
     }
 
@@ -209,8 +211,8 @@ impl Models {
     /// of piling up work it would not wait for.
     pub fn start_late_query(&self, text: &str, shed: bool) -> Option<LateQuery> {
         let model = self.late()?;
+        self.load.query_seen();
         if shed {
-            self.load.prompt_seen();
             if self.load.backing_off() {
                 self.prompts.count(PromptRerank::Shed);
                 return None;
@@ -289,7 +291,7 @@ impl Models {
     /// its query's token states. Counted only while the late-interaction model is loaded.
     pub fn nothing_to_rerank(&self) {
         if self.late().is_some() {
-            self.load.prompt_seen();
+            self.load.query_seen();
             self.prompts.count(PromptRerank::NothingToRerank);
         }
     }
@@ -349,9 +351,9 @@ mod tests {
     #[test]
     fn a_missed_budget_backs_off_and_prompts_make_the_background_yield() {
         let load = Load::default();
-        assert!(!load.backing_off() && !load.prompts_arriving());
-        load.prompt_seen();
-        assert!(load.prompts_arriving(), "a prompt just arrived");
+        assert!(!load.backing_off() && !load.queries_arriving());
+        load.query_seen();
+        assert!(load.queries_arriving(), "a prompt just arrived");
         assert!(!load.backing_off(), "no miss yet");
         load.missed();
         assert!(load.backing_off(), "the next prompts skip their encoding");
