@@ -212,11 +212,9 @@ impl Models {
     pub fn start_late_query(&self, text: &str, shed: bool) -> Option<LateQuery> {
         let model = self.late()?;
         self.load.query_seen();
-        if shed {
-            if self.load.backing_off() {
-                self.prompts.count(PromptRerank::Shed);
-                return None;
-            }
+        if shed && self.load.backing_off() {
+            self.prompts.count(PromptRerank::Shed);
+            return None;
         }
         let in_flight = InFlight::enter(self.queries.clone());
         if shed && in_flight.others >= QUERY_BATCH {
