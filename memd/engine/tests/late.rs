@@ -136,6 +136,16 @@ async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
         .collect()
 }
 
+/// An empty store in a temporary directory (kept while the first value lives) with `model` as
+/// its late-interaction model.
+fn core_with(model: LateInteraction) -> (tempfile::TempDir, memd_engine::core::Core) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = memd_engine::config::Config::for_dir(dir.path(), 0);
+    let (core, _) = memd_engine::core::Core::open(cfg).unwrap();
+    core.set_late_model(std::sync::Arc::new(model));
+    (dir, core)
+}
+
 /// Under load the prompt path batches, then sheds: prompts' queries that arrive while one is
 /// encoding are encoded together, up to a batch; one beyond that gets no states (fused order)
 /// at once. Searches (no shedding) all get theirs.
@@ -143,11 +153,7 @@ async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
 async fn prompt_queries_beyond_a_batch_shed_while_others_encode() {
     use memd_engine::models::embed::colbert::QUERY_BATCH;
     let Some(model) = load() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = memd_engine::config::Config::for_dir(dir.path(), 0);
-    let (core, _) = memd_engine::core::Core::open(cfg).unwrap();
-    let core = std::sync::Arc::new(core);
-    core.set_late_model(std::sync::Arc::new(model));
+    let (_dir, core) = core_with(model);
     let far = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let q = "which port does the staging database listen on?";
     let prompts = (0..=QUERY_BATCH)
@@ -175,10 +181,7 @@ async fn prompt_queries_beyond_a_batch_shed_while_others_encode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn searches_make_the_background_encoding_yield_as_prompts_do() {
     let Some(model) = load() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = memd_engine::config::Config::for_dir(dir.path(), 0);
-    let (core, _) = memd_engine::core::Core::open(cfg).unwrap();
-    core.set_late_model(std::sync::Arc::new(model));
+    let (_dir, core) = core_with(model);
     assert!(!core.models().load.queries_arriving(), "nothing asked yet");
     // Checked right after the search starts its encoding (the window is 2 s; the encoding
     // itself may take longer on a loaded machine).
