@@ -38,10 +38,10 @@ const LATE_RETRY_AFTER: Duration = Duration::from_secs(5);
 const SAVE_EVERY: Duration = Duration::from_secs(300);
 /// With nothing to encode, the pass looks at the store's change journal this often anyway.
 const IDLE_TICK: Duration = Duration::from_secs(60);
-/// While prompts or searches are arriving (`models::Load::queries_arriving`), the background encoding
-/// takes at most this share of the time: after each memory it rests (1 / share − 1) × what the
-/// memory took, and each batch waits `BUSY_SETTLE`, so a burst of new memories is taken in
-/// together. Token states are derived data: a memory
+/// While prompts or searches are arriving (`models::Load::queries_arriving`), the background
+/// encoding takes at most this share of the time: after each memory it rests (1 / share − 1) ×
+/// what the memory took, and each batch waits `BUSY_SETTLE`, so a burst of new memories is taken
+/// in together. Token states are derived data: a memory
 /// without them keeps its fused place until the machine is quiet again, when the loop runs at
 /// full speed.
 const BUSY_SHARE: f64 = 0.1;

@@ -47,7 +47,7 @@ pub struct Models {
     queries: Arc<AtomicUsize>,
     /// How prompts fared against the reranking budget since start.
     pub prompts: PromptTally,
-    /// Whether prompts are arriving, and the back-off after a missed budget.
+    /// Whether prompts or searches are arriving, and the back-off after a missed budget.
     pub load: Arc<Load>,
 }
 

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 /// While prompts or searches are arriving (one within `BUSY_WINDOW`), the background
 /// token-state encoding yields (`workers`): it takes a tenth of the time and plans at most once
-/// a second. Searches count too: someone (an agent's MCP call, the dashboard) waits for each, and
-/// at 1M memories with a backlog that halved the daemon's CPU per search (bench/EVAL.md section 24).
+/// a second. Searches count too: someone (an agent's MCP call, the dashboard) waits for each;
+/// at 1M memories with a backlog that halved the daemon's CPU per search (bench/EVAL.md
+/// section 24).
 pub const BUSY_WINDOW: Duration = Duration::from_secs(2);
 /// After a prompt's query encoding missed its budget, the prompts of the next `MISS_BACKOFF`
 /// keep the fused order without encoding: on a machine that busy their encodings would finish
