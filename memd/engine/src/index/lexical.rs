@@ -1,65 +1,59 @@
 //! In-memory BM25 index over memory contents, with incremental insert and remove.
 //!
-//! Owns the term dictionary (terms → dense `u32` ids), the posting lists and per-document
-//! lengths, and its image as bytes (`lexical_image`: the state machine saves it with each
-//! snapshot and loads it at start instead of tokenising every memory). Must never do file I/O
-//! itself, never decide final ranking (callers fuse it with vector results) and never lock
-//! internally: memd wraps it in a `RwLock`, and `search` is `&self` so many readers can score
-//! at once.
+//! Owns the documents' slots (key, length, a check of their terms), the term dictionary
+//! (`lexical_terms`), the posting lists (`lexical_postings`) and the index's image as bytes
+//! (`lexical_image`: the state machine saves it with each snapshot and loads it at start
+//! instead of tokenising every memory). Must never do file I/O itself, never decide final
+//! ranking (callers fuse it with vector results) and never lock internally: memd wraps it in a
+//! `RwLock`, and `search` is `&self` so many readers can score at once.
 //!
 //! BM25 with k1 = 1.2 and b = 0.5. Measured on LoCoMo (BM25 alone, 762 questions): b 0.75 gave
 //! R@5 58.7 / MRR 0.465, b 0.5 60.0 / 0.477, b 0.3 60.9 / 0.485; k1 0.9–1.5 moved nothing
 //! beyond noise. b = 0.5 keeps most of the gain while still damping long ingested book chunks,
 //! which would otherwise win on raw term counts; LoCoMo has no long documents to test that.
 //!
-//! Scale (100k documents of 40 words of real English, 4.0M words, 2.8M terms after stopwords;
-//! one thread, optimised build, busy 2-core machine): full build 270-330 ms, +42 MiB RSS;
-//! 12-word query, k = 20: p50 0.23 ms, p99 0.7-1.0 ms (CPU); insert ~3 µs, remove ~2 µs.
-//! The hot path is tokenising and the term-dictionary lookup, hence integer term ids, a cheap
-//! hasher, packed stopwords and a per-thread score buffer that is reset, not reallocated.
+//! No document keeps its own term list: a removal is given the text that was inserted and
+//! tokenises it again (checked against the document's stored check; on a mismatch every list
+//! is searched, slower but never wrong). At a million memories the term lists were a third of
+//! the index. The hot path of a search is tokenising and the term lookup, then one pass over
+//! each query term's postings with the documents' lengths in one dense array.
 
 use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 
+use super::fxhash::{FastHash, FxHasher};
 use super::tokenize::for_each_term;
 
 #[path = "lexical_image.rs"]
 mod image;
+#[path = "lexical_postings.rs"]
+mod postings;
+#[path = "lexical_terms.rs"]
+mod terms;
+
+use postings::{Postings, clamp_tf};
+use terms::Terms;
 
 const K1: f32 = 1.2;
 const B: f32 = 0.5;
 
-/// One document's entry in a posting list.
-#[derive(Clone, Copy)]
-struct Posting {
-    slot: u32,
-    tf: u32,
-}
-
-/// A stored document; its slot is its position in `Lexical::docs`.
-struct Doc {
-    key: u64,
-    /// Number of terms (with repeats) after tokenising, for length normalisation.
-    len: u32,
-    /// Distinct term ids, so `remove` visits only this document's posting lists.
-    terms: Box<[u32]>,
-}
-
 /// BM25 index. Keys are the store's memory keys.
 #[derive(Default)]
 pub struct Lexical {
-    term_ids: HashMap<Box<str>, u32, FastHash>,
-    postings: Vec<Vec<Posting>>,
-    docs: Vec<Option<Doc>>,
+    terms: Terms,
+    postings: Postings,
+    /// Per slot: whether a document is there, its key, its length in terms (with repeats, for
+    /// length normalisation) and `terms_check` of its terms.
+    present: Vec<bool>,
+    keys: Vec<u64>,
+    lens: Vec<u32>,
+    checks: Vec<u64>,
     free_slots: Vec<u32>,
     slot_of: HashMap<u64, u32, FastHash>,
     total_len: u64,
-    /// Heap bytes behind `postings`' lists, `docs`' term lists and `term_ids`' keys, kept up to
-    /// date so `memory_bytes` needs no walk.
-    heap_bytes: usize,
-    /// Reused by `insert` to collect term ids without allocating per document.
+    /// Reused by `insert` and `remove` to collect term ids without allocating per document.
     scratch_terms: Vec<u32>,
     scratch_word: String,
 }
@@ -88,68 +82,60 @@ impl Lexical {
         self.slot_of.keys().copied()
     }
 
-    /// Bytes held: the tables' capacities plus what their entries point to (no walk).
+    /// Bytes held, by the tables' capacities (no walk beyond the posting tails' map).
     pub fn memory_bytes(&self) -> usize {
         // A hash map slot is its entry plus one control byte.
-        let terms = self.term_ids.capacity() * (size_of::<(Box<str>, u32)>() + 1);
         let slots = self.slot_of.capacity() * (size_of::<(u64, u32)>() + 1);
-        terms
+        let per_slot = size_of::<bool>() + size_of::<u64>() * 2 + size_of::<u32>();
+        self.terms.memory_bytes()
+            + self.postings.memory_bytes()
             + slots
-            + self.postings.capacity() * size_of::<Vec<Posting>>()
-            + self.docs.capacity() * size_of::<Option<Doc>>()
+            + self.keys.capacity() * per_slot
             + self.free_slots.capacity() * size_of::<u32>()
-            + self.heap_bytes
+            + self.scratch_terms.capacity() * size_of::<u32>()
     }
 
-    /// Indexes `text` under `key`, replacing any earlier text for that key.
+    /// Indexes `text` under `key`. A key already indexed is replaced, but without its old text
+    /// that takes a search of every list: callers `remove` first.
     pub fn insert(&mut self, key: u64, text: &str) {
-        self.remove(key);
+        if let Some(slot) = self.slot_of.get(&key).copied() {
+            self.drop_slot(key, slot, None);
+        }
         let mut ids = std::mem::take(&mut self.scratch_terms);
         let mut word = std::mem::take(&mut self.scratch_word);
         ids.clear();
-        for_each_term(text, &mut word, |t| ids.push(self.intern(t)));
+        let terms = &mut self.terms;
+        for_each_term(text, &mut word, |t| ids.extend(terms.intern(t)));
         let len = ids.len() as u32;
         ids.sort_unstable();
         let slot = self.take_slot();
         for run in ids.chunk_by(|a, b| a == b) {
-            let list = &mut self.postings[run[0] as usize];
-            let before = list.capacity();
-            list.push(Posting {
-                slot,
-                tf: run.len() as u32,
-            });
-            self.heap_bytes += (list.capacity() - before) * size_of::<Posting>();
+            self.postings.push(run[0], slot, clamp_tf(run.len()));
         }
-        ids.dedup();
-        self.heap_bytes += ids.len() * size_of::<u32>();
-        self.docs[slot as usize] = Some(Doc {
-            key,
-            len,
-            terms: Box::from(&ids[..]),
-        });
+        let s = slot as usize;
+        (self.present[s], self.keys[s]) = (true, key);
+        (self.lens[s], self.checks[s]) = (len, terms_check(&ids));
         self.slot_of.insert(key, slot);
         self.total_len += u64::from(len);
         self.scratch_terms = ids;
         self.scratch_word = word;
+        if self.postings.wants_compact() {
+            self.compact();
+        }
     }
 
-    /// Forgets `key`; unknown keys are ignored.
-    pub fn remove(&mut self, key: u64) {
-        let Some(slot) = self.slot_of.remove(&key) else {
-            return;
-        };
-        let Some(doc) = self.docs[slot as usize].take() else {
-            return;
-        };
-        for &term in doc.terms.iter() {
-            let list = &mut self.postings[term as usize];
-            if let Some(i) = list.iter().position(|p| p.slot == slot) {
-                list.swap_remove(i);
-            }
+    /// Forgets `key`, whose indexed text was `text`; unknown keys are ignored.
+    pub fn remove(&mut self, key: u64, text: &str) {
+        if let Some(slot) = self.slot_of.get(&key).copied() {
+            self.drop_slot(key, slot, Some(text));
         }
-        self.total_len -= u64::from(doc.len);
-        self.heap_bytes -= doc.terms.len() * size_of::<u32>();
-        self.free_slots.push(slot);
+    }
+
+    /// Packs every posting list into the flat runs (each sorted by slot) and drops the tails;
+    /// `insert` does it by itself as they grow. Call after building an index in bulk.
+    pub fn compact(&mut self) {
+        self.postings.compact(self.terms.len());
+        self.free_slots.shrink_to_fit();
     }
 
     /// Top `k` keys by BM25 for `query`, best first, among keys for which `keep` is true.
@@ -181,64 +167,90 @@ impl Lexical {
             first.get_or_insert_with(|| t.to_owned());
         });
         let term = first?;
-        let n = self.len() as f32;
-        let df = self
-            .term_ids
-            .get(term.as_str())
-            .map_or(0.0, |&id| self.postings[id as usize].len() as f32);
-        Some((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
+        let df = self.terms.get(&term).map_or(0, |id| self.postings.df(id));
+        Some(idf(self.len() as f32, df as f32))
     }
 
-    fn intern(&mut self, term: &str) -> u32 {
-        if let Some(&id) = self.term_ids.get(term) {
-            return id;
+    /// Takes `slot` (holding `key`) out of every list it is in. With the inserted `text` its
+    /// terms are found again; without it, or when the text's terms are not the check's, every
+    /// list is searched.
+    fn drop_slot(&mut self, key: u64, slot: u32, text: Option<&str>) {
+        let s = slot as usize;
+        let mut ids = std::mem::take(&mut self.scratch_terms);
+        let known = text.is_some_and(|text| self.known_terms(text, &mut ids));
+        let fast = known && terms_check(&ids) == self.checks[s];
+        let mut all_found = fast;
+        if fast {
+            for run in ids.chunk_by(|a, b| a == b) {
+                all_found &= self.postings.remove(run[0], slot);
+            }
         }
-        let id = self.postings.len() as u32;
-        self.postings.push(Vec::new());
-        self.term_ids.insert(term.into(), id);
-        self.heap_bytes += term.len();
-        id
+        if !all_found {
+            for term in 0..self.terms.len() as u32 {
+                self.postings.remove(term, slot);
+            }
+        }
+        self.scratch_terms = ids;
+        self.slot_of.remove(&key);
+        self.total_len -= u64::from(self.lens[s]);
+        (self.present[s], self.lens[s], self.checks[s]) = (false, 0, 0);
+        self.free_slots.push(slot);
+        if self.postings.wants_compact() {
+            self.compact();
+        }
+    }
+
+    /// `text`'s term ids, sorted with repeats, into `ids`; false if a term has no id (so the
+    /// text is not one that was inserted).
+    fn known_terms(&mut self, text: &str, ids: &mut Vec<u32>) -> bool {
+        ids.clear();
+        let mut known = true;
+        let terms = &self.terms;
+        for_each_term(text, &mut self.scratch_word, |t| match terms.get(t) {
+            Some(id) => ids.push(id),
+            None => known = false,
+        });
+        ids.sort_unstable();
+        known
     }
 
     fn take_slot(&mut self) -> u32 {
         if let Some(slot) = self.free_slots.pop() {
             return slot;
         }
-        self.docs.push(None);
-        (self.docs.len() - 1) as u32
+        self.present.push(false);
+        self.keys.push(0);
+        self.lens.push(0);
+        self.checks.push(0);
+        (self.keys.len() - 1) as u32
     }
 
     /// Distinct known term ids of the query; repeats of a query word do not count twice.
     fn query_terms(&self, query: &str) -> Vec<u32> {
         let mut ids = Vec::new();
         let mut word = String::new();
-        for_each_term(query, &mut word, |t| {
-            if let Some(&id) = self.term_ids.get(t) {
-                ids.push(id);
-            }
-        });
+        for_each_term(query, &mut word, |t| ids.extend(self.terms.get(t)));
         ids.sort_unstable();
         ids.dedup();
         ids
     }
 
     fn score_into(&self, terms: &[u32], scratch: &mut Scratch) {
-        scratch.ensure_len(self.docs.len());
+        scratch.ensure_len(self.keys.len());
         let n = self.len() as f32;
         let avg_len = (self.total_len as f32 / n).max(1.0);
         for &term in terms {
-            let list = &self.postings[term as usize];
-            if list.is_empty() {
+            let df = self.postings.df(term);
+            if df == 0 {
                 continue;
             }
-            let df = list.len() as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            for p in list {
-                let len = self.docs[p.slot as usize].as_ref().map_or(0, |d| d.len) as f32;
-                let tf = p.tf as f32;
+            let idf = idf(n, df as f32);
+            self.postings.for_each(term, |slot, tf| {
+                let len = self.lens[slot as usize] as f32;
+                let tf = f32::from(tf);
                 let norm = K1 * (1.0 - B + B * len / avg_len);
-                scratch.add(p.slot, idf * tf * (K1 + 1.0) / (tf + norm));
-            }
+                scratch.add(slot, idf * tf * (K1 + 1.0) / (tf + norm));
+            });
         }
     }
 
@@ -246,18 +258,19 @@ impl Lexical {
         let k = k.min(scratch.touched.len());
         let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(k + 1);
         for &slot in &scratch.touched {
-            let Some(doc) = &self.docs[slot as usize] else {
+            if !self.present[slot as usize] {
                 continue;
-            };
+            }
+            let key = self.keys[slot as usize];
             let candidate = Ranked {
                 score: scratch.scores[slot as usize],
-                key: doc.key,
+                key,
             };
             // Check the cheap heap bound before calling the caller's filter.
             if heap.len() == k && heap.peek().is_some_and(|worst| candidate >= *worst) {
                 continue;
             }
-            if !keep(doc.key) {
+            if !keep(key) {
                 continue;
             }
             heap.push(candidate);
@@ -269,6 +282,22 @@ impl Lexical {
         out.sort_unstable();
         out.into_iter().map(|r| (r.key, r.score)).collect()
     }
+}
+
+/// BM25's IDF of a term held by `df` of `n` documents.
+fn idf(n: f32, df: f32) -> f32 {
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// A check of a document's terms (`ids`: sorted, with repeats), so a removal can tell whether
+/// the text it was given is the one inserted.
+fn terms_check(ids: &[u32]) -> u64 {
+    let mut h = FxHasher::default();
+    h.write_usize(ids.len());
+    for &id in ids {
+        h.write_u32(id);
+    }
+    h.finish()
 }
 
 /// Orders best first: higher score, then lower key (so ties are deterministic). The heap's
@@ -332,59 +361,6 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// FxHash-style hasher: term and key lookups dominate index build time, and SipHash's DoS
-/// resistance buys nothing for a local, single-user index. Also the store's maps keyed by
-/// its own numbers (`state`).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-pub(crate) type FastHash = BuildHasherDefault<FxHasher>;
-
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl FxHasher {
-    fn mix(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(SEED);
-    }
-}
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.mix(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.mix(u64::from_le_bytes(w));
-        }
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.mix(u64::from(i));
-    }
-
-    fn write_u32(&mut self, i: u32) {
-        self.mix(u64::from(i));
-    }
-
-    fn write_u64(&mut self, i: u64) {
-        self.mix(i);
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.mix(i as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,18 +406,20 @@ mod tests {
         let empty = ix.memory_bytes();
         ix.insert(1, "staging postgres listens on port 5433");
         let one = ix.memory_bytes();
-        // Five new terms: their text, posting lists and the document's term list at least.
-        assert!(
-            one >= empty + 5 * (4 + size_of::<Posting>()),
-            "{empty} → {one}"
-        );
-        ix.insert(2, "staging postgres listens on port 5433");
-        let two = ix.memory_bytes();
-        assert!(two > one, "{one} → {two}");
-        ix.remove(2);
-        ix.remove(1);
-        // Tables and posting lists keep their capacity; the documents' term lists are gone.
-        assert!(ix.memory_bytes() < two);
+        // Five new terms: their text and one posting each (a slot and a count) at least.
+        assert!(one >= empty + 5 * (4 + 4 + 2), "{empty} → {one}");
+        let note = |k: u64| format!("service{k} listens on port {}", 6000 + k);
+        for k in 2..102 {
+            ix.insert(k, &note(k));
+        }
+        let many = ix.memory_bytes();
+        assert!(many > one + 100 * (4 + 4 + 2), "{one} → {many}");
+        for k in 2..102 {
+            ix.remove(k, &note(k));
+        }
+        ix.remove(1, "staging postgres listens on port 5433");
+        // Tables keep their capacity; the emptied posting lists are gone.
+        assert!(ix.memory_bytes() < many);
     }
 
     #[test]
@@ -479,9 +457,10 @@ mod tests {
     fn removal_and_reinsert() {
         let mut ix = sample();
         assert_eq!(ix.len(), 4);
-        ix.remove(4);
-        ix.remove(4);
-        ix.remove(99);
+        let clippy = "Run cargo clippy before every commit in this repository";
+        ix.remove(4, clippy);
+        ix.remove(4, clippy);
+        ix.remove(99, clippy);
         assert_eq!(ix.len(), 3);
         assert!(ix.search("clippy", 5, &all).is_empty());
         assert_eq!(keys(&ix.search("repository", 5, &all)), [2]);
@@ -533,11 +512,86 @@ mod tests {
                 ix.insert(round * 1000 + key, "alpha beta");
             }
             for key in 0..100u64 {
-                ix.remove(round * 1000 + key);
+                ix.remove(round * 1000 + key, "alpha beta");
             }
         }
         assert!(ix.is_empty());
-        assert_eq!(ix.docs.len(), 100);
+        assert_eq!(ix.keys.len(), 100);
         assert_eq!(ix.total_len, 0);
+    }
+
+    /// Inserts, removals with the inserted text or another, replacing inserts and compactions,
+    /// mixed: the index then answers as one built afresh from what is left.
+    #[test]
+    fn churn_with_compactions_answers_as_a_fresh_build() {
+        let words = [
+            "redis", "cache", "port", "deploy", "kafka", "lag", "tls", "cert", "vite",
+        ];
+        let text = |key: u64, round: u64| -> String {
+            (0..1 + (key * 7 + round) % 6)
+                .map(|i| words[((key * 31 + i * 17 + round * 5) % 9) as usize])
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut ix = Lexical::new();
+        let mut live: std::collections::BTreeMap<u64, String> = Default::default();
+        for round in 0..6u64 {
+            for key in 0..400u64 {
+                match (key + round) % 5 {
+                    0 if live.contains_key(&key) => {
+                        ix.remove(key, &live.remove(&key).unwrap());
+                    }
+                    // A text that is not the one inserted: the slow path, still exact.
+                    1 if live.contains_key(&key) => {
+                        live.remove(&key);
+                        ix.remove(key, "kafka lag vite");
+                    }
+                    // Replacing without a removal first.
+                    _ => {
+                        ix.insert(key, &text(key, round));
+                        live.insert(key, text(key, round));
+                    }
+                }
+            }
+            if round % 2 == 1 {
+                ix.compact();
+            }
+        }
+        let mut fresh = Lexical::new();
+        for (&key, text) in &live {
+            fresh.insert(key, text);
+        }
+        assert_eq!((ix.len(), ix.total_len), (fresh.len(), fresh.total_len));
+        assert_eq!(ix.postings.len(), fresh.postings.len());
+        for q in [
+            "redis",
+            "kafka lag",
+            "tls cert vite",
+            "deploy port cache redis",
+        ] {
+            let (got, want) = (ix.search(q, 50, &all), fresh.search(q, 50, &all));
+            assert_eq!(keys(&got), keys(&want), "{q}");
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g.1 - w.1).abs() < 1e-4, "{q}: {g:?} vs {w:?}");
+            }
+        }
+    }
+
+    /// Enough inserts compact the tails into runs by themselves.
+    #[test]
+    fn growth_compacts_by_itself() {
+        let mut ix = Lexical::new();
+        for key in 0..30_000u64 {
+            ix.insert(key, &format!("word{} shared extra{}", key % 97, key % 13));
+        }
+        assert_eq!(ix.postings.len(), 90_000);
+        assert!(
+            ix.postings.tail_share() < 0.9,
+            "{}",
+            ix.postings.tail_share()
+        );
+        assert_eq!(ix.search("shared", 30_001, &all).len(), 30_000);
+        let word5 = (0..30_000u64).filter(|k| k % 97 == 5).count();
+        assert_eq!(ix.search("word5", 1000, &all).len(), word5);
     }
 }

@@ -1,166 +1,126 @@
 //! The BM25 index as bytes, so a start loads it instead of tokenising every memory again.
 //!
-//! Owns the image layout (all integers little-endian): `u32` term count, then each term as
-//! `u32` byte length + UTF-8 (its position is its id); then `u32` slot count and per slot `u8`
-//! present, and if present `u64 key`, `u32 len`, `u32` distinct-term count and that many
-//! `(u32 term id, u32 tf)` pairs, term ids ascending. Each document's term list is what
-//! `insert` keeps, so loading reads the documents in one sequential pass and then appends to
-//! the posting lists in slot order; an earlier layout stored the posting lists and rebuilt
-//! the term lists from them, which scattered every posting over the documents (8 s at 1M).
-//! Posting-list order does not change results: each document's score sums its terms in query
-//! order, and ties are broken by key. Must never panic or build an inconsistent index from
-//! bytes it did not write: every id, slot and count is bounds-checked, and a failed check is an
-//! error (the caller rebuilds from the records). Framing, checksum and generation are the
-//! caller's (`store::side_file`).
+//! Owns the image layout (all integers little-endian), a few flat arrays in a row so a load is
+//! bulk copies plus one pass of checks: `u32` term count, `u32` text length, the terms' text
+//! (`lexical_terms`), each term's `u32` end in it; `u32` slot count, then per slot a `u8`
+//! present flag, then every slot's `u64` key, `u32` length and `u64` terms check; each term's
+//! `u32` posting count, then every posting's `u32` slot (per term, ascending), then every
+//! posting's `u16` count in the same order. An earlier layout (a term list per document) took
+//! 2.8–3.0 s to load at a million memories, most of it in a million allocations and hash inserts
+//! of boxed terms (bench/EVAL.md section 24). Must never panic or build an inconsistent index
+//! from bytes it did not write: every id, slot and count is bounds-checked, and a failed check
+//! is an error (the caller rebuilds from the records). Framing, checksum and generation are
+//! the caller's (`store::side_file`).
 
-use super::{Doc, FastHash, Lexical, Posting};
+use super::{FastHash, Lexical, Postings, Terms};
 use std::collections::HashMap;
 
 impl Lexical {
     /// The index's image (see the module doc).
     pub fn to_image(&self) -> Vec<u8> {
-        let postings: usize = self.postings.iter().map(Vec::len).sum();
+        let (text, ends) = self.terms.parts();
+        let n_slots = self.keys.len();
         let mut out = Vec::with_capacity(
-            8 + self.heap_bytes / 2 + postings * 8 + self.postings.len() * 8 + self.docs.len() * 17,
+            12 + text.len() + ends.len() * 8 + n_slots * 21 + self.postings.len() * 6,
         );
-        let mut terms: Vec<(&str, u32)> = self.term_ids.iter().map(|(t, &i)| (&**t, i)).collect();
-        terms.sort_unstable_by_key(|t| t.1);
-        put_u32(&mut out, terms.len() as u32);
-        for (term, _) in &terms {
-            put_u32(&mut out, term.len() as u32);
-            out.extend_from_slice(term.as_bytes());
+        put_u32(&mut out, ends.len() as u32);
+        put_u32(&mut out, text.len() as u32);
+        out.extend_from_slice(text.as_bytes());
+        ends.iter().for_each(|&e| put_u32(&mut out, e));
+        put_u32(&mut out, n_slots as u32);
+        out.extend(self.present.iter().map(|&p| u8::from(p)));
+        self.keys
+            .iter()
+            .for_each(|k| out.extend_from_slice(&k.to_le_bytes()));
+        self.lens.iter().for_each(|&l| put_u32(&mut out, l));
+        self.checks
+            .iter()
+            .for_each(|c| out.extend_from_slice(&c.to_le_bytes()));
+        let mut lists = Vec::with_capacity(ends.len());
+        let mut list = Vec::new();
+        for term in 0..ends.len() as u32 {
+            self.postings.sorted(term, &mut list);
+            put_u32(&mut out, list.len() as u32);
+            lists.extend_from_slice(&list);
         }
-        let (offsets, tfs) = self.tf_table();
-        put_u32(&mut out, self.docs.len() as u32);
-        for (slot, doc) in self.docs.iter().enumerate() {
-            match doc {
-                None => out.push(0),
-                Some(d) => {
-                    out.push(1);
-                    out.extend_from_slice(&d.key.to_le_bytes());
-                    put_u32(&mut out, d.len);
-                    put_u32(&mut out, d.terms.len() as u32);
-                    let at = offsets[slot];
-                    for (&term, &tf) in d.terms.iter().zip(&tfs[at..at + d.terms.len()]) {
-                        put_u32(&mut out, term);
-                        put_u32(&mut out, tf);
-                    }
-                }
-            }
-        }
+        lists.iter().for_each(|&(s, _)| put_u32(&mut out, s));
+        lists
+            .iter()
+            .for_each(|&(_, tf)| out.extend_from_slice(&tf.to_le_bytes()));
         out
-    }
-
-    /// Each document's term counts, in the order of its term list, one flat array (with each
-    /// slot's start in it). Walking the terms in ascending id order meets each document's
-    /// terms in the order its list holds them, so a per-slot cursor is the position.
-    fn tf_table(&self) -> (Vec<usize>, Vec<u32>) {
-        let mut offsets = Vec::with_capacity(self.docs.len() + 1);
-        let mut total = 0;
-        for doc in &self.docs {
-            offsets.push(total);
-            total += doc.as_ref().map_or(0, |d| d.terms.len());
-        }
-        offsets.push(total);
-        let mut cursor = vec![0u32; self.docs.len()];
-        let mut tfs = vec![0u32; total];
-        for list in &self.postings {
-            for p in list {
-                let c = &mut cursor[p.slot as usize];
-                tfs[offsets[p.slot as usize] + *c as usize] = p.tf;
-                *c += 1;
-            }
-        }
-        (offsets, tfs)
     }
 
     /// Rebuilds an index from `to_image`'s bytes; `Err` says what is inconsistent.
     pub fn from_image(bytes: &[u8]) -> Result<Lexical, String> {
         let mut r = Reader { bytes, at: 0 };
-        let mut ix = Lexical::new();
         let n_terms = r.u32()? as usize;
-        r.fits(n_terms, 4)?;
-        ix.term_ids = HashMap::with_capacity_and_hasher(n_terms, FastHash::default());
-        for id in 0..n_terms as u32 {
-            let len = r.u32()? as usize;
-            let text = std::str::from_utf8(r.take(len)?).map_err(|_| "term is not UTF-8")?;
-            if ix.term_ids.insert(text.into(), id).is_some() {
-                return Err(format!("term {text:?} appears twice"));
-            }
-            ix.heap_bytes += len;
-        }
-        let tfs = ix.read_docs(&mut r, n_terms)?;
+        let text_len = r.u32()? as usize;
+        let text = String::from_utf8(r.take(text_len)?.to_vec()).map_err(|_| "terms not UTF-8")?;
+        let terms = Terms::from_parts(text, r.u32s(n_terms)?)?;
+        let mut ix = Lexical {
+            terms,
+            ..Lexical::default()
+        };
+        ix.read_slots(&mut r)?;
+        let dfs = r.u32s(n_terms)?;
+        let total: u64 = dfs.iter().map(|&n| u64::from(n)).sum();
+        r.fits(usize::try_from(total).unwrap_or(usize::MAX), 6)?;
+        let (slots, tfs) = (r.u32s(total as usize)?, r.u16s(total as usize)?);
         if r.at != bytes.len() {
             return Err(format!("{} bytes after the image", bytes.len() - r.at));
         }
-        ix.build_postings(n_terms, &tfs);
+        ix.check_lists(&dfs, &slots, &tfs)?;
+        ix.postings = Postings::from_runs(&dfs, slots, tfs);
         Ok(ix)
     }
 
-    /// The slot table: documents' keys, lengths and term lists, free slots, key → slot.
-    /// Returns every document's term counts, flat in slot and term-list order.
-    fn read_docs(&mut self, r: &mut Reader, n_terms: usize) -> Result<Vec<u32>, String> {
+    /// The slot arrays, the free slots and key → slot.
+    fn read_slots(&mut self, r: &mut Reader) -> Result<(), String> {
         let n_slots = r.u32()? as usize;
-        r.fits(n_slots, 1)?;
-        self.docs = Vec::with_capacity(n_slots);
-        self.slot_of = HashMap::with_capacity_and_hasher(n_slots, FastHash::default());
-        let mut tfs = Vec::new();
-        for slot in 0..n_slots as u32 {
-            if r.take(1)?[0] == 0 {
-                self.docs.push(None);
-                self.free_slots.push(slot);
+        r.fits(n_slots, 21)?;
+        let flags = r.take(n_slots)?;
+        if let Some(at) = flags.iter().position(|&b| b > 1) {
+            return Err(format!("slot {at}: present flag {}", flags[at]));
+        }
+        self.present = flags.iter().map(|&b| b == 1).collect();
+        self.keys = r.u64s(n_slots)?;
+        self.lens = r.u32s(n_slots)?;
+        self.checks = r.u64s(n_slots)?;
+        let live = self.present.iter().filter(|&&p| p).count();
+        self.slot_of = HashMap::with_capacity_and_hasher(live, FastHash::default());
+        for slot in 0..n_slots {
+            if !self.present[slot] {
+                self.free_slots.push(slot as u32);
                 continue;
             }
-            let key = u64::from_le_bytes(r.take(8)?.try_into().map_err(|_| "short key")?);
-            let len = r.u32()?;
-            let n = r.u32()? as usize;
-            r.fits(n, 8)?;
-            let mut terms = Vec::with_capacity(n);
-            for _ in 0..n {
-                let (term, tf) = (r.u32()?, r.u32()?);
-                if term as usize >= n_terms || terms.last().is_some_and(|&t| t >= term) {
-                    return Err(format!("slot {slot}: term {term} out of range or order"));
-                }
-                terms.push(term);
-                tfs.push(tf);
+            if self.slot_of.insert(self.keys[slot], slot as u32).is_some() {
+                return Err(format!("key {} indexed twice", self.keys[slot]));
             }
-            if self.slot_of.insert(key, slot).is_some() {
-                return Err(format!("key {key} indexed twice"));
-            }
-            self.total_len += u64::from(len);
-            self.heap_bytes += n * size_of::<u32>();
-            self.docs.push(Some(Doc {
-                key,
-                len,
-                terms: terms.into_boxed_slice(),
-            }));
+            self.total_len += u64::from(self.lens[slot]);
         }
         // `take_slot` pops from the end: hand out the lowest free slot first, as a fresh index would.
         self.free_slots.reverse();
-        Ok(tfs)
+        Ok(())
     }
 
-    /// The posting lists from the documents' term lists (`tfs` as `read_docs` returns them),
-    /// each allocated once at its final length and filled in slot order.
-    fn build_postings(&mut self, n_terms: usize, tfs: &[u32]) {
-        let mut df = vec![0usize; n_terms];
-        for d in self.docs.iter().flatten() {
-            for &t in d.terms.iter() {
-                df[t as usize] += 1;
+    /// Every list names present slots, each once (ascending), with a count of at least one.
+    fn check_lists(&self, dfs: &[u32], slots: &[u32], tfs: &[u16]) -> Result<(), String> {
+        if let Some(i) = tfs.iter().position(|&tf| tf == 0) {
+            return Err(format!("posting {i} has a count of 0"));
+        }
+        let mut at = 0;
+        for (term, &n) in dfs.iter().enumerate() {
+            let list = &slots[at..at + n as usize];
+            at += n as usize;
+            let bad = list.windows(2).any(|w| w[0] >= w[1])
+                || list
+                    .iter()
+                    .any(|&s| !self.present.get(s as usize).copied().unwrap_or(false));
+            if bad {
+                return Err(format!("term {term}: a slot out of range, order or use"));
             }
         }
-        self.postings = df.iter().map(|&n| Vec::with_capacity(n)).collect();
-        let mut tfs = tfs.iter();
-        for (slot, doc) in self.docs.iter().enumerate() {
-            let Some(d) = doc else { continue };
-            for (&t, &tf) in d.terms.iter().zip(&mut tfs) {
-                self.postings[t as usize].push(Posting {
-                    slot: slot as u32,
-                    tf,
-                });
-            }
-        }
-        self.heap_bytes += df.iter().sum::<usize>() * size_of::<Posting>();
+        Ok(())
     }
 }
 
@@ -187,6 +147,32 @@ impl<'a> Reader<'a> {
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    /// `n` items of `W` bytes each, decoded by `f` (one bulk pass, no per-item bounds check).
+    fn array<const W: usize, T>(
+        &mut self,
+        n: usize,
+        f: fn([u8; W]) -> T,
+    ) -> Result<Vec<T>, String> {
+        self.fits(n, W)?;
+        let bytes = self.take(n * W)?;
+        Ok(bytes
+            .chunks_exact(W)
+            .map(|c| f(c.try_into().unwrap_or([0; W])))
+            .collect())
+    }
+
+    fn u16s(&mut self, n: usize) -> Result<Vec<u16>, String> {
+        self.array(n, u16::from_le_bytes)
+    }
+
+    fn u32s(&mut self, n: usize) -> Result<Vec<u32>, String> {
+        self.array(n, u32::from_le_bytes)
+    }
+
+    fn u64s(&mut self, n: usize) -> Result<Vec<u64>, String> {
+        self.array(n, u64::from_le_bytes)
+    }
+
     /// Refuses a count whose items cannot fit in what is left (before allocating for them).
     fn fits(&self, count: usize, min_item: usize) -> Result<(), String> {
         match count.checked_mul(min_item) {
@@ -207,22 +193,37 @@ mod tests {
         true
     }
 
+    fn note(key: u64) -> String {
+        format!(
+            "deploy step {} uses port {} and the {} cache",
+            key % 17,
+            5000 + key % 29,
+            ["redis", "disk", "memory"][key as usize % 3]
+        )
+    }
+
+    const BRAND_NEW: &str = "a brand new note about the redis cache";
+
     fn churned() -> Lexical {
         let mut ix = Lexical::new();
         for key in 0..300u64 {
-            let text = format!(
-                "deploy step {} uses port {} and the {} cache",
-                key % 17,
-                5000 + key % 29,
-                ["redis", "disk", "memory"][key as usize % 3]
-            );
-            ix.insert(key, &text);
+            ix.insert(key, &note(key));
         }
         for key in (0..300u64).step_by(7) {
-            ix.remove(key);
+            ix.remove(key, &note(key));
         }
-        ix.insert(1000, "a brand new note about the redis cache");
+        ix.insert(1000, BRAND_NEW);
         ix
+    }
+
+    fn lists(ix: &Lexical) -> Vec<Vec<(u32, u16)>> {
+        let mut out = Vec::new();
+        for term in 0..ix.terms.len() as u32 {
+            let mut list = Vec::new();
+            ix.postings.sorted(term, &mut list);
+            out.push(list);
+        }
+        out
     }
 
     #[test]
@@ -231,6 +232,7 @@ mod tests {
         let mut back = Lexical::from_image(&ix.to_image()).expect("decode");
         assert_eq!(back.len(), ix.len());
         assert_eq!(back.total_len, ix.total_len);
+        assert_eq!(lists(&back), lists(&ix));
         assert!(back.memory_bytes() > 0);
         for q in [
             "redis cache",
@@ -241,8 +243,8 @@ mod tests {
         ] {
             assert_eq!(back.search(q, 20, &all), ix.search(q, 20, &all), "{q}");
         }
-        // Removal needs the rebuilt term lists; a freed slot is reused.
-        back.remove(1000);
+        // Removal finds the loaded postings again; a freed slot is reused.
+        back.remove(1000, BRAND_NEW);
         assert!(back.search("brand", 5, &all).is_empty());
         back.insert(2000, "brand new again");
         assert_eq!(back.search("brand", 5, &all)[0].0, 2000);
@@ -267,34 +269,36 @@ mod tests {
         for at in (0..good.len()).step_by(11) {
             let mut bad = good.clone();
             bad[at] = bad[at].wrapping_add(0x5b);
-            if let Ok(ix) = Lexical::from_image(&bad) {
+            if let Ok(mut ix) = Lexical::from_image(&bad) {
                 let _ = ix.search("redis cache port", 10, &all);
+                ix.remove(1000, BRAND_NEW);
+                ix.insert(1000, BRAND_NEW);
             }
         }
         assert!(Lexical::from_image(&[0xff, 0xff, 0xff, 0x7f]).is_err());
     }
 
-    /// A document naming a term twice, out of order or past the dictionary would give a
-    /// posting list the scorer cannot trust.
+    /// A posting list naming a slot twice, out of order, past the slots or on a free slot would
+    /// give scores the index cannot trust.
     #[test]
-    fn a_document_term_list_out_of_order_or_range_is_an_error() {
+    fn a_posting_list_out_of_order_range_or_use_is_an_error() {
         let mut ix = Lexical::new();
-        ix.insert(7, "alpha beta gamma");
+        ix.insert(7, "alpha beta");
+        ix.insert(8, "alpha gamma");
+        ix.insert(9, "delta");
+        ix.remove(9, "delta");
         let good = ix.to_image();
         assert!(Lexical::from_image(&good).is_ok());
-        // The first document's pairs start after the terms, the slot count and the slot's
-        // present flag, key, length and term count.
-        let terms_end = 4 + ["alpha", "beta", "gamma"]
-            .iter()
-            .map(|t| 4 + t.len())
-            .sum::<usize>();
-        let first_pair = terms_end + 4 + 1 + 8 + 4 + 4;
-        let term_at = |i: usize| first_pair + 8 * i;
-        for (i, value) in [(1, 0u32), (0, 3), (2, 1)] {
+        // Terms alpha, beta, gamma, delta; slots 0, 1 and (free) 2; alpha's list is 0, 1.
+        let text = "alphabetagammadelta".len();
+        let dfs = 4 + 4 + text + 4 * 4 + 4 + 3 * (1 + 8 + 4 + 8);
+        let first_slot = dfs + 4 * 4;
+        let slot_at = |i: usize| first_slot + 4 * i;
+        for (i, value) in [(1, 0u32), (0, 1), (1, 3), (1, 2)] {
             let mut bad = good.clone();
-            bad[term_at(i)..term_at(i) + 4].copy_from_slice(&value.to_le_bytes());
+            bad[slot_at(i)..slot_at(i) + 4].copy_from_slice(&value.to_le_bytes());
             let err = Lexical::from_image(&bad).err().expect("refused");
-            assert!(err.contains("out of range or order"), "{err}");
+            assert!(err.contains("out of range, order or use"), "{err}");
         }
     }
 
@@ -304,12 +308,12 @@ mod tests {
         let mut ix = Lexical::new();
         ix.insert(1, "cache cache cache miss");
         ix.insert(2, "cache miss miss");
-        ix.remove(1);
+        ix.remove(1, "cache cache cache miss");
         ix.insert(3, "cache cache miss");
         let back = Lexical::from_image(&ix.to_image()).unwrap();
         for q in ["cache", "miss", "cache miss"] {
             assert_eq!(back.search(q, 5, &all), ix.search(q, 5, &all), "{q}");
         }
-        assert_eq!(back.tf_table(), ix.tf_table());
+        assert_eq!(lists(&back), lists(&ix));
     }
 }

@@ -7,12 +7,13 @@
 //! relevance policy (boosts, floors, outcome priors).
 
 pub mod fuse;
+mod fxhash;
 pub mod lexical;
 pub mod tokenize;
 pub mod vector;
 mod vector_file;
 
 pub use fuse::reciprocal_rank_fusion;
-pub(crate) use lexical::FastHash;
+pub(crate) use fxhash::FastHash;
 pub use lexical::Lexical;
 pub use vector::{VectorIndex, quantize};

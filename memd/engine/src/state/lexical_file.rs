@@ -15,11 +15,11 @@ use crate::store::side_file::{self, SideKind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The image's layout (2: term lists per document) and the tokenizer's version, so either
-/// change rebuilds the index.
+/// The image's layout (3: flat arrays; 2 kept a term list per document) and the tokenizer's
+/// version, so either change rebuilds the index.
 pub(super) const KIND: SideKind = SideKind {
     magic: *b"MEMDBM25",
-    version: 1000 * crate::index::tokenize::TERMS_VERSION + 2,
+    version: 1000 * crate::index::tokenize::TERMS_VERSION + 3,
 };
 
 impl MemState {
@@ -80,6 +80,7 @@ impl MemState {
                 ix.insert(key, &r.content);
             }
         }
+        ix.compact();
         self.lexical = ix;
         self.lexical_origin = "rebuilt".into();
         self.note_open(format!("lexical index rebuilt in {} ms", ms(started)));

@@ -222,7 +222,7 @@ impl MemState {
         if self.hashes.get(&hk) == Some(&key) {
             self.hashes.remove(&hk);
         }
-        self.lexical.remove(key);
+        self.lexical.remove(key, &r.content);
     }
 
     fn apply_insert(&mut self, rec: &Record) -> Output {

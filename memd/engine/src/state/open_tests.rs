@@ -147,8 +147,8 @@ fn damaged_cut_or_stale_lexical_files_are_rebuilt() {
         let (store, _) = open(dir.path());
         let image = store.read(|s| {
             let mut ix = Lexical::from_image(&s.lexical().to_image()).unwrap();
-            for k in s.records().map(|r| r.key).filter(|k| k % 7 == 0) {
-                ix.remove(k);
+            for r in s.records().filter(|r| r.key % 7 == 0) {
+                ix.remove(r.key, &r.content);
             }
             ix.to_image()
         });
