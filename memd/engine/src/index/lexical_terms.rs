@@ -55,12 +55,13 @@ impl Terms {
             .filter(|&i| i != EMPTY)?;
         self.text.push_str(term);
         self.ends.push(end);
-        if (self.ends.len() * 2) > self.table.len() {
-            self.rehash((self.ends.len() * 2).next_power_of_two().max(64));
+        // `get` found no equal text, so neither placing nor rehashing can meet one.
+        let placed = if (self.ends.len() * 2) > self.table.len() {
+            self.rehash((self.ends.len() * 2).next_power_of_two().max(64))
         } else {
-            self.place(id);
-        }
-        Some(id)
+            self.place(id)
+        };
+        placed.ok().map(|()| id)
     }
 
     /// The text of term `id` (which must be below `len`).
@@ -109,31 +110,33 @@ impl Terms {
             ends,
             table: Vec::new(),
         };
-        terms.rehash((terms.ends.len() * 2).next_power_of_two().max(64));
-        for id in 0..terms.ends.len() as u32 {
-            if terms.get(terms.text(id)) != Some(id) {
-                return Err(format!("term {:?} appears twice", terms.text(id)));
-            }
+        if let Err(id) = terms.rehash((terms.ends.len() * 2).next_power_of_two().max(64)) {
+            return Err(format!("term {:?} appears twice", terms.text(id)));
         }
         Ok(terms)
     }
 
-    /// Rebuilds the table at `size` cells (a power of two) from the ids in order, so that of
-    /// two equal texts the first id is found (which `from_parts` checks).
-    fn rehash(&mut self, size: usize) {
+    /// Rebuilds the table at `size` cells (a power of two) from the ids in order; `Err(id)`
+    /// when term `id`'s text is an earlier id's (only bytes from an image can be).
+    fn rehash(&mut self, size: usize) -> Result<(), u32> {
         self.table = vec![EMPTY; size];
-        for id in 0..self.ends.len() as u32 {
-            self.place(id);
-        }
+        (0..self.ends.len() as u32).try_for_each(|id| self.place(id))
     }
 
-    fn place(&mut self, id: u32) {
+    /// Puts `id` in the table, one hash and one probe sequence; `Err(id)` if its text is there.
+    fn place(&mut self, id: u32) -> Result<(), u32> {
         let mask = self.table.len() - 1;
-        let mut at = hash(self.text(id)) as usize & mask;
-        while self.table[at] != EMPTY {
-            at = (at + 1) & mask;
+        let text = self.text(id);
+        let mut at = hash(text) as usize & mask;
+        loop {
+            match self.table[at] {
+                EMPTY => break,
+                other if self.text(other) == text => return Err(id),
+                _ => at = (at + 1) & mask,
+            }
         }
         self.table[at] = id;
+        Ok(())
     }
 }
 
