@@ -34,6 +34,9 @@ use proto::MemoryView;
 pub struct Candidate {
     pub hit: Hit,
     pub view: MemoryView,
+    /// The text the indexes read (`indexed_text::of`) when it is not the view's content (an
+    /// exchange's date and content): what late interaction's token states were made of.
+    pub indexed: Option<String>,
 }
 
 impl Candidate {
@@ -43,8 +46,15 @@ impl Candidate {
 
     /// A candidate for `hit`, when its record still exists.
     pub fn of(s: &MemState, hit: Hit, now: i64) -> Option<Candidate> {
-        let view = search::view(s.by_key(hit.key)?, now, Some(&hit));
-        Some(Candidate { hit, view })
+        let r = s.by_key(hit.key)?;
+        let view = search::view(r, now, Some(&hit));
+        let indexed = crate::indexed_text::differing(r);
+        Some(Candidate { hit, view, indexed })
+    }
+
+    /// The text the indexes read for this memory (`indexed_text::of`); shown is `view.content`.
+    pub fn indexed_text(&self) -> &str {
+        self.indexed.as_deref().unwrap_or(&self.view.content)
     }
 }
 
