@@ -390,8 +390,7 @@ impl Indexed {
                 Output::Inserted { id, key } => {
                     labels.insert(key, vec![label]);
                     key_of.insert(id, key);
-                    // Embedded as the daemon embeds it (an exchange with its date).
-                    fresh.push((key, memd_engine::indexed_text::of(&rec).into_owned()));
+                    fresh.push((key, rec.content));
                 }
                 Output::Duplicate { id } => {
                     let key = key_of
