@@ -82,6 +82,9 @@ pub enum TurnText {
     Plain,
     /// `[<session date>] <speaker>: <text>`.
     Dated,
+    /// `[8 May 2023] <speaker>: <text>`: the session's day as the daemon indexes an exchange
+    /// (`memd_engine::indexed_text::dated` of the session's start).
+    Daemon,
     /// `<speaker>: <text>` followed by the previous turn of the same session.
     Neighbour,
 }
@@ -93,6 +96,10 @@ impl TurnText {
             TurnText::Speaker => t.content(),
             TurnText::Plain => t.text.clone(),
             TurnText::Dated => format!("[{}] {}", t.session_date, t.content()),
+            TurnText::Daemon => match super::dataset::parse_session_date(&t.session_date) {
+                Some(at) => memd_engine::indexed_text::dated(at, &t.content()),
+                None => t.content(),
+            },
             TurnText::Neighbour => {
                 let session = |d: &str| d.split(':').next().unwrap_or("").to_string();
                 match i.checked_sub(1).map(|p| &turns[p]) {

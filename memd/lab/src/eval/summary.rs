@@ -125,6 +125,13 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
                 sets.vectors == Vectors::Shipped,
                 "--stores mixed embeds every memory again: it takes --vectors shipped only"
             );
+            // Its turns are exchanges, which the engine already indexes after their date.
+            anyhow::ensure!(
+                matches!(sets.turn_text, TurnText::Speaker | TurnText::Plain),
+                "--stores mixed stores LoCoMo's turns as exchanges, already indexed with their \
+                 dates (indexed_text::of): --turn-text {:?} would date them twice",
+                sets.turn_text
+            );
             let mut refs: Vec<(String, &Indexed)> =
                 parts.iter().map(|(n, ix)| (n.clone(), ix)).collect();
             let probe = probe_index(&embedder)?;
