@@ -118,7 +118,7 @@ fn late_order(
 ) -> (Vec<usize>, bool) {
     let keyed: Vec<late::Candidate> = cands
         .iter()
-        .map(|c| (c.key(), c.indexed_text(), cosine(c)))
+        .map(|c| (c.key(), c.view.content.as_str(), cosine(c)))
         .collect();
     let (maxsim, finished) = late::maxsim_within(states, query, &keyed, depth, deadline);
     let pairs: Vec<(f32, f32)> = maxsim.iter().map(|&(i, m)| (m, keyed[i].2)).collect();
@@ -252,11 +252,7 @@ mod tests {
             weight: 1.0,
         };
         let view = crate::search::view(&r, 0, Some(&hit));
-        Candidate {
-            hit,
-            view,
-            indexed: None,
-        }
+        Candidate { hit, view }
     }
 
     /// A conversation turn as the stop hook files it, which the first stage weighed `weight`.
