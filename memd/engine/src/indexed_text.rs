@@ -1,14 +1,13 @@
-//! The text of a memory that the first stage's indexes read.
+//! The text of a memory that the search indexes read.
 //!
-//! Owns one rule: what the lexical index and the embedder are given for a record. An exchange
-//! (a conversation turn the stop hook filed, `memory_type` "exchange") is indexed as its UTC
-//! date then its content, `[8 May 2023] User: ...`, so a question that names a day or a month
-//! finds the turns of that day (bench/EVAL.md sections 13 (b) and 26); every other memory is
-//! indexed as its content, unchanged. Late interaction's token states are of the content alone
-//! (`models::late_plan`): MaxSim adds, per query token, the best of the memory's tokens, so a
-//! date's tokens only ever raise an exchange against the note it talks about (section 26 (b)).
-//! Must never change what is stored or shown: `/api/search`, context injection and the
-//! dashboard read `Record::content`.
+//! Owns one rule: what the lexical index, the embedder and the token states are given for a
+//! record. An exchange (a conversation turn the stop hook filed, `memory_type` "exchange") is
+//! indexed as its UTC date then its content, `[8 May 2023] User: ...`, so a question that names
+//! a day or a month finds the turns of that day (bench/EVAL.md sections 13 (b) and 26); every
+//! other memory is indexed as its content, unchanged. The date's tokens can only raise an
+//! exchange's late-interaction score, so that score carries the exchange weight
+//! (`retrieve::LATE_SCORE`, section 26 (c)). Must never change what is stored or shown:
+//! `/api/search`, context injection and the dashboard read `Record::content`.
 
 use crate::record::Record;
 use proto::{Metadata, Value};
@@ -31,6 +30,15 @@ pub fn of(r: &Record) -> Cow<'_, str> {
         Cow::Owned(dated(r.created_at, &r.content))
     } else {
         Cow::Borrowed(&r.content)
+    }
+}
+
+/// `of(r)` when it is not `r`'s content (an exchange), for a copy that outlives the store's
+/// read (the second stage's candidates).
+pub fn differing(r: &Record) -> Option<String> {
+    match of(r) {
+        Cow::Owned(text) => Some(text),
+        Cow::Borrowed(_) => None,
     }
 }
 

@@ -14,7 +14,7 @@
 //! import circles, checked by `tests/tests/architecture.rs`):
 //!
 //! - Base: [`config`] (`config.toml`, `[guards]`, `[evidence]`), [`clock`], [`record`] (the stored form of a memory), [`indexed_text`] (what of a memory the
-//!   lexical index and the embedder read), [`redact`] (secrets and `<private>` spans
+//!   indexes read), [`redact`] (secrets and `<private>` spans
 //!   removed before anything is stored), [`learn`] (outcome math, lifecycle rules, the routing
 //!   graph; pure), [`command`] (a shell line's command words), [`project`] (which project
 //!   a directory belongs to), [`shutdown`],

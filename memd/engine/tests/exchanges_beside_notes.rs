@@ -1,8 +1,9 @@
 //! A note and the exchange that talked about the same thing: the note's question finds the
 //! note first. The agent talks about what it then stores, so a user's store holds such pairs
-//! everywhere; an exchange is indexed with its date (`indexed_text`), and a date scored by
-//! late interaction lifted every exchange above the note it paraphrases (bench/EVAL.md section
-//! 26: the dashboard's "what port is staging on" ranked the exchange first).
+//! everywhere; an exchange is indexed with its date (`indexed_text`), whose tokens can only
+//! raise its late-interaction score, and the dashboard's "what port is staging on" ranked the
+//! exchange first (bench/EVAL.md section 26) until the late score carried the exchange weight
+//! (`retrieve::LATE_SCORE`).
 //!
 //! Real models (the embedder and the late-interaction model) and the engine's own background
 //! passes, as the daemon runs them. Needs the runtime from install/fetch-runtime.sh; when it is
@@ -18,12 +19,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// (note, the exchange about it as the stop hook files it: user, assistant, the note's
-/// question), all in one store. The first is the dashboard test's pair and query: with the
-/// date in the token states its exchange ranked first (the others held); without dates at all
-/// every pair ranks its note first. (Not here: "how do I make a release build?" beside "User:
-/// build it for release / Assistant: Ran the release build ..." ranks the exchange first with
-/// or without dates.)
-const PAIRS: [(&str, &str, &str, &str); 6] = [
+/// question), all in one store. With dates and the late score alike for both kinds, the
+/// dashboard's pair (the second) ranked its exchange first; the first did with or without
+/// dates (bench/EVAL.md section 26 (b), (c)).
+const PAIRS: [(&str, &str, &str, &str); 7] = [
+    (
+        "Release builds: run `cargo build --release --locked` from the repository root",
+        "build it for release",
+        "Ran the release build from the root; it finished in four minutes.",
+        "how do I make a release build?",
+    ),
     (
         "The staging database listens on port 5433, not the default 5432",
         "connect to the staging database",

@@ -34,6 +34,9 @@ use proto::MemoryView;
 pub struct Candidate {
     pub hit: Hit,
     pub view: MemoryView,
+    /// The text the indexes read (`indexed_text::of`) when it is not the view's content (an
+    /// exchange's date and content): what late interaction's token states were made of.
+    pub indexed: Option<String>,
 }
 
 impl Candidate {
@@ -43,8 +46,15 @@ impl Candidate {
 
     /// A candidate for `hit`, when its record still exists.
     pub fn of(s: &MemState, hit: Hit, now: i64) -> Option<Candidate> {
-        let view = search::view(s.by_key(hit.key)?, now, Some(&hit));
-        Some(Candidate { hit, view })
+        let r = s.by_key(hit.key)?;
+        let view = search::view(r, now, Some(&hit));
+        let indexed = crate::indexed_text::differing(r);
+        Some(Candidate { hit, view, indexed })
+    }
+
+    /// The text the indexes read for this memory (`indexed_text::of`); shown is `view.content`.
+    pub fn indexed_text(&self) -> &str {
+        self.indexed.as_deref().unwrap_or(&self.view.content)
     }
 }
 
@@ -164,12 +174,10 @@ mod tests {
         assert_eq!(keys(4), [shared[0], shared[1], answer, further]);
     }
 
-    /// An exchange's terms and vector are of its dated text, its token states of its content
-    /// alone (the planner's text, which MaxSim finds the states by): a date scored by MaxSim
-    /// only adds tokens, so it lifted every exchange above the note it talks about
-    /// (bench/EVAL.md section 26).
+    /// An exchange is shown as its text but scored by the text its token states were made of
+    /// (the planner's), so late interaction finds its states.
     #[test]
-    fn an_exchanges_token_states_are_of_its_content_without_the_date() {
+    fn an_exchange_candidate_reads_the_text_its_states_were_made_of() {
         let mut s = MemState::new(DIMS).unwrap();
         // 2023-05-08 13:56 UTC.
         let mut rec = Record::new(
@@ -179,7 +187,6 @@ mod tests {
         );
         rec.metadata
             .insert("memory_type".into(), proto::Value::from("exchange"));
-        assert_eq!(crate::indexed_text::of(&rec), "[8 May 2023] User: hi");
         let Output::Inserted { key, .. } = s.apply(&Op::Insert(Box::new(rec))) else {
             panic!("insert")
         };
@@ -193,7 +200,8 @@ mod tests {
         };
         let c = Candidate::of(&s, hit, 0).unwrap();
         assert_eq!(c.view.content, "User: hi");
+        assert_eq!(c.indexed_text(), "[8 May 2023] User: hi");
         let plan = crate::models::late_plan::plan(&Default::default(), &s, usize::MAX);
-        assert_eq!(plan.todo, [(key, c.view.content.clone())]);
+        assert_eq!(plan.todo, [(key, c.indexed_text().to_string())]);
     }
 }

@@ -6,9 +6,9 @@
 //! first (highest key first), embeds their indexed text and commits the vectors with
 //! `Op::Reindexed`, which lowers the cursor, so a restart resumes where the last commit left
 //! it. Memories stored since have keys above the cursor and were indexed with today's text.
-//! The lexical index is rebuilt at the first start instead (its image's version); the token
-//! states are of the content, which did not change (`late_plan`). Owns the cursor, its count
-//! of what is left and the batches the worker takes; must never read the clock or do I/O.
+//! The lexical index is rebuilt at the first start instead (its image's version), and the
+//! token states follow their text's hash (`late_plan`). Owns the cursor, its count of what is
+//! left and the batches the worker takes; must never read the clock or do I/O.
 
 use super::MemState;
 use crate::indexed_text;
