@@ -47,13 +47,13 @@ pub enum LateScore {
 
 /// What the daemon ships: the late score times the first stage's factor (the exchange weight,
 /// the outcome prior's) to the power 0.5, so an exchange (weight 0.7) scores ×0.84 against
-/// notes. Exchanges are scored with their date
-/// (`indexed_text`), whose tokens can only raise MaxSim; without the factor a note's question
-/// found the exchange about it first (`tests/exchanges_beside_notes.rs`). bench/EVAL.md
-/// section 26 (c), one store of turns and notes, projects kept, against `Alike` without dates:
-/// LoCoMo R@1 0.470 → 0.496, MRR 0.576 → 0.594; coding set R@5 0.985 → 1.000, MRR 0.870 →
-/// 0.899; holdout set R@10 0.892 → 0.923 (0.25 and 1 measured too). In a store of one kind
-/// with no outcomes it orders as `Alike` (section 22).
+/// notes. Exchanges are scored with their date (`indexed_text`), whose tokens can only raise
+/// MaxSim; without the factor a note's question found the exchange about it first
+/// (`tests/exchanges_beside_notes.rs`). bench/EVAL.md section 26 (c), one store of turns and
+/// notes, projects kept, against `Alike` without dates: LoCoMo R@1 0.470 → 0.496, MRR 0.576 →
+/// 0.594; coding set R@5 0.985 → 1.000, MRR 0.870 → 0.899; holdout set R@10 0.892 → 0.923
+/// (0.25 and 1 measured too; with no projects the dates cost each note set a question). In a
+/// store of one kind with no outcomes it orders as `Alike` (section 22).
 pub const LATE_SCORE: LateScore = LateScore::Priors(0.5);
 
 /// What happened in the second stage.
