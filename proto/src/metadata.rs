@@ -4,18 +4,47 @@
 //! `BTreeMap` wrote it). Must never change what is written or read: only how it is held. Why
 //! not a `BTreeMap`: a memory has two or three fields, and a B-tree allocates an 11-slot node
 //! for them (~630 bytes); a store of a million memories spent most of its record memory there.
+//! The field names memd itself writes are held as static text, not one heap string per memory
+//! (at 1M memories two names each took 64 bytes a memory; bench/EVAL.md section 28).
 
 use crate::value::Value;
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
-use std::borrow::Borrow;
+use std::borrow::Cow;
 use std::fmt;
+
+/// A field name: static when it is one of `KNOWN`, else its own string.
+type Key = Cow<'static, str>;
+
+/// Field names memd writes on many memories, sorted (held without an allocation each).
+const KNOWN: [&str; 12] = [
+    "chunk_count",
+    "conversation_id",
+    "exchange_id",
+    "exchange_outcome",
+    "file",
+    "memory_type",
+    "promoted_at",
+    "source",
+    "supersedes",
+    "title",
+    "trigger",
+    "type",
+];
+
+/// The static copy of `name` when it is a known one.
+fn known(name: &str) -> Option<Key> {
+    KNOWN
+        .binary_search(&name)
+        .ok()
+        .map(|i| Cow::Borrowed(KNOWN[i]))
+}
 
 /// Free-form metadata attached to a memory: a map from field name to value, in key order.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Metadata {
-    entries: Vec<(String, Value)>,
+    entries: Vec<(Key, Value)>,
 }
 
 impl Metadata {
@@ -23,31 +52,19 @@ impl Metadata {
         Self::default()
     }
 
-    fn find<Q: Ord + ?Sized>(&self, key: &Q) -> Result<usize, usize>
-    where
-        String: Borrow<Q>,
-    {
-        self.entries.binary_search_by(|(k, _)| k.borrow().cmp(key))
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(k, _)| (**k).cmp(key))
     }
 
-    pub fn get<Q: Ord + ?Sized>(&self, key: &Q) -> Option<&Value>
-    where
-        String: Borrow<Q>,
-    {
+    pub fn get(&self, key: &str) -> Option<&Value> {
         self.find(key).ok().map(|i| &self.entries[i].1)
     }
 
-    pub fn get_mut<Q: Ord + ?Sized>(&mut self, key: &Q) -> Option<&mut Value>
-    where
-        String: Borrow<Q>,
-    {
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
         self.find(key).ok().map(|i| &mut self.entries[i].1)
     }
 
-    pub fn contains_key<Q: Ord + ?Sized>(&self, key: &Q) -> bool
-    where
-        String: Borrow<Q>,
-    {
+    pub fn contains_key(&self, key: &str) -> bool {
         self.find(key).is_ok()
     }
 
@@ -56,16 +73,14 @@ impl Metadata {
         match self.find(key.as_str()) {
             Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
             Err(i) => {
+                let key = known(&key).unwrap_or(Cow::Owned(key));
                 self.entries.insert(i, (key, value));
                 None
             }
         }
     }
 
-    pub fn remove<Q: Ord + ?Sized>(&mut self, key: &Q) -> Option<Value>
-    where
-        String: Borrow<Q>,
-    {
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
         self.find(key).ok().map(|i| self.entries.remove(i).1)
     }
 
@@ -78,12 +93,12 @@ impl Metadata {
     }
 
     /// Entries in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.entries.iter().map(|(k, v)| (k, v))
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.entries.iter().map(|(k, v)| (&**k, v))
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &String> {
-        self.entries.iter().map(|(k, _)| k)
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(k, _)| &**k)
     }
 
     pub fn values(&self) -> impl Iterator<Item = &Value> {
@@ -92,18 +107,26 @@ impl Metadata {
 
     /// Heap bytes the entries take (the vector, not what the values point to).
     pub fn table_bytes(&self) -> usize {
-        self.entries.capacity() * size_of::<(String, Value)>()
+        self.entries.capacity() * size_of::<(Key, Value)>()
+    }
+
+    /// Heap bytes the field names take (known names take none).
+    pub fn key_bytes(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|(k, _)| match k {
+                Cow::Borrowed(_) => 0,
+                Cow::Owned(s) => s.capacity(),
+            })
+            .sum()
     }
 }
 
-impl<Q: Ord + ?Sized> std::ops::Index<&Q> for Metadata
-where
-    String: Borrow<Q>,
-{
+impl std::ops::Index<&str> for Metadata {
     type Output = Value;
 
     /// The value of `key`; panics when there is none, as a `BTreeMap` does.
-    fn index(&self, key: &Q) -> &Value {
+    fn index(&self, key: &str) -> &Value {
         self.get(key).expect("no entry found for key")
     }
 }
@@ -133,20 +156,21 @@ impl<const N: usize> From<[(String, Value); N]> for Metadata {
 
 impl IntoIterator for Metadata {
     type Item = (String, Value);
-    type IntoIter = std::vec::IntoIter<(String, Value)>;
+    type IntoIter =
+        std::iter::Map<std::vec::IntoIter<(Key, Value)>, fn((Key, Value)) -> (String, Value)>;
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.into_iter()
+        self.entries.into_iter().map(|(k, v)| (k.into_owned(), v))
     }
 }
 
 impl<'a> IntoIterator for &'a Metadata {
-    type Item = (&'a String, &'a Value);
+    type Item = (&'a str, &'a Value);
     type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, Value)>,
-        fn(&'a (String, Value)) -> (&'a String, &'a Value),
+        std::slice::Iter<'a, (Key, Value)>,
+        fn(&'a (Key, Value)) -> (&'a str, &'a Value),
     >;
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.iter().map(|(k, v)| (k, v))
+        self.entries.iter().map(|(k, v)| (&**k, v))
     }
 }
 
@@ -176,10 +200,9 @@ impl<'de> Visitor<'de> for MetadataVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Metadata, A::Error> {
-        let mut entries: Vec<(String, Value)> =
-            Vec::with_capacity(a.size_hint().unwrap_or(0).min(64));
-        while let Some((k, v)) = a.next_entry::<String, Value>()? {
-            entries.push((k, v));
+        let mut entries: Vec<(Key, Value)> = Vec::with_capacity(a.size_hint().unwrap_or(0).min(64));
+        while let Some(k) = a.next_key_seed(KeySeed)? {
+            entries.push((k, a.next_value()?));
         }
         // What memd wrote is sorted and unique already; anything else is ordered here, the
         // last of repeated keys winning as it would in a `BTreeMap`.
@@ -188,7 +211,49 @@ impl<'de> Visitor<'de> for MetadataVisitor {
             entries.shrink_to_fit();
             return Ok(Metadata { entries });
         }
-        Ok(entries.into_iter().collect())
+        let mut m = Metadata::new();
+        for (k, v) in entries {
+            match m.find(&k) {
+                Ok(i) => m.entries[i].1 = v,
+                Err(i) => m.entries.insert(i, (k, v)),
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// Reads a field name without allocating when it is a known one.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Key;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Key;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Key, E> {
+        Ok(known(s).unwrap_or_else(|| Cow::Owned(s.to_owned())))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Key, E> {
+        Ok(known(&s).unwrap_or(Cow::Owned(s)))
+    }
+
+    /// MessagePack may carry text as raw bytes; as `String` would, UTF-8 bytes are a name.
+    fn visit_bytes<E: de::Error>(self, b: &[u8]) -> Result<Key, E> {
+        match std::str::from_utf8(b) {
+            Ok(s) => self.visit_str(s),
+            Err(_) => Err(E::invalid_type(de::Unexpected::Bytes(b), &self)),
+        }
     }
 }
 

@@ -107,10 +107,10 @@ mod tests {
         r.metadata.insert("k".into(), "v".into());
         r.project = Some("p1".into());
         r.team = true;
-        r.origin = Some(Origin {
+        r.origin = Some(Box::new(Origin {
             uid: "store:1".into(),
             owner: "alice".into(),
-        });
+        }));
         r.moves = vec![MoveEntry {
             from: Collection::Working,
             to: Collection::MemoryBank,
