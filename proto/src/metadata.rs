@@ -11,11 +11,44 @@ use crate::value::Value;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::fmt;
 
-/// A field name: static when it is one of `KNOWN`, else its own string.
-type Key = Cow<'static, str>;
+/// A field name: the index of one of `KNOWN`, else its own text. 16 bytes, so an entry
+/// with its `Value` is 48 (a `String` key made it 56).
+/// Opaque outside this module: only its text is seen (`Deref`).
+#[derive(Clone, PartialEq)]
+pub struct Key(Name);
+
+#[derive(Clone, PartialEq)]
+enum Name {
+    Known(u8),
+    Own(Box<str>),
+}
+
+impl std::ops::Deref for Key {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            Key(Name::Known(i)) => KNOWN[usize::from(*i)],
+            Key(Name::Own(s)) => s,
+        }
+    }
+}
+
+impl Key {
+    fn into_string(self) -> String {
+        match self {
+            Key(Name::Own(s)) => s.into_string(),
+            known => known.to_string(),
+        }
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
 
 /// Field names memd writes on many memories, sorted (held without an allocation each).
 const KNOWN: [&str; 12] = [
@@ -33,12 +66,15 @@ const KNOWN: [&str; 12] = [
     "type",
 ];
 
-/// The static copy of `name` when it is a known one.
+/// `name` as a key when it is a known one.
 fn known(name: &str) -> Option<Key> {
-    KNOWN
-        .binary_search(&name)
-        .ok()
-        .map(|i| Cow::Borrowed(KNOWN[i]))
+    let i = KNOWN.binary_search(&name).ok()?;
+    Some(Key(Name::Known(i as u8)))
+}
+
+/// `name` as a key: known, else its own text.
+fn key_of(name: String) -> Key {
+    known(&name).unwrap_or_else(|| Key(Name::Own(name.into_boxed_str())))
 }
 
 /// Free-form metadata attached to a memory: a map from field name to value, in key order.
@@ -73,7 +109,7 @@ impl Metadata {
         match self.find(key.as_str()) {
             Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
             Err(i) => {
-                let key = known(&key).unwrap_or(Cow::Owned(key));
+                let key = key_of(key);
                 self.entries.insert(i, (key, value));
                 None
             }
@@ -115,8 +151,8 @@ impl Metadata {
         self.entries
             .iter()
             .map(|(k, _)| match k {
-                Cow::Borrowed(_) => 0,
-                Cow::Owned(s) => s.capacity(),
+                Key(Name::Known(_)) => 0,
+                Key(Name::Own(s)) => s.len(),
             })
             .sum()
     }
@@ -159,7 +195,7 @@ impl IntoIterator for Metadata {
     type IntoIter =
         std::iter::Map<std::vec::IntoIter<(Key, Value)>, fn((Key, Value)) -> (String, Value)>;
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.into_iter().map(|(k, v)| (k.into_owned(), v))
+        self.entries.into_iter().map(|(k, v)| (k.into_string(), v))
     }
 }
 
@@ -178,7 +214,7 @@ impl Serialize for Metadata {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.entries.len()))?;
         for (k, v) in &self.entries {
-            map.serialize_entry(k, v)?;
+            map.serialize_entry(&**k, v)?;
         }
         map.end()
     }
@@ -206,7 +242,7 @@ impl<'de> Visitor<'de> for MetadataVisitor {
         }
         // What memd wrote is sorted and unique already; anything else is ordered here, the
         // last of repeated keys winning as it would in a `BTreeMap`.
-        let sorted = entries.windows(2).all(|w| w[0].0 < w[1].0);
+        let sorted = entries.windows(2).all(|w| *w[0].0 < *w[1].0);
         if sorted {
             entries.shrink_to_fit();
             return Ok(Metadata { entries });
@@ -241,11 +277,11 @@ impl<'de> Visitor<'de> for KeySeed {
     }
 
     fn visit_str<E>(self, s: &str) -> Result<Key, E> {
-        Ok(known(s).unwrap_or_else(|| Cow::Owned(s.to_owned())))
+        Ok(known(s).unwrap_or_else(|| Key(Name::Own(s.into()))))
     }
 
     fn visit_string<E>(self, s: String) -> Result<Key, E> {
-        Ok(known(&s).unwrap_or(Cow::Owned(s)))
+        Ok(key_of(s))
     }
 
     /// MessagePack may carry text as raw bytes; as `String` would, UTF-8 bytes are a name.
@@ -298,6 +334,32 @@ mod tests {
         assert_eq!(packed, rmp_serde::to_vec_named(&b).unwrap());
         let back: Metadata = rmp_serde::from_slice(&packed).unwrap();
         assert_eq!(back, m);
+    }
+
+    #[test]
+    fn known_names_take_no_heap_and_read_back_alike() {
+        assert!(
+            KNOWN.windows(2).all(|w| w[0] < w[1]),
+            "KNOWN is searched: sorted"
+        );
+        let m: Metadata = [
+            ("memory_type".to_string(), Value::from("key_takeaway")),
+            ("conversation_id".to_string(), Value::from("c1")),
+            ("zz_own".to_string(), Value::from(1.0)),
+        ]
+        .into();
+        assert_eq!(m.key_bytes(), "zz_own".len());
+        let packed = rmp_serde::to_vec(&m).unwrap();
+        let back: Metadata = rmp_serde::from_slice(&packed).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(
+            back.key_bytes(),
+            "zz_own".len(),
+            "decoded names are static too"
+        );
+        let json: Metadata = serde_json::from_str(r#"{"title":"t","x":null}"#).unwrap();
+        assert_eq!(json.key_bytes(), 1);
+        assert_eq!(json.keys().collect::<Vec<_>>(), ["title", "x"]);
     }
 
     #[test]
