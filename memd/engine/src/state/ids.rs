@@ -191,7 +191,7 @@ mod tests {
             "a hash match alone is not the id"
         );
         // Forgetting one leaves the others found, the slot's owner included.
-        let first = recs.values().find(|r| ids.spill.get(&r.id).is_none());
+        let first = recs.values().find(|r| !ids.spill.contains_key(&r.id));
         let first = first.map(|r| (r.id.clone(), r.key)).unwrap();
         let (other, other_key) = if first.0 == "c" { ("a", 1) } else { ("c", 3) };
         ids.remove_if(other, other_key, &recs);
