@@ -86,11 +86,11 @@ fn print_parts(s: &MemState, n: usize) {
     add("duplicate map", table(s.hashes.capacity(), 24));
     let total: usize = parts.iter().map(|p| p.1).sum();
     eprintln!(
-        "size_of: Record {}, Metadata {}, Value {}, (String, Value) {}",
+        "size_of: Record {}, Metadata {}, Value {}, a metadata entry {}",
         size_of::<Record>(),
         size_of::<proto::Metadata>(),
         size_of::<Value>(),
-        size_of::<(String, Value)>()
+        size_of::<(proto::metadata::Key, Value)>()
     );
     for (name, bytes) in &parts {
         eprintln!("| {name} | {:.1} |", *bytes as f64 / n as f64);
