@@ -62,8 +62,9 @@ pub struct Record {
     /// Set on a memory that came from the shared store (another machine or another user);
     /// `None` on memories made here. Such a memory is only scored here, never edited, moved
     /// or deleted: its own daemon runs its lifecycle.
+    /// Boxed: rare, and inline it made every record 40 bytes larger (bench/EVAL.md section 28).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<Origin>,
+    pub origin: Option<Box<Origin>>,
     /// Promotions and demotions, oldest first (with `former_ids`, the memory's path). Memories
     /// moved before this field existed have none: their last move is `metadata.promoted_at`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -92,8 +93,9 @@ pub struct Origin {
 
 impl Record {
     /// Bytes this memory takes in the store's tables: the record, what its fields point to,
-    /// and its entries in the key, id and duplicate maps (each id is a map key once more).
-    /// An estimate: metadata values count their text only.
+    /// and its entries in the key, id and duplicate maps (the id map holds a hash and a key
+    /// per id, not the id). An estimate: metadata values count their text only, and neither
+    /// the allocator's rounding nor the maps' spare slots are counted.
     pub fn memory_bytes(&self) -> usize {
         let text = |s: &String| s.capacity();
         let strings = |v: &Vec<String>| {
@@ -101,14 +103,13 @@ impl Record {
         };
         // The entries' table, then what each key and text value holds.
         let metadata: usize = self.metadata.table_bytes()
+            + self.metadata.key_bytes()
             + self
                 .metadata
-                .iter()
-                .map(|(k, v)| k.capacity() + v.as_str().map_or(0, str::len))
+                .values()
+                .map(|v| v.as_str().map_or(0, str::len))
                 .sum::<usize>();
-        let ids = (1 + self.former_ids.len()) * size_of::<(String, u64)>()
-            + text(&self.id)
-            + self.former_ids.iter().map(String::capacity).sum::<usize>();
+        let ids = (1 + self.former_ids.len()) * size_of::<(u64, u64)>();
         // The key map holds a pointer to the boxed record (`state::MemState::records`).
         size_of::<(u64, Box<Record>)>()
             + size_of::<Record>()
@@ -123,7 +124,7 @@ impl Record {
             + self
                 .origin
                 .as_ref()
-                .map_or(0, |o| text(&o.uid) + text(&o.owner))
+                .map_or(0, |o| size_of::<Origin>() + text(&o.uid) + text(&o.owner))
             + self.moves.capacity() * size_of::<MoveEntry>()
             + ids
     }

@@ -13,6 +13,9 @@ mod compat_tests;
 mod content_hash;
 mod db;
 pub mod expiry;
+#[cfg(test)]
+mod footprint_tests;
+mod ids;
 mod lexical_file;
 #[cfg(test)]
 mod open_tests;
@@ -53,14 +56,17 @@ pub use totals::Totals;
 /// How many sidecar attempts are kept for `memd status`.
 const SIDECAR_ATTEMPTS_KEPT: usize = 50;
 
+/// The records by key (`MemState::records`).
+type Records = HashMap<u64, Box<Record>, FastHash>;
+
 pub struct MemState {
     /// Boxed: the map then holds 16 bytes a slot instead of a whole record, and hashbrown keeps
     /// up to twice the slots it needs (at 1M memories ~350 MB less resident). Keyed by the
     /// store's own numbers, so hashed without SipHash (filling it at open took half the time;
     /// bench/EVAL.md section 23), as is `hashes`.
-    records: HashMap<u64, Box<Record>, FastHash>,
+    records: Records,
     /// Current and former ids → key.
-    ids: HashMap<String, u64>,
+    ids: ids::Ids,
     /// (collection, hash of project and content) → key, for exact-duplicate detection. The
     /// same text in two projects is two memories: forgetting one project must not take the
     /// other's.
@@ -108,7 +114,7 @@ impl MemState {
     pub fn new(dims: usize) -> Result<MemState> {
         Ok(MemState {
             records: HashMap::default(),
-            ids: HashMap::new(),
+            ids: ids::Ids::default(),
             hashes: HashMap::default(),
             next_key: 1,
             sessions: Sessions::default(),
@@ -147,7 +153,7 @@ impl MemState {
 
     /// Finds a memory by its current id or any id it had before a promotion.
     pub fn by_id(&self, id: &str) -> Option<&Record> {
-        self.ids.get(id).and_then(|k| self.by_key(*k))
+        self.ids.get(id, &self.records).and_then(|k| self.by_key(k))
     }
 
     pub fn records(&self) -> impl Iterator<Item = &Record> {
@@ -239,20 +245,17 @@ impl MemState {
         if let Some(id) = self.duplicate_of(rec.collection, rec.project.as_deref(), &rec.content) {
             return Output::Duplicate { id: id.to_string() };
         }
-        if self.ids.contains_key(&rec.id) {
+        if self.ids.contains(&rec.id, &self.records) {
             return Output::Rejected(format!("id {} already exists", rec.id));
         }
         let key = self.next_key;
         self.next_key += 1;
         let mut rec = Box::new(rec.clone());
         rec.key = key;
-        self.ids.insert(rec.id.clone(), key);
-        for old in &rec.former_ids {
-            self.ids.entry(old.clone()).or_insert(key);
-        }
         let id = rec.id.clone();
         self.totals.add(&rec);
         self.records.insert(key, rec);
+        self.claim_ids(key);
         self.index_record(key);
         self.touch(key);
         Output::Inserted { id, key }
@@ -347,9 +350,9 @@ impl MemState {
         self.unindex_record(key);
         self.vectors.remove(key).ok();
         self.pending.remove(&key);
+        self.forget_ids(key);
         let r = *self.records.remove(&key)?;
         self.totals.sub(&r);
-        self.forget_ids(&r, key);
         if let Some(o) = &r.origin {
             self.mirrored.remove(&o.uid);
         }
@@ -358,12 +361,25 @@ impl MemState {
         Some(r)
     }
 
-    /// Drops the id lookups of `r` that still lead to `key`.
-    fn forget_ids(&mut self, r: &Record, key: u64) {
+    /// Drops the id lookups of the record at `key` that still lead to it.
+    fn forget_ids(&mut self, key: u64) {
+        let Some(r) = self.records.get(&key) else {
+            return;
+        };
         for id in std::iter::once(&r.id).chain(&r.former_ids) {
-            if self.ids.get(id) == Some(&key) {
-                self.ids.remove(id);
-            }
+            self.ids.remove_if(id, key, &self.records);
+        }
+    }
+
+    /// The record at `key` claims its id (taking it from any other) and its former ids that
+    /// no other memory has.
+    fn claim_ids(&mut self, key: u64) {
+        let Some(r) = self.records.get(&key) else {
+            return;
+        };
+        self.ids.insert(&r.id, key, &self.records);
+        for old in &r.former_ids {
+            self.ids.insert_absent(old, key, &self.records);
         }
     }
 
@@ -376,7 +392,7 @@ impl MemState {
             // Promotion and demotion are the lifecycle of the daemon that made the memory.
             return Output::Rejected(format!("{id} is moved only where it was made"));
         }
-        if self.ids.contains_key(new_id) {
+        if self.ids.contains(new_id, &self.records) {
             return Output::Rejected(format!("id {new_id} already exists"));
         }
         let Some(old) = self.records.get(&key).cloned() else {
@@ -388,7 +404,7 @@ impl MemState {
             Err(e) => return Output::Rejected(e.to_string()),
         };
         self.unindex_record(key);
-        self.ids.insert(new_id.to_string(), key);
+        self.ids.insert(new_id, key, &self.records);
         self.uncount(key);
         self.records.insert(key, Box::new(moved));
         self.recount(key);

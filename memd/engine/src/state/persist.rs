@@ -149,13 +149,14 @@ impl MemState {
         }
         self.totals = totals;
         let maps = (&mut self.ids, &mut self.hashes, &mut self.mirrored);
-        fill_lookups(maps, &chunks, n >= IDS_ON_A_THREAD);
+        let taken = fill_lookups(maps, &chunks, n >= IDS_ON_A_THREAD);
         self.records.reserve(n);
         for c in chunks {
             // Each record moves in as it was decoded (boxed), and its chunk's vectors go now.
             self.records
                 .extend(c.records.into_iter().map(|r| (r.key, r)));
         }
+        self.ids.settle(taken, &self.records);
     }
 }
 
@@ -166,35 +167,37 @@ const IDS_ON_A_THREAD: usize = 100_000;
 
 /// The maps `rebuild_lookups` fills from the chunks: ids, duplicate hashes, mirrored uids.
 type Lookups<'a> = (
-    &'a mut HashMap<String, u64>,
+    &'a mut super::ids::Ids,
     &'a mut HashMap<(Collection, u64), u64, FastHash>,
     &'a mut HashMap<String, u64>,
 );
 
-/// Fills the lookups, the id map on a second thread meanwhile when `threaded`.
-fn fill_lookups((ids, hashes, mirrored): Lookups, chunks: &[Decoded], threaded: bool) {
+/// Fills the lookups, the id map on a second thread meanwhile when `threaded`. Returns the
+/// id claims to settle once the records are in the key map (`Ids::fill`).
+fn fill_lookups(
+    (ids, hashes, mirrored): Lookups,
+    chunks: &[Decoded],
+    threaded: bool,
+) -> Vec<(String, u64)> {
     let n = chunks.iter().map(|c| c.records.len()).sum();
+    // In record order (each id, then its former ids), so a later record's claim on an id wins
+    // as it did when records were inserted one by one.
+    let fill_ids = |ids: &mut super::ids::Ids| {
+        ids.fill(
+            chunks.iter().flat_map(|c| c.records.iter().map(|r| &**r)),
+            n,
+        )
+    };
     if threaded {
         std::thread::scope(|scope| {
-            scope.spawn(|| fill_ids(ids, chunks, n));
+            let ids = scope.spawn(|| fill_ids(ids));
             fill_hashes(hashes, mirrored, chunks, n);
-        });
+            ids.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+        })
     } else {
-        fill_ids(ids, chunks, n);
+        let taken = fill_ids(ids);
         fill_hashes(hashes, mirrored, chunks, n);
-    }
-}
-
-/// Current and former ids → key, in record order (each id, then its former ids), so a later
-/// record's claim on an id wins as it did when records were inserted one by one.
-fn fill_ids(ids: &mut HashMap<String, u64>, chunks: &[Decoded], n: usize) {
-    ids.clear();
-    ids.reserve(n);
-    for r in chunks.iter().flat_map(|c| &c.records) {
-        ids.insert(r.id.clone(), r.key);
-        for old in &r.former_ids {
-            ids.insert(old.clone(), r.key);
-        }
+        taken
     }
 }
 
@@ -432,23 +435,32 @@ mod tests {
         // A later record claiming an earlier one's id as a former id takes it, in both ways.
         let taken = records[0].id.clone();
         records[7].former_ids.push(taken.clone());
-        records[9].origin = Some(crate::record::Origin {
+        records[9].origin = Some(Box::new(crate::record::Origin {
             uid: "store:9".into(),
             owner: "bob".into(),
-        });
+        }));
         let second = records.split_off(30);
         let chunks = [Decoded::of(records), Decoded::of(second)];
+        let all: super::super::Records = chunks
+            .iter()
+            .flat_map(|c| &c.records)
+            .map(|r| (r.key, r.clone()))
+            .collect();
         let build = |threaded| {
             let (mut ids, mut hashes, mut mirrored) = Default::default();
-            fill_lookups((&mut ids, &mut hashes, &mut mirrored), &chunks, threaded);
-            (ids, hashes, mirrored)
+            let claims = fill_lookups((&mut ids, &mut hashes, &mut mirrored), &chunks, threaded);
+            ids.settle(claims, &all);
+            // Every record's own id leads to it; the id claimed twice, to the later claimer.
+            let mut others = all.values().filter(|r| r.id != taken);
+            let own = others.all(|r| ids.get(&r.id, &all) == Some(r.key));
+            (own, ids.get(&taken, &all), hashes, mirrored)
         };
         let (inline, threaded) = (build(false), build(true));
         assert_eq!(inline, threaded);
-        assert_eq!(inline.0.len(), 50);
-        assert_eq!(inline.0[&taken], chunks[0].records[7].key);
-        assert_eq!(inline.1.len(), 50);
-        assert_eq!(inline.2["store:9"], chunks[0].records[9].key);
+        assert!(inline.0);
+        assert_eq!(inline.1, Some(chunks[0].records[7].key));
+        assert_eq!(inline.2.len(), 50);
+        assert_eq!(inline.3["store:9"], chunks[0].records[9].key);
     }
 
     #[test]

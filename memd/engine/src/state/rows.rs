@@ -107,10 +107,10 @@ mod tests {
         r.metadata.insert("k".into(), "v".into());
         r.project = Some("p1".into());
         r.team = true;
-        r.origin = Some(Origin {
+        r.origin = Some(Box::new(Origin {
             uid: "store:1".into(),
             owner: "alice".into(),
-        });
+        }));
         r.moves = vec![MoveEntry {
             from: Collection::Working,
             to: Collection::MemoryBank,
@@ -126,6 +126,88 @@ mod tests {
         let bytes = encode_chunk(&[&full, &plain]).unwrap();
         let back: Vec<Record> = rmp_serde::from_slice(&bytes).unwrap();
         assert_eq!(back, [full, plain]);
+    }
+
+    /// `Record` as it was before its compact form (origin inline, metadata a map of
+    /// `String`s), written as `Row` wrote it (every field): rows must be the same bytes
+    /// either way, read by either.
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Before {
+        key: u64,
+        id: String,
+        collection: Collection,
+        content: String,
+        created_at: i64,
+        updated_at: i64,
+        score: f64,
+        uses: u32,
+        success_count: f64,
+        outcome_history: Vec<OutcomeEntry>,
+        last_outcome: Option<Outcome>,
+        last_used: Option<i64>,
+        tags: Vec<String>,
+        importance: Option<f64>,
+        confidence: Option<f64>,
+        archived: bool,
+        former_ids: Vec<String>,
+        metadata: std::collections::BTreeMap<String, proto::Value>,
+        #[serde(default)]
+        project: Option<String>,
+        #[serde(default)]
+        team: bool,
+        #[serde(default)]
+        origin: Option<Origin>,
+        #[serde(default)]
+        moves: Vec<MoveEntry>,
+    }
+
+    fn before(r: &Record) -> Before {
+        let r = r.clone();
+        Before {
+            key: r.key,
+            id: r.id,
+            collection: r.collection,
+            content: r.content,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            score: r.score,
+            uses: r.uses,
+            success_count: r.success_count,
+            outcome_history: r.outcome_history,
+            last_outcome: r.last_outcome,
+            last_used: r.last_used,
+            tags: r.tags,
+            importance: r.importance,
+            confidence: r.confidence,
+            archived: r.archived,
+            former_ids: r.former_ids,
+            metadata: r.metadata.into_iter().collect(),
+            project: r.project,
+            team: r.team,
+            origin: r.origin.map(|o| *o),
+            moves: r.moves,
+        }
+    }
+
+    #[test]
+    fn rows_are_the_bytes_the_layout_before_wrote_and_read() {
+        let mut full = full();
+        full.metadata
+            .insert("memory_type".into(), "key_takeaway".into());
+        full.metadata.insert("conversation_id".into(), "c1".into());
+        let plain = Record::new(Collection::Working, "defaults".into(), 1);
+        let old = [before(&full), before(&plain)];
+        let bytes = encode_chunk(&[&full, &plain]).unwrap();
+        assert_eq!(bytes, rmp_serde::to_vec(&old).unwrap(), "same bytes");
+        let by_before: Vec<Before> = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(by_before, old, "the code before reads them");
+        let written_before = rmp_serde::to_vec(&old).unwrap();
+        let now: Vec<Record> = rmp_serde::from_slice(&written_before).unwrap();
+        assert_eq!(
+            now,
+            [full, plain],
+            "and what it wrote reads as the same records"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ impl MemState {
         // that surfaced three memories of a collection is one piece of evidence, not three.
         let mut seen_collections = Vec::new();
         for (id, outcome) in &b.scores {
-            let Some(&key) = self.ids.get(id) else {
+            let Some(key) = self.ids.get(id, &self.records) else {
                 result.skipped.push(id.clone());
                 continue;
             };

@@ -215,7 +215,7 @@ impl MemState {
     /// The key of the memory `id` names, if this store may change it; else the answer. A
     /// memory from the shared store is changed only by its owner (on any of their machines).
     pub(super) fn editable_key(&self, id: &str) -> Result<u64, Output> {
-        let Some(&key) = self.ids.get(id) else {
+        let Some(key) = self.ids.get(id, &self.records) else {
             return Err(Output::NotFound { id: id.into() });
         };
         match self.refuse_mirrored(key) {
@@ -361,17 +361,17 @@ impl MemState {
             return;
         }
         let mut rec = row.record.clone();
-        rec.origin = Some(Origin {
+        rec.origin = Some(Box::new(Origin {
             uid: row.uid.clone(),
             owner: row.owner.clone(),
-        });
+        }));
         let mut same_text = false;
         let key = match existing {
             Some(key) => {
                 self.unindex_record(key);
+                self.forget_ids(key);
                 if let Some(old) = self.records.remove(&key) {
                     self.totals.sub(&old);
-                    self.forget_ids(&old, key);
                     same_text = old.content == rec.content;
                 }
                 key
@@ -384,7 +384,7 @@ impl MemState {
         };
         let taken = std::iter::once(&rec.id)
             .chain(&rec.former_ids)
-            .any(|id| self.ids.get(id).is_some_and(|&k| k != key));
+            .any(|id| self.ids.get(id, &self.records).is_some_and(|k| k != key));
         if taken {
             // An id clash with a different memory here (48 random bits make it all but
             // impossible): keep ours, skip theirs.
@@ -396,15 +396,12 @@ impl MemState {
         }
         rec.key = key;
         with_pending(&mut rec, &row.uid, &self.sync.events);
-        self.ids.insert(rec.id.clone(), key);
-        for old in &rec.former_ids {
-            self.ids.entry(old.clone()).or_insert(key);
-        }
         self.mirrored.insert(row.uid.clone(), key);
         // The old embedding still fits an unchanged text until the owner's arrives.
         let same_text = same_text && self.vectors.contains(key);
         self.totals.add(&rec);
         self.records.insert(key, Box::new(rec));
+        self.claim_ids(key);
         match &row.vector {
             Some(v) => {
                 let q: Vec<i8> = v.iter().map(|&c| c as i8).collect();
