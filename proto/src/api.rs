@@ -436,6 +436,10 @@ pub struct IndexStats {
     /// the model is not loaded.
     #[serde(default)]
     pub pending_token_states: usize,
+    /// Conversation turns (exchanges) whose vectors are still of the text memd indexed before
+    /// an upgrade (`[date] ` before each turn): embedded again in the background, newest first.
+    #[serde(default)]
+    pub pending_reindex: usize,
     /// `loaded` (from disk), `rebuilt`, or `empty`.
     pub state: String,
     /// Prompts since start that asked for late interaction, by what they got.

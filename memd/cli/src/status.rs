@@ -29,6 +29,7 @@ pub fn run_status(json: bool) -> Result<ExitCode> {
                 v["recent_hooks"] = serde_json::to_value(&s.recent_hooks)?;
                 v["prompt_rerank"] = serde_json::to_value(s.index.prompt_rerank)?;
                 v["pending_token_states"] = serde_json::Value::from(s.index.pending_token_states);
+                v["pending_reindex"] = serde_json::Value::from(s.index.pending_reindex);
                 v["sidecar"] = serde_json::to_value(&s.sidecar)?;
             }
             Err(e) => v["stats_error"] = serde_json::Value::from(e.to_string()),
@@ -154,6 +155,13 @@ fn print_token_states(s: &StatsResponse) {
             ix.token_states.min(ix.token_states_total),
             ix.token_states_total,
             ix.pending_token_states
+        );
+    }
+    if ix.pending_reindex > 0 {
+        println!(
+            "reindex:   conversation turns indexed again with their dates in the background: {} \
+             waiting",
+            ix.pending_reindex
         );
     }
 }

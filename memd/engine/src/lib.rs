@@ -13,7 +13,8 @@
 //! never `Core`. From the bottom up (a module imports only from its own layer or below; no
 //! import circles, checked by `tests/tests/architecture.rs`):
 //!
-//! - Base: [`config`] (`config.toml`, `[guards]`, `[evidence]`), [`clock`], [`record`] (the stored form of a memory), [`redact`] (secrets and `<private>` spans
+//! - Base: [`config`] (`config.toml`, `[guards]`, `[evidence]`), [`clock`], [`record`] (the stored form of a memory), [`indexed_text`] (what of a memory the
+//!   indexes read), [`redact`] (secrets and `<private>` spans
 //!   removed before anything is stored), [`learn`] (outcome math, lifecycle rules, the routing
 //!   graph; pure), [`command`] (a shell line's command words), [`project`] (which project
 //!   a directory belongs to), [`shutdown`],
@@ -56,6 +57,7 @@ pub mod core;
 pub mod error;
 pub mod heap;
 mod index;
+pub mod indexed_text;
 pub mod learn;
 pub mod models;
 pub mod ops;

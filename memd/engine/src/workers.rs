@@ -98,6 +98,12 @@ impl Workers<'_> {
             }
             match self.embed_some().await {
                 Ok(0) => {
+                    // No new memory waits: the re-embedding after an upgrade takes a batch.
+                    match self.reembed_some().await {
+                        Ok(true) => continue,
+                        Ok(false) => {}
+                        Err(e) => tracing::warn!("re-embedding failed, will retry: {e}"),
+                    }
                     // Idle: hand back what the embeddings since the last tick freed.
                     tokio::task::spawn_blocking(crate::heap::release_if_dirty);
                     tokio::select! {
@@ -126,7 +132,7 @@ impl Workers<'_> {
         let batch: Vec<(u64, String)> = self.db.read(|s| {
             s.pending_keys(EMBED_BATCH)
                 .into_iter()
-                .filter_map(|k| Some((k, s.by_key(k)?.content.clone())))
+                .filter_map(|k| Some((k, crate::indexed_text::of(s.by_key(k)?).into_owned())))
                 .collect()
         });
         if batch.is_empty() {
@@ -157,6 +163,45 @@ impl Workers<'_> {
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         Ok(n)
+    }
+
+    /// One batch of the re-embedding after the indexed text changed (`state::reindex`): the
+    /// exchanges below the cursor, newest first, committed with the lowered cursor, so a restart
+    /// resumes after the last commit. While prompts or searches arrive it rests after each
+    /// memory as the token-state pass does. Whether there was anything left to do.
+    pub async fn reembed_some(&self) -> anyhow::Result<bool> {
+        let Some(embedder) = self.models.embedder() else {
+            return Ok(false);
+        };
+        let Some(batch) = self.db.read(|s| s.reindex_batch(EMBED_BATCH)) else {
+            return Ok(false);
+        };
+        let load = self.models.load.clone();
+        let todo = batch.todo;
+        let vectors =
+            tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<(u64, Vec<f32>)>> {
+                todo.into_iter()
+                    .map(|(key, text)| {
+                        let started = Instant::now();
+                        let v = embedder.embed(&[text.as_str()])?.pop().unwrap_or_default();
+                        if load.queries_arriving() {
+                            std::thread::sleep(started.elapsed().mul_f64(1.0 / BUSY_SHARE - 1.0));
+                        }
+                        Ok((key, v))
+                    })
+                    .collect()
+            })
+            .await??;
+        let mut ops: Vec<Op> = vectors
+            .into_iter()
+            .map(|(key, vector)| Op::vector(key, &vector))
+            .collect();
+        ops.push(Op::Reindexed { below: batch.below });
+        self.db
+            .commit(ops)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(true)
     }
 
     async fn lifecycle_loop(&self, shutdown: &Shutdown) {

@@ -10,6 +10,7 @@
 //! behind the write (at 1M memories one walk took seconds).
 
 use super::late::{ENCODE_BATCH, Figure, Known, States, text_hash};
+use crate::indexed_text;
 use crate::state::{Db, MemState};
 use std::collections::{HashSet, VecDeque};
 
@@ -73,7 +74,7 @@ pub fn plan(states: &States, s: &MemState, cap: usize) -> Plan {
         .queue
         .iter()
         .take(ENCODE_BATCH)
-        .filter_map(|e| Some((e.key, s.by_key(e.key)?.content.clone())))
+        .filter_map(|e| Some((e.key, indexed_text::of(s.by_key(e.key)?).into_owned())))
         .collect();
     Plan {
         todo,
@@ -95,11 +96,14 @@ struct Entry {
 
 impl Entry {
     fn of(r: &crate::record::Record) -> Option<Entry> {
-        (!r.archived).then(|| Entry {
-            created_at: r.created_at,
-            key: r.key,
-            hash: text_hash(&r.content),
-            len: r.content.len(),
+        (!r.archived).then(|| {
+            let text = indexed_text::of(r);
+            Entry {
+                created_at: r.created_at,
+                key: r.key,
+                hash: text_hash(&text),
+                len: text.len(),
+            }
         })
     }
 
@@ -336,12 +340,14 @@ impl Planner {
                     read += 1;
                     let current = s
                         .by_key(e.key)
-                        .filter(|r| !r.archived && text_hash(&r.content) == e.hash);
-                    if let Some(r) = current
+                        .filter(|r| !r.archived)
+                        .map(indexed_text::of)
+                        .filter(|text| text_hash(text) == e.hash);
+                    if let Some(text) = current
                         && states.covered(e.key, e.hash).is_none()
                         && states.known(e.key, e.hash) != Some(Known::Failed)
                     {
-                        todo.push((e.key, r.content.clone()));
+                        todo.push((e.key, text.into_owned()));
                         if todo.len() == ENCODE_BATCH {
                             break;
                         }

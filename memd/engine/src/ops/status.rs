@@ -109,6 +109,7 @@ impl StatsDeps<'_> {
                     true => crate::models::late_plan::pending(self.late, s),
                     false => 0,
                 },
+                pending_reindex: s.reindex_left(),
                 state: s.index_origin.clone(),
                 prompt_rerank: self.models.prompts.view(),
             },

@@ -34,6 +34,9 @@ use proto::MemoryView;
 pub struct Candidate {
     pub hit: Hit,
     pub view: MemoryView,
+    /// The text the indexes read (`indexed_text::of`) when it is not the view's content (an
+    /// exchange's date and content): what late interaction's token states were made of.
+    pub indexed: Option<String>,
 }
 
 impl Candidate {
@@ -43,8 +46,15 @@ impl Candidate {
 
     /// A candidate for `hit`, when its record still exists.
     pub fn of(s: &MemState, hit: Hit, now: i64) -> Option<Candidate> {
-        let view = search::view(s.by_key(hit.key)?, now, Some(&hit));
-        Some(Candidate { hit, view })
+        let r = s.by_key(hit.key)?;
+        let view = search::view(r, now, Some(&hit));
+        let indexed = crate::indexed_text::differing(r);
+        Some(Candidate { hit, view, indexed })
+    }
+
+    /// The text the indexes read for this memory (`indexed_text::of`); shown is `view.content`.
+    pub fn indexed_text(&self) -> &str {
+        self.indexed.as_deref().unwrap_or(&self.view.content)
     }
 }
 
@@ -162,5 +172,36 @@ mod tests {
         assert_eq!(keys(0), shared);
         assert_eq!(keys(3), [shared[0], shared[1], answer]);
         assert_eq!(keys(4), [shared[0], shared[1], answer, further]);
+    }
+
+    /// An exchange is shown as its text but scored by the text its token states were made of
+    /// (the planner's), so late interaction finds its states.
+    #[test]
+    fn an_exchange_candidate_reads_the_text_its_states_were_made_of() {
+        let mut s = MemState::new(DIMS).unwrap();
+        // 2023-05-08 13:56 UTC.
+        let mut rec = Record::new(
+            proto::Collection::Working,
+            "User: hi".into(),
+            1_683_554_160_000,
+        );
+        rec.metadata
+            .insert("memory_type".into(), proto::Value::from("exchange"));
+        let Output::Inserted { key, .. } = s.apply(&Op::Insert(Box::new(rec))) else {
+            panic!("insert")
+        };
+        let hit = Hit {
+            key,
+            similarity: None,
+            vector_rank: None,
+            lexical: None,
+            rank_score: 1.0,
+            weight: 1.0,
+        };
+        let c = Candidate::of(&s, hit, 0).unwrap();
+        assert_eq!(c.view.content, "User: hi");
+        assert_eq!(c.indexed_text(), "[8 May 2023] User: hi");
+        let plan = crate::models::late_plan::plan(&Default::default(), &s, usize::MAX);
+        assert_eq!(plan.todo, [(key, c.indexed_text().to_string())]);
     }
 }

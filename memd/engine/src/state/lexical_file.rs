@@ -15,11 +15,13 @@ use crate::store::side_file::{self, SideKind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The image's layout (3: flat arrays; 2 kept a term list per document) and the tokenizer's
-/// version, so either change rebuilds the index.
+/// The image's layout (3: flat arrays; 2 kept a term list per document), the tokenizer's
+/// version and the version of the indexed text (`indexed_text::VERSION`), so any change
+/// rebuilds the index: a store indexed before exchanges carried their dates is indexed again
+/// at its first start.
 pub(super) const KIND: SideKind = SideKind {
     magic: *b"MEMDBM25",
-    version: 1000 * crate::index::tokenize::TERMS_VERSION + 3,
+    version: 1000 * crate::index::tokenize::TERMS_VERSION + 100 * crate::indexed_text::VERSION + 3,
 };
 
 impl MemState {
@@ -77,7 +79,7 @@ impl MemState {
         let mut ix = Lexical::new();
         for key in keys {
             if let Some(r) = self.records.get(&key) {
-                ix.insert(key, &r.content);
+                ix.insert(key, &crate::indexed_text::of(r));
             }
         }
         ix.compact();

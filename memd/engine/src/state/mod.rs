@@ -23,6 +23,9 @@ pub mod ops;
 mod persist;
 mod prefetch;
 mod projects;
+pub mod reindex;
+#[cfg(test)]
+mod reindex_tests;
 mod rows;
 mod scores;
 pub mod session;
@@ -101,6 +104,10 @@ pub struct MemState {
     changes: changes::Changes,
     /// The side files being read while the snapshot decodes (only during an open).
     prefetch: Option<prefetch::Prefetch>,
+    /// Exchanges below this key still have vectors of an older indexed text (`reindex`).
+    reindex: Option<u64>,
+    /// How many of them (for `memd stats`).
+    reindex_left: usize,
 }
 
 impl MemState {
@@ -127,6 +134,8 @@ impl MemState {
             cleanup_clock: None,
             changes: changes::Changes::default(),
             prefetch: None,
+            reindex: None,
+            reindex_left: 0,
         })
     }
 
@@ -209,7 +218,7 @@ impl MemState {
         let Some(r) = self.records.get(&key) else {
             return;
         };
-        self.lexical.insert(key, &r.content);
+        self.lexical.insert(key, &crate::indexed_text::of(r));
         self.hashes.insert(
             (r.collection, scoped_hash(r.project.as_deref(), &r.content)),
             key,
@@ -228,7 +237,8 @@ impl MemState {
         if self.hashes.get(&hk) == Some(&key) {
             self.hashes.remove(&hk);
         }
-        self.lexical.remove(key, &r.content);
+        // Its entry was inserted with `indexed_text::of(r)`: the removal re-reads that text.
+        self.lexical.remove(key, &crate::indexed_text::of(r));
     }
 
     fn apply_insert(&mut self, rec: &Record) -> Output {
@@ -288,6 +298,7 @@ impl MemState {
             return Output::NotFound { id: id.into() };
         };
         if content_changed {
+            self.reindex_forget(key);
             self.vectors.remove(key).ok();
         }
         self.index_record(key);
@@ -335,6 +346,7 @@ impl MemState {
 
     /// Removes the memory with `key` and everything derived from it.
     fn remove_key(&mut self, key: u64, reason: &str) -> Option<Record> {
+        self.reindex_forget(key);
         self.unindex_record(key);
         self.vectors.remove(key).ok();
         self.pending.remove(&key);
@@ -451,6 +463,7 @@ impl MemState {
             Op::Archive { id, at } => self.apply_archive(id, *at),
             Op::SetExpired { id, at } => self.apply_set_expired(id, *at),
             Op::CleanupClock(t) => self.apply_cleanup_clock(*t),
+            Op::Reindexed { below } => self.apply_reindexed(*below),
             Op::Delete { id, reason } => self.apply_delete(id, reason),
             Op::ScoreExchange(b) => self.apply_scores(b),
             Op::Move { id, to, new_id, at } => self.apply_move(id, *to, new_id, *at),
@@ -566,6 +579,8 @@ impl Machine for MemState {
             None => (None, None),
         };
         self.load_lexical(dir, generation, lexical);
-        self.load_vectors(dir, generation, vectors)
+        self.load_vectors(dir, generation, vectors)?;
+        self.count_reindex();
+        Ok(())
     }
 }

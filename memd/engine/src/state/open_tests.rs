@@ -148,7 +148,7 @@ fn damaged_cut_or_stale_lexical_files_are_rebuilt() {
         let image = store.read(|s| {
             let mut ix = Lexical::from_image(&s.lexical().to_image()).unwrap();
             for r in s.records().filter(|r| r.key % 7 == 0) {
-                ix.remove(r.key, &r.content);
+                ix.remove(r.key, &crate::indexed_text::of(r));
             }
             ix.to_image()
         });

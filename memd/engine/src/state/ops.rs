@@ -100,6 +100,11 @@ pub enum Op {
     /// The time the age cleanup went by (`clock::cleanup_now`): the next pass, after a
     /// restart too, never goes further past it than the boot clock allows.
     CleanupClock(crate::clock::Trusted),
+    /// Every exchange at or above `below` has a vector of today's indexed text (the
+    /// re-embedding after an upgrade, `state::reindex`); 0 or 1: all of them.
+    Reindexed {
+        below: u64,
+    },
 }
 
 impl Op {

@@ -18,6 +18,21 @@ use serde_bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: snapshots taken on this thread say the vectors are of this indexed text's version
+    /// (a store written before the current one).
+    pub(super) static TEXT_VERSION_WRITTEN: std::cell::Cell<u32> =
+        const { std::cell::Cell::new(crate::indexed_text::VERSION) };
+}
+
+fn snapshot_text_version() -> u32 {
+    #[cfg(test)]
+    return TEXT_VERSION_WRITTEN.with(|v| v.get());
+    #[cfg(not(test))]
+    crate::indexed_text::VERSION
+}
+
 /// Records per chunk: small enough to spread over the cores, large enough that the per-chunk
 /// overhead is nothing.
 const CHUNK: usize = 8192;
@@ -44,6 +59,13 @@ struct Persisted<'a> {
     sync: SyncState,
     #[serde(default)]
     cleanup_clock: Option<crate::clock::Trusted>,
+    /// The version of the indexed text the vectors were made of (`indexed_text::VERSION`);
+    /// missing (0) in snapshots from before exchanges carried their dates (version 1).
+    #[serde(default)]
+    indexed_text: u32,
+    /// The re-embedding's cursor (`reindex`), while it runs.
+    #[serde(default)]
+    reindex: Option<u64>,
 }
 
 impl MemState {
@@ -65,6 +87,8 @@ impl MemState {
             projects: self.projects.clone(),
             sync: self.sync.clone(),
             cleanup_clock: self.cleanup_clock,
+            indexed_text: snapshot_text_version(),
+            reindex: self.reindex,
         };
         Ok(rmp_serde::to_vec_named(&p)?)
     }
@@ -94,6 +118,12 @@ impl MemState {
         self.projects = p.projects;
         self.sync = p.sync;
         self.cleanup_clock = p.cleanup_clock;
+        // An older indexed text: every exchange is embedded again (counted once the vectors
+        // are loaded, `count_reindex`).
+        self.reindex = match p.indexed_text < crate::indexed_text::VERSION {
+            true => Some(u64::MAX),
+            false => p.reindex,
+        };
         let lookups = Instant::now();
         self.rebuild_lookups(chunks);
         self.open_note = format!(

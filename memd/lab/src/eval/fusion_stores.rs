@@ -47,9 +47,7 @@ impl Loaded {
         let locomo = match locomo {
             Some(dir) => {
                 let files = super::dataset::conversation_files(&dir)?;
-                let text =
-                    |turns: &[super::dataset::Turn], i: usize| TurnText::Speaker.text(turns, i);
-                super::late::index_files(&files, embedder, &text)?
+                super::late::index_files(&files, embedder, TurnText::Speaker)?
             }
             None => Vec::new(),
         };

@@ -82,17 +82,30 @@ pub enum TurnText {
     Plain,
     /// `[<session date>] <speaker>: <text>`.
     Dated,
+    /// `[8 May 2023] <speaker>: <text>`: the session's day as the daemon indexes an exchange
+    /// (`memd_engine::indexed_text::dated` of the session's start).
+    Daemon,
     /// `<speaker>: <text>` followed by the previous turn of the same session.
     Neighbour,
+    /// `<speaker>: <text>` stored as an exchange (`memory_type` "exchange", created at its
+    /// time in the session), as the stop hook files a turn: the engine indexes it as it
+    /// indexes one (`memd_engine::indexed_text`: its terms and vector after the session's day,
+    /// its token states of the text alone). `Daemon` puts the day in the text, so every index
+    /// reads it.
+    Exchange,
 }
 
 impl TurnText {
     pub(super) fn text(self, turns: &[super::dataset::Turn], i: usize) -> String {
         let t = &turns[i];
         match self {
-            TurnText::Speaker => t.content(),
+            TurnText::Speaker | TurnText::Exchange => t.content(),
             TurnText::Plain => t.text.clone(),
             TurnText::Dated => format!("[{}] {}", t.session_date, t.content()),
+            TurnText::Daemon => match super::dataset::parse_session_date(&t.session_date) {
+                Some(at) => memd_engine::indexed_text::dated(at, &t.content()),
+                None => t.content(),
+            },
             TurnText::Neighbour => {
                 let session = |d: &str| d.split(':').next().unwrap_or("").to_string();
                 match i.checked_sub(1).map(|p| &turns[p]) {
@@ -103,6 +116,22 @@ impl TurnText {
                 }
             }
         }
+    }
+
+    /// The memory turn `i` of `turns` becomes: its text (`text`), marked an exchange for
+    /// `Exchange`.
+    pub(super) fn record(
+        self,
+        turns: &[super::dataset::Turn],
+        i: usize,
+    ) -> memd_engine::record::Record {
+        let mut rec = super::locomo::turn_record(&turns[i]);
+        rec.content = self.text(turns, i);
+        if self == TurnText::Exchange {
+            rec.metadata
+                .insert("memory_type".into(), proto::Value::from("exchange"));
+        }
+        rec
     }
 }
 
@@ -199,8 +228,7 @@ pub fn study_cases(
     turn_text: TurnText,
 ) -> Result<(Vec<Case>, Vec<Case>)> {
     let files = super::dataset::conversation_files(locomo_dir)?;
-    let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
-    let locomo: Vec<Case> = index_files(&files, embedder, &text)?
+    let locomo: Vec<Case> = index_files(&files, embedder, turn_text)?
         .iter()
         .flat_map(|ix| locomo_cases(ix, ranking, depth))
         .collect();
@@ -275,7 +303,7 @@ fn case_of(pairs: Vec<((Vec<String>, String), f32)>) -> Case {
 pub(super) fn index_files(
     files: &[PathBuf],
     embedder: &dyn Embed,
-    text: &dyn Fn(&[super::dataset::Turn], usize) -> String,
+    turn_text: TurnText,
 ) -> Result<Vec<Indexed>> {
     files
         .iter()
@@ -285,11 +313,7 @@ pub(super) fn index_files(
                 .turns
                 .iter()
                 .enumerate()
-                .map(|(i, t)| {
-                    let mut rec = super::locomo::turn_record(t);
-                    rec.content = text(&conv.turns, i);
-                    (rec, t.dia_id.clone())
-                })
+                .map(|(i, t)| (turn_text.record(&conv.turns, i), t.dia_id.clone()))
                 .collect();
             Indexed::store(memories, &conv.questions, embedder)
         })

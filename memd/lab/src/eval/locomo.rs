@@ -390,7 +390,8 @@ impl Indexed {
                 Output::Inserted { id, key } => {
                     labels.insert(key, vec![label]);
                     key_of.insert(id, key);
-                    fresh.push((key, rec.content));
+                    // Embedded as the daemon embeds it (an exchange with its date).
+                    fresh.push((key, memd_engine::indexed_text::of(&rec).into_owned()));
                 }
                 Output::Duplicate { id } => {
                     let key = key_of

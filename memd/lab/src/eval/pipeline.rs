@@ -270,7 +270,7 @@ impl Pipeline {
         keys.sort_unstable();
         let texts: Vec<(u64, String)> = store.read(|s| {
             keys.into_iter()
-                .filter_map(|k| Some((k, s.by_key(k)?.content.clone())))
+                .filter_map(|k| Some((k, memd_engine::indexed_text::of(s.by_key(k)?).into_owned())))
                 .collect()
         });
         let states = late::States::default();

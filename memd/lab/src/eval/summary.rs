@@ -125,6 +125,16 @@ pub fn run(sets: &Sets, runtime: &RuntimePaths, threads: usize) -> Result<Summar
                 sets.vectors == Vectors::Shipped,
                 "--stores mixed embeds every memory again: it takes --vectors shipped only"
             );
+            // Its turns are exchanges, which the engine already indexes after their date.
+            anyhow::ensure!(
+                matches!(
+                    sets.turn_text,
+                    TurnText::Speaker | TurnText::Plain | TurnText::Exchange
+                ),
+                "--stores mixed stores LoCoMo's turns as exchanges, already indexed with their \
+                 dates (indexed_text::of): --turn-text {:?} would date them twice",
+                sets.turn_text
+            );
             let mut refs: Vec<(String, &Indexed)> =
                 parts.iter().map(|(n, ix)| (n.clone(), ix)).collect();
             let probe = probe_index(&embedder)?;
@@ -172,13 +182,12 @@ fn load_parts(
     let mut parts = Vec::new();
     if !sets.locomo.is_empty() {
         let turn_text = sets.turn_text;
-        let text = |turns: &[super::dataset::Turn], i: usize| turn_text.text(turns, i);
         let form = match turn_text {
             TurnText::Speaker => String::new(),
             other => format!(", turns {other:?}"),
         };
         let name = format!("LoCoMo ({} conversations{form})", sets.locomo.len());
-        for ix in super::late::index_files(&sets.locomo, embedder, &text)? {
+        for ix in super::late::index_files(&sets.locomo, embedder, turn_text)? {
             parts.push((name.clone(), ix));
         }
     }
