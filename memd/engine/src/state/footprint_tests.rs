@@ -32,7 +32,9 @@ fn table(capacity: usize, slot: usize) -> usize {
     buckets * (slot + 1)
 }
 
-fn bench_record(i: usize) -> Record {
+/// A record shaped like memd-bench's bulk ones: a 150-byte takeaway and two metadata fields
+/// (also what `persist::tests::decode_timing` decodes).
+pub(super) fn bench_record(i: usize) -> Record {
     let text = format!(
         "takeaway {i}: the deploy of service {} failed because port {} was taken by \
          the old worker; restarting the unit after freeing it fixed the rollout",

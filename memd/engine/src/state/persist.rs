@@ -325,17 +325,7 @@ mod tests {
         let n: usize = std::env::var("MEMD_DECODE_N").map_or(100_000, |v| v.parse().unwrap());
         let mut s = MemState::new(4).unwrap();
         for i in 0..n {
-            let text = format!(
-                "takeaway {i}: the deploy of service {} failed because port {} was taken by \
-                 the old worker; restarting the unit after freeing it fixed the rollout",
-                i % 500,
-                5000 + i % 97
-            );
-            let mut r = Record::new(Collection::Working, text, 1);
-            r.metadata
-                .insert("memory_type".into(), "key_takeaway".into());
-            let conv = format!("bench-bulk-{}", i % 97);
-            r.metadata.insert("conversation_id".into(), conv.into());
+            let r = super::super::footprint_tests::bench_record(i);
             s.apply(&super::super::ops::Op::Insert(Box::new(r)));
         }
         let bytes = s.encode_snapshot().unwrap();
